@@ -1,0 +1,37 @@
+/*-------------------------------------------------------------------------
+ *
+ * pg_lease.h
+ *	  Limits and version shims shared by every pg_lease subsystem.
+ *
+ * Anything that differs between PostgreSQL major versions lives here and
+ * nowhere else.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PG_LEASE_H
+#define PG_LEASE_H
+
+#include "postgres.h"
+
+#if PG_VERSION_NUM < 150000
+#error "pg_lease requires PostgreSQL 15 or later"
+#endif
+
+/* Longest identifier (app, stream, shard, owner, channel...) in bytes. */
+#define LEASE_MAX_IDENT_BYTES		256
+
+/* Longest checkpoint value in bytes (Kinesis sequence numbers are <= 128). */
+#define LEASE_MAX_CHECKPOINT_BYTES	1024
+
+/* Longest accepted lease duration, in milliseconds (7 days). */
+#define LEASE_MAX_DURATION_MS		(7 * 24 * 60 * 60 * 1000)
+
+/* Most parent shards one lease may name (a merge has two). */
+#define LEASE_MAX_PARENTS			32
+
+/* Checkpoint sentinels, as in the Kinesis Client Library. */
+#define LEASE_CHECKPOINT_TRIM_HORIZON	"TRIM_HORIZON"
+#define LEASE_CHECKPOINT_LATEST			"LATEST"
+#define LEASE_CHECKPOINT_SHARD_END		"SHARD_END"
+
+#endif							/* PG_LEASE_H */

@@ -1,0 +1,73 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi_util.c
+ *	  Prepared, kept SPI statements and the checks around running them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "pg_lease.h"
+
+#include "spi_util.h"
+
+/* Connects to SPI. */
+void
+lease_spi_connect(void)
+{
+	int			rc = SPI_connect();
+
+	if (rc != SPI_OK_CONNECT)
+		elog(ERROR, "pg_lease: SPI_connect failed: %s", SPI_result_code_string(rc));
+}
+
+/* Disconnects from SPI. */
+void
+lease_spi_finish(void)
+{
+	int			rc = SPI_finish();
+
+	if (rc != SPI_OK_FINISH)
+		elog(ERROR, "pg_lease: SPI_finish failed: %s", SPI_result_code_string(rc));
+}
+
+/* Prepares a statement once per backend and keeps the plan. */
+static SPIPlanPtr
+lease_spi_plan(LeaseStatement *stmt)
+{
+	SPIPlanPtr	plan;
+
+	if (stmt->plan != NULL)
+		return stmt->plan;
+
+	plan = SPI_prepare(stmt->sql, stmt->nargs, stmt->argtypes);
+	if (plan == NULL)
+		elog(ERROR, "pg_lease: could not prepare \"%s\": %s",
+			 stmt->name, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "pg_lease: could not keep the plan for \"%s\"", stmt->name);
+	stmt->plan = plan;
+	return plan;
+}
+
+/* Runs a prepared statement and checks its exact return code. */
+uint64
+lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows)
+{
+	SPIPlanPtr	plan = lease_spi_plan(stmt);
+	int			rc;
+
+	rc = SPI_execute_plan(plan, values, nulls, false, max_rows);
+	if (rc != stmt->expected)
+		elog(ERROR, "pg_lease: \"%s\" returned %s, expected %s",
+			 stmt->name, SPI_result_code_string(rc),
+			 SPI_result_code_string(stmt->expected));
+	return SPI_processed;
+}
+
+/* One value of the current result set. */
+Datum
+lease_spi_value(uint64 row, int col, bool *isnull)
+{
+	if (SPI_tuptable == NULL || row >= SPI_processed)
+		elog(ERROR, "pg_lease: no result row " UINT64_FORMAT, row);
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}

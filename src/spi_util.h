@@ -1,0 +1,48 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi_util.h
+ *	  Prepared, kept SPI statements and the checks around running them.
+ *
+ * Every statement pg_lease runs is a static LeaseStatement: fixed SQL text
+ * with $n parameters (values never reach the SQL text), every object
+ * schema-qualified and every operator written OPERATOR(pg_catalog.x).  The
+ * plan is prepared on first use in a backend and kept (SPI_keepplan); the
+ * plan cache re-plans it by itself after DDL on the tables it reads.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEASE_SPI_UTIL_H
+#define LEASE_SPI_UTIL_H
+
+#include "executor/spi.h"
+
+#define LEASE_STMT_MAX_ARGS 16
+
+typedef struct LeaseStatement
+{
+	const char *name;			/* for error messages: what the statement does */
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[LEASE_STMT_MAX_ARGS];
+	int			expected;		/* the SPI_OK_* code a success returns */
+	SPIPlanPtr	plan;			/* prepared and kept on first use */
+} LeaseStatement;
+
+/* SPI_connect, raising on failure. */
+extern void lease_spi_connect(void);
+
+/* SPI_finish, raising on failure. */
+extern void lease_spi_finish(void);
+
+/*
+ * Runs a statement with the given parameters (nulls as for SPI: ' ' or 'n';
+ * NULL means none are null) and returns SPI_processed.  Any return code
+ * other than the statement's expected one is a can't-happen error.
+ */
+extern uint64 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls,
+							long max_rows);
+
+/* Column `col` (1-based) of result row `row`; *isnull set. */
+extern Datum lease_spi_value(uint64 row, int col, bool *isnull);
+
+#endif							/* LEASE_SPI_UTIL_H */

@@ -1,0 +1,67 @@
+# shellcheck shell=bash
+# A throwaway PostgreSQL cluster for tests and the demo.  Source this file,
+# then call cluster_start; the cluster is stopped and removed on exit.
+#
+# PostgreSQL refuses to run as root, so when we are root the server runs as
+# the `postgres` OS user on a data directory under /tmp that it owns; the
+# clients (psql, pg_regress, pg_isolation_regress, pg_prove) run as the
+# caller and connect over a Unix socket in that directory, so the checkout
+# itself never has to be readable by `postgres`.  The system cluster is never
+# touched: the server listens on no TCP address at all.
+
+PG_MAJOR=${PG_MAJOR:-15}
+PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
+
+# Runs a command as the cluster's OS user.
+cluster_as_owner() {
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+# Stops the cluster and removes its directory (the EXIT trap).
+cluster_stop() {
+    if [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR/data" ]; then
+        cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null 2>&1 || true
+        if [ -n "${KEEP_CLUSTER_LOG:-}" ] && [ -f "$CLUSTER_DIR/server.log" ]; then
+            cp "$CLUSTER_DIR/server.log" "$KEEP_CLUSTER_LOG" 2>/dev/null || true
+        fi
+        rm -rf "$CLUSTER_DIR"
+    fi
+}
+
+# Creates and starts a cluster; exports PGHOST, PGPORT, PGUSER for clients.
+cluster_start() {
+    CLUSTER_DIR=$(mktemp -d /tmp/pg_lease.XXXXXX)
+    chmod 755 "$CLUSTER_DIR"
+    if [ "$(id -u)" -eq 0 ]; then
+        chown postgres: "$CLUSTER_DIR"
+    fi
+    trap cluster_stop EXIT
+    # The port only names the socket file in our private directory.
+    PGPORT=$((20000 + RANDOM % 20000))
+    cluster_as_owner "$PG_BINDIR/initdb" -D "$CLUSTER_DIR/data" -U postgres \
+        --auth=trust -E UTF8 --locale=C --no-sync >"$CLUSTER_DIR/initdb.log" 2>&1 || {
+        cat "$CLUSTER_DIR/initdb.log" >&2
+        return 1
+    }
+    cat >>"$CLUSTER_DIR/data/postgresql.conf" <<CONF
+listen_addresses = ''
+unix_socket_directories = '$CLUSTER_DIR'
+port = $PGPORT
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+max_connections = 200
+log_line_prefix = '%m [%p] %q%a '
+CONF
+    cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" \
+        -w -t 60 start >/dev/null || {
+        cat "$CLUSTER_DIR/server.log" >&2
+        return 1
+    }
+    export PGHOST=$CLUSTER_DIR PGPORT PGUSER=postgres
+    unset PGDATABASE PGPASSWORD PGSERVICE
+}

@@ -1,0 +1,52 @@
+-- pgTAP: the lease core's function signatures, return types and attributes.
+BEGIN;
+SELECT plan(25);
+
+SELECT has_function('lease', 'create_lease', ARRAY['text', 'text', 'text', 'text[]', 'text']);
+SELECT function_returns('lease', 'create_lease', ARRAY['text', 'text', 'text', 'text[]', 'text'], 'boolean');
+SELECT has_function('lease', 'take_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval']);
+SELECT function_returns('lease', 'take_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval'], 'bigint');
+SELECT has_function('lease', 'renew_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval']);
+SELECT function_returns('lease', 'renew_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval'], 'bigint');
+SELECT has_function('lease', 'update_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text', 'bigint']);
+SELECT function_returns('lease', 'update_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text', 'bigint'], 'boolean');
+SELECT has_function('lease', 'release_lease', ARRAY['text', 'text', 'text', 'text']);
+SELECT function_returns('lease', 'release_lease', ARRAY['text', 'text', 'text', 'text'], 'boolean');
+SELECT has_function('lease', 'close_shard', ARRAY['text', 'text', 'text', 'text']);
+SELECT function_returns('lease', 'close_shard', ARRAY['text', 'text', 'text', 'text'], 'boolean');
+
+-- argument names and defaults, as pinned by the API
+SELECT is((SELECT pg_get_function_arguments('lease.create_lease(text,text,text,text[],text)'::regprocedure)),
+          'app_name text, stream_name text, shard_id text, parent_shard_ids text[] DEFAULT ''{}''::text[], checkpoint text DEFAULT ''TRIM_HORIZON''::text',
+          'create_lease arguments');
+SELECT is((SELECT pg_get_function_arguments('lease.take_lease(text,text,text,text,bigint,interval)'::regprocedure)),
+          'app_name text, stream_name text, shard_id text, new_owner text, lease_count bigint DEFAULT NULL::bigint, lease_duration interval DEFAULT NULL::interval',
+          'take_lease arguments');
+SELECT is((SELECT pg_get_function_arguments('lease.renew_lease(text,text,text,text,bigint,interval)'::regprocedure)),
+          'app_name text, stream_name text, shard_id text, owner text, lease_count bigint, lease_duration interval DEFAULT NULL::interval',
+          'renew_lease arguments');
+SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,text,text,text,bigint)'::regprocedure)),
+          'app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint DEFAULT 0',
+          'update_checkpoint arguments');
+
+-- every lease function: C, not STRICT (NULL is an error, not a silent NULL),
+-- SECURITY DEFINER with a pinned search_path
+SELECT is(count(*)::int, 0, 'no lease function is STRICT')
+  FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND proisstrict;
+SELECT is(count(*)::int, 0, 'every lease function is SECURITY DEFINER')
+  FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND NOT prosecdef;
+SELECT is(count(*)::int, 0, 'every lease function pins search_path')
+  FROM pg_proc WHERE pronamespace = 'lease'::regnamespace
+   AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (proconfig), false);
+SELECT is(count(*)::int, 0, 'every lease function is VOLATILE')
+  FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND provolatile <> 'v';
+SELECT function_lang_is('lease', 'take_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval'], 'c');
+SELECT function_lang_is('lease', 'update_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text', 'bigint'], 'c');
+
+-- NULL where a value is required is 22004, not a NULL result
+SELECT throws_ok($$SELECT lease.update_checkpoint('a', 's', 'x', NULL, '1')$$, '22004');
+SELECT throws_ok($$SELECT lease.take_lease('a', 's', 'x', 'w', NULL, '0 s')$$, '22023');
+SELECT lives_ok($$SELECT lease.take_lease('a', 's', 'no-such-shard', 'w')$$, 'an unknown lease is not an error');
+
+SELECT * FROM finish();
+ROLLBACK;

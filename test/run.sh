@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `make test`: installs what is missing, builds and installs pg_lease, starts
+# a throwaway cluster, runs every suite against it, stops it, and closes with
+# one line "N passed, N failed" summing every suite.  Exit status is non-zero
+# when anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+bash test/lib/deps.sh || exit 1
+# shellcheck source=lib/cluster.sh
+. test/lib/cluster.sh
+
+PG_CONFIG="$PG_BINDIR/pg_config"
+PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
+SUDO=()
+[ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+
+make -s PG_CONFIG="$PG_CONFIG" || exit 1
+"${SUDO[@]}" make -s PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 1
+
+cluster_start || exit 1
+echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
+
+PASSED=0
+FAILED=0
+
+# Adds one suite's counts.
+tally() {
+    PASSED=$((PASSED + $1))
+    FAILED=$((FAILED + $2))
+    echo "== $3: $1 passed, $2 failed"
+}
+
+# pg_regress and pg_isolation_regress print "test NAME ... ok" per passing
+# test.  Every test that did not print "ok" counts as failed, so a runner
+# that crashed or never started cannot make a suite look green.
+count_regress_output() {
+    local log=$1 name=$2 total=$3
+    local ok
+    ok=$(grep -cE '^(test| ) +[^ ]+ +\.\.\. ok' "$log")
+    tally "$ok" "$((total - ok))" "$name"
+}
+
+# Runs pg_regress over sql/*.sql.
+suite_regress() {
+    local tests
+    tests=$(for f in sql/*.sql; do basename "$f" .sql; done | sort)
+    rm -rf results regression.diffs regression.out
+    "$PGXS_DIR/src/test/regress/pg_regress" --inputdir=. --bindir="$PG_BINDIR" \
+        --load-extension=pg_lease --dbname=pg_lease_regression \
+        --host="$PGHOST" --port="$PGPORT" --user=postgres \
+        $tests 2>&1 | tee "$ROOT/regress.log"
+    count_regress_output "$ROOT/regress.log" "pg_regress" "$(echo "$tests" | wc -w)"
+    [ -f regression.diffs ] && cat regression.diffs
+}
+
+# Runs pg_isolation_regress over test/specs/*.spec.
+suite_isolation() {
+    local tests
+    tests=$(for f in test/specs/*.spec; do basename "$f" .spec; done | sort)
+    rm -rf output_iso
+    "$PGXS_DIR/src/test/isolation/pg_isolation_regress" --inputdir=test --outputdir=output_iso \
+        --bindir="$PG_BINDIR" --load-extension=pg_lease --dbname=pg_lease_isolation \
+        --host="$PGHOST" --port="$PGPORT" --user=postgres \
+        $tests 2>&1 | tee "$ROOT/isolation.log"
+    count_regress_output "$ROOT/isolation.log" "isolation" "$(echo "$tests" | wc -w)"
+    [ -f output_iso/regression.diffs ] && cat output_iso/regression.diffs
+}
+
+# Runs every pgTAP file in test/pgtap with pg_prove, one count per file.
+suite_pgtap() {
+    local ok=0 bad=0 f
+    "$PG_BINDIR/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS pg_lease_tap" \
+        -c "CREATE DATABASE pg_lease_tap" || { tally 0 1 "pgTAP"; return; }
+    "$PG_BINDIR/psql" -X -q -d pg_lease_tap -v ON_ERROR_STOP=1 \
+        -c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION pg_lease" || { tally 0 1 "pgTAP"; return; }
+    for f in test/pgtap/*.sql; do
+        if pg_prove --host "$PGHOST" --port "$PGPORT" --username postgres \
+            --dbname pg_lease_tap --verbose "$f"; then
+            ok=$((ok + 1))
+        else
+            bad=$((bad + 1))
+        fi
+    done
+    tally "$ok" "$bad" "pgTAP"
+}
+
+suite_regress
+suite_isolation
+suite_pgtap
+
+cluster_stop
+trap - EXIT
+echo "${PASSED} passed, ${FAILED} failed"
+[ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ]
