@@ -7,6 +7,8 @@
  */
 #include "pg_lease.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
 #include "utils/guc.h"
 
@@ -15,6 +17,11 @@
 PG_MODULE_MAGIC;
 
 int			lease_default_lease_duration_ms = 10000;
+int			lease_default_sandbox_limit = 20;
+int			lease_fleet_capacity = 1000;
+int			lease_fleet_lock_namespace = 4315;
+int			lease_sandbox_lock_namespace = 4316;
+int			lease_rotation_lock_timeout_ms = 250;
 
 void		_PG_init(void);
 
@@ -29,6 +36,67 @@ lease_define_gucs(void)
 							10000,
 							1,
 							LEASE_MAX_DURATION_MS,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	/*
+	 * Quotas and lock key spaces are PGC_SUSET: a role that may only call the
+	 * functions must not be able to raise its own quota, nor move its
+	 * admissions to another advisory-lock key space and so escape the fleet
+	 * lock that keeps the counts exact.
+	 */
+	DefineCustomIntVariable("lease.default_sandbox_limit",
+							"Active sandboxes a tenant may have when lease.tenant_limits has no row for it.",
+							NULL,
+							&lease_default_sandbox_limit,
+							20,
+							0,
+							INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lease.fleet_capacity",
+							"Active sandboxes allowed across all tenants.",
+							NULL,
+							&lease_fleet_capacity,
+							1000,
+							0,
+							INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lease.fleet_lock_namespace",
+							"First key of the transaction-scoped advisory locks that serialize admission (fleet and tenant locks).",
+							NULL,
+							&lease_fleet_lock_namespace,
+							4315,
+							INT_MIN,
+							INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lease.sandbox_lock_namespace",
+							"First key of the transaction-scoped advisory lock admit_turn takes per sandbox.",
+							NULL,
+							&lease_sandbox_lock_namespace,
+							4316,
+							INT_MIN,
+							INT_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lease.rotation_lock_timeout",
+							"Longest wait of rotate_channel and restore_rotated_channel for a locked conversation row.",
+							"It bounds exactly those locking reads; lock_timeout is back to the caller's value afterwards.",
+							&lease_rotation_lock_timeout_ms,
+							250,
+							1,
+							INT_MAX,
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

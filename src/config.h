@@ -11,6 +11,21 @@
 /* lease.default_lease_duration: milliseconds, used when lease_duration is NULL */
 extern int	lease_default_lease_duration_ms;
 
+/* lease.default_sandbox_limit: a tenant's active sandboxes without a tenant_limits row */
+extern int	lease_default_sandbox_limit;
+
+/* lease.fleet_capacity: active sandboxes across all tenants */
+extern int	lease_fleet_capacity;
+
+/* lease.fleet_lock_namespace: advisory key space of the fleet and tenant admission locks */
+extern int	lease_fleet_lock_namespace;
+
+/* lease.sandbox_lock_namespace: advisory key space of admit_turn's per-sandbox lock */
+extern int	lease_sandbox_lock_namespace;
+
+/* lease.rotation_lock_timeout: milliseconds a rotation or restore waits for a conversation row */
+extern int	lease_rotation_lock_timeout_ms;
+
 extern void lease_define_gucs(void);
 
 #endif							/* LEASE_CONFIG_H */

@@ -1,0 +1,89 @@
+/*-------------------------------------------------------------------------
+ *
+ * conversations.h
+ *	  Conversations and their channel bindings: scopes, the binding lookup,
+ *	  and admission (quota check + inserts under the fleet lock), shared by
+ *	  start_conversation and rotate_channel.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEASE_CONVERSATIONS_H
+#define LEASE_CONVERSATIONS_H
+
+#include "fmgr.h"
+
+/*
+ * Status lists as SQL array literals, for "status OPERATOR(pg_catalog.=) ANY
+ * (...)".  Active sandboxes count against the quotas (the predicate of
+ * sandboxes_active_user_idx is the same list); live conversations are the
+ * only ones that may hold a channel (conversations_binding_live_check).
+ */
+#define LEASE_ACTIVE_SANDBOX_STATUSES	"ARRAY['pending', 'starting', 'ready']"
+#define LEASE_LIVE_CONVERSATION_STATUSES "ARRAY['pending', 'running', 'idle']"
+
+/*
+ * A binding's scope: (user_id, agent_id, vault_id, environment_id).  A NULL
+ * vault or environment is a value of its own (IS NULL), never "any".
+ */
+typedef struct LeaseScope
+{
+	Datum		user_id;
+	Datum		agent_id;
+	Datum		vault_id;		/* meaningless when vault_null */
+	Datum		environment_id; /* meaningless when environment_null */
+	bool		vault_null;
+	bool		environment_null;
+} LeaseScope;
+
+/* Fills a scope from arguments 0..3 (user_id, agent_id, vault_id, environment_id). */
+extern void lease_scope_args(FunctionCallInfo fcinfo, LeaseScope *scope);
+
+/*
+ * The parameters every scoped statement takes: $1 user_id, $2 agent_id,
+ * $3 vault_id, $4 environment_id, $5 channel_id (NULL when !has_channel),
+ * $6 a conversation id (NULL when !has_id).
+ */
+#define LEASE_SCOPE_NARGS 6
+#define LEASE_SCOPE_ARGTYPES {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID}
+
+/* The (user_id, agent_id) part of a scoped statement's WHERE, table alias c. */
+#define LEASE_SCOPE_USER_AGENT \
+	"c.user_id OPERATOR(pg_catalog.=) $1 AND c.agent_id OPERATOR(pg_catalog.=) $2"
+extern void lease_scope_params(const LeaseScope *scope, bool has_channel, Datum channel_id,
+							   bool has_id, int64 id, Datum *values, char *nulls);
+
+typedef enum LeaseAdmitOutcome
+{
+	LEASE_ADMIT_STARTED,		/* a sandbox and a conversation were inserted */
+	LEASE_ADMIT_ALREADY_BOUND,	/* the channel is bound in the scope; nothing inserted */
+	LEASE_ADMIT_REFUSED			/* a quota is full; nothing inserted */
+} LeaseAdmitOutcome;
+
+typedef struct LeaseAdmission
+{
+	LeaseAdmitOutcome outcome;
+	int64		conversation_id;	/* started: the new one; already_bound: the holder */
+	bool		fleet_full;		/* refused: the fleet capacity (else the tenant limit) */
+	int32		limit;			/* refused: the limit that was reached */
+} LeaseAdmission;
+
+/*
+ * Admission, the one routine behind start_conversation and rotate_channel.
+ * SPI must be connected.  Takes the fleet advisory lock
+ * (lease.fleet_lock_namespace, 0) and then the tenant's
+ * (lease.fleet_lock_namespace, hashtext(user_id)), both transaction-scoped;
+ * then, when a channel is given, looks for its binding in the scope
+ * (already_bound); then counts active sandboxes against lease.fleet_capacity
+ * and the tenant's limit (refused); then inserts a pending sandbox and a
+ * pending conversation bound to the channel, rotated_from set when has_from.
+ */
+extern void lease_admit(const LeaseScope *scope, bool has_channel, Datum channel_id,
+						bool has_from, int64 rotated_from, LeaseAdmission *result);
+
+/* The refused detail: which limit was reached. */
+extern char *lease_admission_refusal(const LeaseAdmission *admission);
+
+/* Returns one row from a RETURNS TABLE function (materialize mode). */
+extern void lease_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
+#endif							/* LEASE_CONVERSATIONS_H */

@@ -1,0 +1,574 @@
+/*-------------------------------------------------------------------------
+ *
+ * rotation.c
+ *	  Channel rotation and its post-commit compensator.
+ *
+ * rotate_channel moves a channel's binding from a conversation to a fresh
+ * one.  In one internal subtransaction it
+ *	 1. locks the old conversation FOR NO KEY UPDATE, scoped like
+ *		find_channel_conversation, with lock_timeout set to
+ *		lease.rotation_lock_timeout for exactly that statement (a GUC nest
+ *		level, as for a function's SET clause: the caller's lock_timeout, be
+ *		it a session SET, a SET LOCAL or the default, is back afterwards);
+ *	 2. checks that it still holds the channel;
+ *	 3. unbinds it;
+ *	 4. runs admission (conversations.c) for the replacement, bound to the
+ *		channel with rotated_from set.
+ * The row lock is taken before the fleet lock, so the fleet lock is never
+ * held while waiting on a conversation.  Only `rotated` releases (keeps) the
+ * subtransaction: `refused` and `binding_changed` roll it back, undoing the
+ * unbind and any insert and releasing its locks, and a lock timeout in step 1
+ * is caught as `busy`.  The unbind thus commits with the replacement, in the
+ * caller's transaction, or not at all.
+ *
+ * restore_rotated_channel undoes a committed rotation whose replacement's
+ * worker failed to start, only while the replacement still owns the channel.
+ * Its work runs in a subtransaction too; any error there rolls the restore
+ * back and is reported (WARNING) and recorded in lease.compensation_failures
+ * after the rollback, so the record survives it; retry_failed_compensations
+ * drains that queue.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "pg_lease.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/tuplestore.h"
+
+#include "args.h"
+#include "config.h"
+#include "conversations.h"
+#include "rotation.h"
+#include "spi_util.h"
+#include "subxact.h"
+
+/*
+ * rotate_channel step 1: the conversation $6 in the caller's scope, locked,
+ * and whether it still holds channel $5.  The primary key drives it; the
+ * scope is a filter, so a NULL vault/environment can be compared as a value.
+ */
+static LeaseStatement rotate_lock_stmt = {
+	.name = "lock the conversation to rotate",
+	.sql =
+	"SELECT COALESCE(c.channel_id OPERATOR(pg_catalog.=) $5, false)"
+	"  FROM lease.conversations AS c"
+	" WHERE c.id OPERATOR(pg_catalog.=) $6"
+	"   AND " LEASE_SCOPE_USER_AGENT
+	"   AND (c.vault_id OPERATOR(pg_catalog.=) $3 OR (c.vault_id IS NULL AND $3 IS NULL))"
+	"   AND (c.environment_id OPERATOR(pg_catalog.=) $4"
+	"        OR (c.environment_id IS NULL AND $4 IS NULL))"
+	"   FOR NO KEY UPDATE OF c",
+	.nargs = LEASE_SCOPE_NARGS,
+	.argtypes = LEASE_SCOPE_ARGTYPES,
+	.expected = SPI_OK_SELECT
+};
+
+/* rotate_channel step 3: unbind (a partial-index column: FOR NO KEY UPDATE). */
+static LeaseStatement unbind_stmt = {
+	.name = "unbind the rotated conversation",
+	.sql =
+	"UPDATE lease.conversations AS c"
+	"   SET channel_id = NULL, updated_at = pg_catalog.now()"
+	" WHERE c.id OPERATOR(pg_catalog.=) $1",
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_UPDATE
+};
+
+/* restore: is $1 a rotation, and which channel does it hold (no lock). */
+static LeaseStatement pair_stmt = {
+	.name = "check the rotation pair",
+	.sql =
+	"SELECT c.rotated_from, c.channel_id FROM lease.conversations AS c"
+	" WHERE c.id OPERATOR(pg_catalog.=) $1",
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_SELECT
+};
+
+/* restore: one conversation of the pair, locked (old first, then new). */
+static LeaseStatement restore_lock_stmt = {
+	.name = "lock a conversation to restore",
+	.sql =
+	"SELECT c.status, c.channel_id FROM lease.conversations AS c"
+	" WHERE c.id OPERATOR(pg_catalog.=) $1"
+	"   FOR NO KEY UPDATE OF c",
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_SELECT
+};
+
+/*
+ * restore: the pending replacement becomes failed and loses its binding (in
+ * one update: a failed conversation never holds a channel); its sandbox
+ * becomes failed unless it has already ended, so it stops counting against
+ * the quotas.
+ */
+static LeaseStatement mark_failed_stmt = {
+	.name = "mark the replacement failed",
+	.sql =
+	"WITH f AS (UPDATE lease.conversations AS c"
+	"              SET status = 'failed', channel_id = NULL, updated_at = pg_catalog.now()"
+	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
+	"              AND c.status OPERATOR(pg_catalog.=) 'pending'"
+	"            RETURNING c.sandbox_id)"
+	" UPDATE lease.sandboxes AS s"
+	"    SET status = 'failed', updated_at = pg_catalog.now()"
+	"   FROM f"
+	"  WHERE s.id OPERATOR(pg_catalog.=) f.sandbox_id"
+	"    AND s.status OPERATOR(pg_catalog.=) ANY (" LEASE_ACTIVE_SANDBOX_STATUSES ")",
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_UPDATE
+};
+
+/* restore: bind the previous conversation again (after the replacement lost it). */
+static LeaseStatement rebind_stmt = {
+	.name = "restore the previous binding",
+	.sql =
+	"UPDATE lease.conversations AS c"
+	"   SET channel_id = $2, updated_at = pg_catalog.now()"
+	" WHERE c.id OPERATOR(pg_catalog.=) $1",
+	.nargs = 2,
+	.argtypes = {INT8OID, TEXTOID},
+	.expected = SPI_OK_UPDATE
+};
+
+/* restore: a pair that ended restored or superseded is no longer a failure. */
+static LeaseStatement resolve_stmt = {
+	.name = "resolve the recorded failure",
+	.sql =
+	"UPDATE lease.compensation_failures AS f"
+	"   SET resolved_at = pg_catalog.now()"
+	" WHERE f.previous_conversation_id OPERATOR(pg_catalog.=) $1"
+	"   AND f.failed_conversation_id OPERATOR(pg_catalog.=) $2"
+	"   AND f.resolved_at IS NULL",
+	.nargs = 2,
+	.argtypes = {INT8OID, INT8OID},
+	.expected = SPI_OK_UPDATE
+};
+
+/*
+ * restore failed: record it, or update the pair's unresolved record (one per
+ * pair, compensation_failures_unresolved_key).
+ */
+static LeaseStatement record_stmt = {
+	.name = "record the failed compensation",
+	.sql =
+	"INSERT INTO lease.compensation_failures AS f"
+	"  (previous_conversation_id, failed_conversation_id, channel_id, reason, sqlstate)"
+	" VALUES ($1, $2, $3, $4, $5)"
+	" ON CONFLICT (previous_conversation_id, failed_conversation_id)"
+	"   WHERE resolved_at IS NULL"
+	" DO UPDATE SET channel_id = excluded.channel_id,"
+	"               reason = excluded.reason,"
+	"               sqlstate = excluded.sqlstate,"
+	"               last_failed_at = pg_catalog.now(),"
+	"               attempts = f.attempts OPERATOR(pg_catalog.+) 1",
+	.nargs = 5,
+	.argtypes = {INT8OID, INT8OID, TEXTOID, TEXTOID, TEXTOID},
+	.expected = SPI_OK_INSERT
+};
+
+/*
+ * retry: the unresolved failures, oldest first.  SKIP LOCKED: concurrent
+ * retries share the queue instead of restoring the same pair twice.
+ */
+static LeaseStatement queue_stmt = {
+	.name = "read the failed compensations",
+	.sql =
+	"SELECT f.previous_conversation_id, f.failed_conversation_id"
+	"  FROM lease.compensation_failures AS f"
+	" WHERE f.resolved_at IS NULL"
+	" ORDER BY f.occurred_at, f.id"
+	"   FOR UPDATE OF f SKIP LOCKED",
+	.nargs = 0,
+	.expected = SPI_OK_SELECT
+};
+
+/*
+ * Runs a locking read with lock_timeout = lease.rotation_lock_timeout for
+ * exactly this statement.  Call it only inside a subtransaction: if the
+ * statement raises, it is the subtransaction's rollback (AtEOSubXact_GUC)
+ * that restores lock_timeout.
+ */
+static uint64
+run_bounded(LeaseStatement *stmt, Datum *values, const char *nulls)
+{
+	int			save = NewGUCNestLevel();
+	char		timeout[32];
+	uint64		processed;
+
+	Assert(IsSubTransaction());
+	snprintf(timeout, sizeof(timeout), "%d", lease_rotation_lock_timeout_ms);
+	(void) set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	processed = lease_spi_run(stmt, values, nulls, 1);
+	AtEOXact_GUC(true, save);
+	return processed;
+}
+
+/* The outcomes of rotate_channel. */
+typedef enum RotationOutcome
+{
+	ROTATION_ROTATED,
+	ROTATION_BUSY,
+	ROTATION_BINDING_CHANGED,
+	ROTATION_REFUSED
+} RotationOutcome;
+
+typedef struct Rotation
+{
+	LeaseScope	scope;
+	Datum		channel_id;
+	int64		rotate_from;
+	bool		in_locking_read;	/* true while step 1 runs */
+	RotationOutcome outcome;
+	LeaseAdmission admission;
+} Rotation;
+
+/* Steps 1-4 of a rotation; true (keep) only when rotated. */
+static bool
+rotation_step(void *arg)
+{
+	Rotation   *r = (Rotation *) arg;
+	Datum		values[LEASE_SCOPE_NARGS];
+	char		nulls[LEASE_SCOPE_NARGS];
+	Datum		old_id = Int64GetDatum(r->rotate_from);
+	bool		holds = false;
+	bool		isnull;
+
+	lease_scope_params(&r->scope, true, r->channel_id, true, r->rotate_from, values, nulls);
+	r->in_locking_read = true;
+	if (run_bounded(&rotate_lock_stmt, values, nulls) > 0)
+		holds = DatumGetBool(lease_spi_value(0, 1, &isnull));
+	r->in_locking_read = false;
+
+	if (!holds)
+	{
+		r->outcome = ROTATION_BINDING_CHANGED;
+		return false;
+	}
+
+	lease_spi_run(&unbind_stmt, &old_id, NULL, 0);
+	lease_admit(&r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
+
+	switch (r->admission.outcome)
+	{
+		case LEASE_ADMIT_STARTED:
+			r->outcome = ROTATION_ROTATED;
+			return true;
+		case LEASE_ADMIT_REFUSED:
+			r->outcome = ROTATION_REFUSED;
+			return false;
+		case LEASE_ADMIT_ALREADY_BOUND:
+			/* Cannot happen while we hold the old row; never bind twice. */
+			r->outcome = ROTATION_BINDING_CHANGED;
+			return false;
+	}
+	return false;
+}
+
+PG_FUNCTION_INFO_V1(lease_rotate_channel);
+
+/* lease.rotate_channel: rotated, busy, binding_changed or refused. */
+Datum
+lease_rotate_channel(PG_FUNCTION_ARGS)
+{
+	Rotation	r;
+	ErrorData  *error;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+	const char *outcome = NULL;
+	const char *detail = NULL;
+
+	memset(&r, 0, sizeof(r));
+	lease_scope_args(fcinfo, &r.scope);
+	r.channel_id = lease_arg_ident(fcinfo, 4, "channel_id");
+	r.rotate_from = lease_arg_int64(fcinfo, 5, "rotate_from");
+
+	lease_spi_connect();
+	if (lease_subxact_run(rotation_step, &r, &error) == LEASE_SUBXACT_ERROR)
+	{
+		/* Only step 1's lock timeout is ours to handle. */
+		if (!(r.in_locking_read && error->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE))
+			ReThrowError(error);
+		r.outcome = ROTATION_BUSY;
+	}
+	lease_spi_finish();
+
+	switch (r.outcome)
+	{
+		case ROTATION_ROTATED:
+			outcome = "rotated";
+			break;
+		case ROTATION_BUSY:
+			outcome = "busy";
+			detail = "the previous conversation is busy; retry the rotation";
+			break;
+		case ROTATION_BINDING_CHANGED:
+			outcome = "binding_changed";
+			detail = "binding changed; retry the rotation";
+			break;
+		case ROTATION_REFUSED:
+			outcome = "refused";
+			detail = lease_admission_refusal(&r.admission);
+			break;
+	}
+
+	values[0] = CStringGetTextDatum(outcome);
+	values[1] = Int64GetDatum(r.admission.conversation_id);
+	nulls[1] = (r.outcome != ROTATION_ROTATED);
+	values[2] = Int64GetDatum(r.rotate_from);
+	values[3] = detail ? CStringGetTextDatum(detail) : (Datum) 0;
+	nulls[3] = (detail == NULL);
+	lease_return_row(fcinfo, values, nulls);
+	return (Datum) 0;
+}
+
+/* The outcomes of restore_rotated_channel. */
+typedef enum RestoreOutcome
+{
+	RESTORE_RESTORED,
+	RESTORE_SUPERSEDED,
+	RESTORE_FAILED
+} RestoreOutcome;
+
+static const char *const restore_outcome_names[] = {
+	[RESTORE_RESTORED] = "restored",
+	[RESTORE_SUPERSEDED] = "superseded",
+	[RESTORE_FAILED] = "failed",
+};
+
+typedef struct Restore
+{
+	int64		previous_id;
+	int64		failed_id;
+	RestoreOutcome outcome;
+} Restore;
+
+/* A locked conversation's status and channel (NULL when unbound). */
+static void
+lock_for_restore(int64 id, char **status, char **channel_id)
+{
+	Datum		value = Int64GetDatum(id);
+	bool		isnull;
+	Datum		channel;
+
+	if (run_bounded(&restore_lock_stmt, &value, NULL) == 0)
+		elog(ERROR, "pg_lease: conversation " INT64_FORMAT " disappeared", id);
+	*status = TextDatumGetCString(lease_spi_value(0, 1, &isnull));
+	channel = lease_spi_value(0, 2, &isnull);
+	*channel_id = isnull ? NULL : TextDatumGetCString(channel);
+}
+
+/* True for pending, running and idle. */
+static bool
+is_live(const char *status)
+{
+	return strcmp(status, "pending") == 0 || strcmp(status, "running") == 0 ||
+		strcmp(status, "idle") == 0;
+}
+
+/* The restore itself, in a subtransaction; always keeps its work. */
+static bool
+restore_step(void *arg)
+{
+	Restore    *r = (Restore *) arg;
+	char	   *prev_status;
+	char	   *prev_channel;
+	char	   *failed_status;
+	char	   *failed_channel;
+	bool		replacement_failed;
+	Datum		values[2];
+
+	/* Lock order: old, then new (each wait bounded). */
+	lock_for_restore(r->previous_id, &prev_status, &prev_channel);
+	lock_for_restore(r->failed_id, &failed_status, &failed_channel);
+
+	/*
+	 * A pending replacement is marked failed (clearing its binding); one
+	 * already failed holds no binding.  One that is running or idle did
+	 * start after all, and one that was ended was ended on purpose: neither
+	 * is touched, nothing is restored.
+	 */
+	if (strcmp(failed_status, "pending") == 0)
+	{
+		values[0] = Int64GetDatum(r->failed_id);
+		lease_spi_run(&mark_failed_stmt, values, NULL, 0);
+		replacement_failed = true;
+	}
+	else
+		replacement_failed = (strcmp(failed_status, "failed") == 0);
+
+	/*
+	 * Restore only while the failed replacement still owned the channel (no
+	 * newer rotation took it) and the previous conversation is unbound and
+	 * alive (not reassigned, not ended).  Its binding was cleared above, so
+	 * the channel is free in the scope: uniqueness is never violated.
+	 */
+	if (replacement_failed && failed_channel != NULL &&
+		prev_channel == NULL && is_live(prev_status))
+	{
+		values[0] = Int64GetDatum(r->previous_id);
+		values[1] = CStringGetTextDatum(failed_channel);
+		lease_spi_run(&rebind_stmt, values, NULL, 0);
+		r->outcome = RESTORE_RESTORED;
+	}
+	else
+		r->outcome = RESTORE_SUPERSEDED;
+
+	values[0] = Int64GetDatum(r->previous_id);
+	values[1] = Int64GetDatum(r->failed_id);
+	lease_spi_run(&resolve_stmt, values, NULL, 0);
+	return true;
+}
+
+/*
+ * Raises 22023 unless failed.rotated_from = previous; returns the channel
+ * the failed conversation holds now (NULL: none), for the failure record.
+ */
+static char *
+check_rotation_pair(int64 previous_id, int64 failed_id)
+{
+	Datum		value = Int64GetDatum(failed_id);
+	Datum		rotated_from;
+	Datum		channel;
+	bool		isnull;
+
+	if (lease_spi_run(&pair_stmt, &value, NULL, 1) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("conversation " INT64_FORMAT " does not exist", failed_id)));
+	rotated_from = lease_spi_value(0, 1, &isnull);
+	if (isnull || DatumGetInt64(rotated_from) != previous_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("conversation " INT64_FORMAT " is not a rotation of conversation " INT64_FORMAT,
+						failed_id, previous_id),
+				 isnull ? errdetail("It was not started by a rotation.")
+				 : errdetail("It was rotated from conversation " INT64_FORMAT ".",
+							 DatumGetInt64(rotated_from))));
+	channel = lease_spi_value(0, 2, &isnull);
+	return isnull ? NULL : TextDatumGetCString(channel);
+}
+
+/*
+ * Reports a failed restore (WARNING: it reaches the server log whatever the
+ * caller's transaction does next) and records it.  Runs after the restore's
+ * subtransaction was rolled back, so the record is not rolled back with it.
+ */
+static void
+record_failure(int64 previous_id, int64 failed_id, const char *channel_id, ErrorData *error)
+{
+	const char *sqlstate = unpack_sql_state(error->sqlerrcode);
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+
+	ereport(WARNING,
+			(errcode(error->sqlerrcode),
+			 errmsg("could not restore channel %s from failed conversation " INT64_FORMAT
+					" to conversation " INT64_FORMAT ": %s (SQLSTATE %s)",
+					channel_id ? quote_literal_cstr(channel_id) : "(none held)",
+					failed_id, previous_id, error->message, sqlstate),
+			 errdetail("The restore was rolled back and recorded in lease.compensation_failures."),
+			 errhint("Call lease.retry_failed_compensations() once the cause is gone.")));
+
+	values[0] = Int64GetDatum(previous_id);
+	values[1] = Int64GetDatum(failed_id);
+	values[2] = channel_id ? CStringGetTextDatum(channel_id) : (Datum) 0;
+	nulls[2] = channel_id ? ' ' : 'n';
+	values[3] = CStringGetTextDatum(error->message);
+	values[4] = CStringGetTextDatum(sqlstate);
+	lease_spi_run(&record_stmt, values, nulls, 0);
+}
+
+/*
+ * Restores one rotation pair (SPI connected).  Any error inside the restore
+ * makes it `failed`, reported and recorded; never `superseded`.
+ */
+static RestoreOutcome
+restore_pair(int64 previous_id, int64 failed_id)
+{
+	Restore		r = {.previous_id = previous_id, .failed_id = failed_id};
+	char	   *channel_id = check_rotation_pair(previous_id, failed_id);
+	ErrorData  *error;
+
+	switch (lease_subxact_run(restore_step, &r, &error))
+	{
+		case LEASE_SUBXACT_KEPT:
+			return r.outcome;
+		case LEASE_SUBXACT_UNDONE:
+			break;
+		case LEASE_SUBXACT_ERROR:
+			record_failure(previous_id, failed_id, channel_id, error);
+			FreeErrorData(error);
+			return RESTORE_FAILED;
+	}
+	elog(ERROR, "pg_lease: the restore step asked for a rollback");
+	return RESTORE_FAILED;		/* keep the compiler quiet */
+}
+
+PG_FUNCTION_INFO_V1(lease_restore_rotated_channel);
+
+/* lease.restore_rotated_channel: restored, superseded or failed. */
+Datum
+lease_restore_rotated_channel(PG_FUNCTION_ARGS)
+{
+	int64		previous_id = lease_arg_int64(fcinfo, 0, "previous_conversation_id");
+	int64		failed_id = lease_arg_int64(fcinfo, 1, "failed_conversation_id");
+	RestoreOutcome outcome;
+
+	lease_spi_connect();
+	outcome = restore_pair(previous_id, failed_id);
+	lease_spi_finish();
+
+	PG_RETURN_TEXT_P(cstring_to_text(restore_outcome_names[outcome]));
+}
+
+PG_FUNCTION_INFO_V1(lease_retry_failed_compensations);
+
+/* lease.retry_failed_compensations: one row per unresolved failure re-run. */
+Datum
+lease_retry_failed_compensations(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext callercxt = CurrentMemoryContext;
+	int64	   *previous_ids;
+	int64	   *failed_ids;
+	RestoreOutcome *outcomes;
+	uint64		n;
+	bool		isnull;
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	lease_spi_connect();
+	n = lease_spi_run(&queue_stmt, NULL, NULL, 0);
+	previous_ids = MemoryContextAlloc(callercxt, sizeof(int64) * Max(n, 1));
+	failed_ids = MemoryContextAlloc(callercxt, sizeof(int64) * Max(n, 1));
+	outcomes = MemoryContextAlloc(callercxt, sizeof(RestoreOutcome) * Max(n, 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		previous_ids[i] = DatumGetInt64(lease_spi_value(i, 1, &isnull));
+		failed_ids[i] = DatumGetInt64(lease_spi_value(i, 2, &isnull));
+	}
+	for (uint64 i = 0; i < n; i++)
+		outcomes[i] = restore_pair(previous_ids[i], failed_ids[i]);
+	lease_spi_finish();
+
+	for (uint64 i = 0; i < n; i++)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		values[0] = Int64GetDatum(previous_ids[i]);
+		values[1] = Int64GetDatum(failed_ids[i]);
+		values[2] = CStringGetTextDatum(restore_outcome_names[outcomes[i]]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
