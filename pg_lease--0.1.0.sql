@@ -179,6 +179,9 @@ CREATE UNIQUE INDEX conversations_channel_binding_key
     NULLS NOT DISTINCT
     WHERE channel_id IS NOT NULL;
 
+COMMENT ON INDEX lease.conversations_channel_binding_key IS
+    'At most one conversation holds a channel per (user_id, agent_id, vault_id, environment_id), NULLs equal. Partial on purpose, not a UNIQUE constraint: columns of a partial unique index are not key columns, so binding updates take FOR NO KEY UPDATE, which does not conflict with the FOR KEY SHARE of foreign-key inserts (lease.turns).';
+
 -- Serves the foreign key from conversations.rotated_from (the rotation chain:
 -- which conversation replaced this one) and the RI checks on it.
 CREATE INDEX conversations_rotated_from_idx
