@@ -11,6 +11,15 @@
 /* lease.default_lease_duration: milliseconds, used when lease_duration is NULL */
 extern int	lease_default_lease_duration_ms;
 
+/* lease.handoff_timeout: milliseconds a holder has to hand a lease over */
+extern int	lease_handoff_timeout_ms;
+
+/* lease.record_events: write ownership changes to lease.lease_events */
+extern bool lease_record_events;
+
+/* lease.notify_channel: pg_notify channel for ownership changes; "" = off */
+extern char *lease_notify_channel;
+
 extern void lease_define_gucs(void);
 
 #endif							/* LEASE_CONFIG_H */
