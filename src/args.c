@@ -114,6 +114,37 @@ lease_arg_nonneg_int64(FunctionCallInfo fcinfo, int argno, const char *name)
 	return value;
 }
 
+/* A required non-negative integer argument. */
+int32
+lease_arg_nonneg_int32(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	int32		value;
+
+	require_not_null(fcinfo, argno, name);
+	value = PG_GETARG_INT32(argno);
+	if (value < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", name)));
+	return value;
+}
+
+/* An optional positive integer argument; false when NULL. */
+bool
+lease_arg_opt_positive_int32(FunctionCallInfo fcinfo, int argno, const char *name,
+							 int32 *value)
+{
+	if (PG_ARGISNULL(argno))
+		return false;
+	*value = PG_GETARG_INT32(argno);
+	if (*value <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive or null", name),
+				 errhint("Pass NULL for no limit.")));
+	return true;
+}
+
 /* Builds an interval of the given number of milliseconds. */
 static Interval *
 interval_from_ms(int64 ms)
@@ -122,6 +153,31 @@ interval_from_ms(int64 ms)
 
 	result->time = ms * INT64CONST(1000);
 	return result;
+}
+
+/* An interval Datum of the given number of milliseconds. */
+Datum
+lease_interval_from_ms(int64 ms)
+{
+	return IntervalPGetDatum(interval_from_ms(ms));
+}
+
+/* A required interval argument that must not be negative. */
+Datum
+lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	Datum		value;
+
+	require_not_null(fcinfo, argno, name);
+	value = PG_GETARG_DATUM(argno);
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value,
+										  lease_interval_from_ms(0))) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", name),
+				 errdetail("The value given is %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out, value)))));
+	return value;
 }
 
 /* A lease duration argument, defaulting to lease.default_lease_duration. */

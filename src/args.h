@@ -38,6 +38,19 @@ extern int64 lease_arg_nonneg_int64(FunctionCallInfo fcinfo, int argno, const ch
  */
 extern Datum lease_arg_duration(FunctionCallInfo fcinfo, int argno, const char *name);
 
+/* A required integer that must not be negative (22004 when NULL, 22023). */
+extern int32 lease_arg_nonneg_int32(FunctionCallInfo fcinfo, int argno, const char *name);
+
+/* An optional positive integer: NULL passes (returns false); <= 0 is 22023. */
+extern bool lease_arg_opt_positive_int32(FunctionCallInfo fcinfo, int argno, const char *name,
+										 int32 *value);
+
+/* A required interval that must not be negative (22004, 22023). */
+extern Datum lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name);
+
+/* An interval Datum of the given number of milliseconds (for GUC values). */
+extern Datum lease_interval_from_ms(int64 ms);
+
 /* A required array of identifiers (parent shard ids): no NULL elements. */
 extern Datum lease_arg_ident_array(FunctionCallInfo fcinfo, int argno, const char *name);
 

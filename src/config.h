@@ -25,6 +25,14 @@ extern int	lease_sandbox_lock_namespace;
 
 /* lease.rotation_lock_timeout: milliseconds a rotation or restore waits for a conversation row */
 extern int	lease_rotation_lock_timeout_ms;
+/* lease.handoff_timeout: milliseconds a holder has to hand a lease over */
+extern int	lease_handoff_timeout_ms;
+
+/* lease.record_events: write ownership changes to lease.lease_events */
+extern bool lease_record_events;
+
+/* lease.notify_channel: pg_notify channel for ownership changes; "" = off */
+extern char *lease_notify_channel;
 
 extern void lease_define_gucs(void);
 

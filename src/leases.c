@@ -5,7 +5,9 @@
  *
  * Each function checks its arguments, then runs exactly one SQL statement:
  * there is no read-then-write, so there is no window between a read and a
- * conditional write for a concurrent renewal to fall into.  take_lease and
+ * conditional write for a concurrent renewal to fall into.  The statements
+ * that change ownership (take, release, close) record their event and send
+ * their notification in the same statement (see events.h).  take_lease and
  * renew_lease use lease_count as their optimistic lock; update_checkpoint,
  * release_lease and close_shard are guarded on ownership only, so a renewal
  * (which bumps lease_count) can never make them fail.
@@ -26,13 +28,9 @@
 #include "utils/builtins.h"
 
 #include "args.h"
+#include "events.h"
+#include "leases.h"
 #include "spi_util.h"
-
-/* The key predicate every single-lease statement starts with. */
-#define LEASE_KEY_MATCHES \
-	"l.app_name OPERATOR(pg_catalog.=) $1" \
-	" AND l.stream_name OPERATOR(pg_catalog.=) $2" \
-	" AND l.shard_id OPERATOR(pg_catalog.=) $3"
 
 /* Insert an unowned lease unless the key exists. */
 static LeaseStatement create_stmt = {
@@ -50,36 +48,53 @@ static LeaseStatement create_stmt = {
 
 /*
  * Take a lease: optimistic steal when $5 (the expected lease_count) is
- * given, otherwise only an unowned or expired lease.  Never an ended shard,
- * never a child whose parents (those still in the table) have not ended.
+ * given, otherwise only an unowned or expired lease, or one promised to $4
+ * whose handoff deadline has passed.  A live lease with a pending handoff
+ * to someone else is not stolen.  Never an ended shard, never a child whose
+ * parents (those still in the table) have not ended.
+ *
+ * The row is read and locked in `o` (the lock is taken only when the guard
+ * holds, exactly as the UPDATE alone would, and a concurrent change is
+ * re-checked against the committed row), so the event records the owner it
+ * really took the lease from.
  */
 static LeaseStatement take_stmt = {
 	.name = "take_lease",
 	.sql =
-	"UPDATE lease.shard_leases AS l"
-	" SET lease_owner = $4,"
-	"     lease_count = l.lease_count OPERATOR(pg_catalog.+) 1,"
-	"     lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $6,"
-	"     owner_switches_since_checkpoint = l.owner_switches_since_checkpoint"
-	"         OPERATOR(pg_catalog.+) CASE WHEN l.lease_owner IS DISTINCT FROM $4 THEN 1 ELSE 0 END,"
-	"     updated_at = pg_catalog.now()"
-	" WHERE " LEASE_KEY_MATCHES
-	"   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'"
-	"   AND CASE WHEN $5 IS NULL"
-	"            THEN l.lease_owner IS NULL"
-	"                 OR l.lease_expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()"
-	"            ELSE l.lease_count OPERATOR(pg_catalog.=) $5"
-	"                 AND l.lease_owner IS DISTINCT FROM $4"
-	"       END"
-	"   AND NOT EXISTS (SELECT 1 FROM lease.shard_leases AS p"
-	"                    WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name"
-	"                      AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name"
-	"                      AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)"
-	"                      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END')"
-	" RETURNING l.lease_count",
-	.nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID},
-	.expected = SPI_OK_UPDATE_RETURNING
+	"WITH o AS ("
+	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner,"
+	"        CASE WHEN l.lease_owner IS NULL THEN 'take'"
+	"             WHEN NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) " THEN 'expiry_takeover'"
+	"             WHEN l.handoff_to OPERATOR(pg_catalog.=) $4"
+	"                  AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) " THEN 'transfer'"
+	"             ELSE 'steal' END AS event"
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_KEY_MATCHES
+	"    AND " LEASE_SQL_NOT_ENDED("l")
+	"    AND CASE WHEN $5 IS NULL"
+	"             THEN NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"                  OR (l.handoff_to OPERATOR(pg_catalog.=) $4"
+	"                      AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"                      AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline)"
+	"             ELSE l.lease_count OPERATOR(pg_catalog.=) $5"
+	"                  AND l.lease_owner IS DISTINCT FROM $4"
+	"                  AND (NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"                       OR NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"                       OR l.handoff_to OPERATOR(pg_catalog.=) $4)"
+	"        END"
+	"    AND NOT " LEASE_SQL_BLOCKED("l")
+	"    FOR NO KEY UPDATE OF l),"
+	" c AS (UPDATE lease.shard_leases AS l"
+	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$4", "$6", LEASE_SQL_NOW)
+	"   FROM o, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, o.event, o.from_owner,"
+	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
+	LEASE_SQL_RECORD_EVENTS("$7")
+	" SELECT c.lease_count, " LEASE_SQL_NOTIFY("$8") " FROM c",
+	.nargs = 8,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID, LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
 };
 
 /* Renew: guarded on owner and lease_count. */
@@ -99,72 +114,122 @@ static LeaseStatement renew_stmt = {
 	.expected = SPI_OK_UPDATE_RETURNING
 };
 
-/* Checkpoint: guarded on ownership only, never on lease_count. */
+/*
+ * Checkpoint: guarded on ownership only, never on lease_count; clears the
+ * pending (two-phase) checkpoint.
+ */
+#define CHECKPOINT_SQL \
+	"UPDATE lease.shard_leases AS l" \
+	" SET checkpoint = $5," \
+	"     checkpoint_sub_sequence = $6," \
+	"     pending_checkpoint = NULL," \
+	"     owner_switches_since_checkpoint = 0," \
+	"     updated_at = pg_catalog.now()" \
+	" WHERE " LEASE_KEY_MATCHES \
+	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4" \
+	"   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'"
+
 static LeaseStatement checkpoint_stmt = {
 	.name = "update_checkpoint",
-	.sql =
-	"UPDATE lease.shard_leases AS l"
-	" SET checkpoint = $5,"
-	"     checkpoint_sub_sequence = $6,"
-	"     owner_switches_since_checkpoint = 0,"
-	"     updated_at = pg_catalog.now()"
-	" WHERE " LEASE_KEY_MATCHES
-	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4"
-	"   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'"
-	" RETURNING true",
+	.sql = CHECKPOINT_SQL " RETURNING true",
 	.nargs = 6,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID},
 	.expected = SPI_OK_UPDATE_RETURNING
 };
 
-/* Release: guarded on ownership; the lease becomes unowned. */
-static LeaseStatement release_stmt = {
-	.name = "release_lease",
+/* Fenced checkpoint: as above, and only while lease_epoch equals $7. */
+static LeaseStatement checkpoint_fenced_stmt = {
+	.name = "update_checkpoint (fenced)",
+	.sql = CHECKPOINT_SQL
+	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
+	" RETURNING true",
+	.nargs = 7,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID},
+	.expected = SPI_OK_UPDATE_RETURNING
+};
+
+/* Two-phase checkpoint, first phase: record the intent, guarded on ownership. */
+static LeaseStatement prepare_stmt = {
+	.name = "prepare_checkpoint",
 	.sql =
 	"UPDATE lease.shard_leases AS l"
-	" SET lease_owner = NULL,"
-	"     lease_expires_at = NULL,"
-	"     lease_count = l.lease_count OPERATOR(pg_catalog.+) 1,"
+	" SET pending_checkpoint = $5,"
 	"     updated_at = pg_catalog.now()"
 	" WHERE " LEASE_KEY_MATCHES
 	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4"
+	"   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'"
 	" RETURNING true",
-	.nargs = 4,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID},
+	.nargs = 5,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
 	.expected = SPI_OK_UPDATE_RETURNING
+};
+
+/*
+ * Release: guarded on ownership.  With a pending handoff the lease goes
+ * straight to the requester (for the lease duration it asked for), so no
+ * third worker can grab it in between; otherwise it becomes unowned.
+ */
+static LeaseStatement release_stmt = {
+	.name = "release_lease",
+	.sql =
+	"WITH c AS (UPDATE lease.shard_leases AS l"
+	" SET lease_owner = CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"                   THEN l.handoff_to END,"
+	"     lease_expires_at = CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"                   THEN " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) l.handoff_lease_duration END,"
+	"     owner_switches_since_checkpoint = l.owner_switches_since_checkpoint"
+	"         OPERATOR(pg_catalog.+) CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"                   THEN 1 ELSE 0 END,"
+	"     lease_count = l.lease_count OPERATOR(pg_catalog.+) 1,"
+	"     lease_epoch = l.lease_epoch OPERATOR(pg_catalog.+) 1,"
+	"     " LEASE_SQL_CLEAR_HANDOFF ","
+	"     updated_at = pg_catalog.now()"
+	" FROM " LEASE_SQL_CLOCK
+	" WHERE " LEASE_KEY_MATCHES
+	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4"
+	" RETURNING l.app_name, l.stream_name, l.shard_id,"
+	"           CASE WHEN l.lease_owner IS NULL THEN 'release' ELSE 'transfer' END AS event,"
+	"           $4 AS from_owner, l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
+	LEASE_SQL_RECORD_EVENTS("$5")
+	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c",
+	.nargs = 6,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
 };
 
 /* Close: checkpoint SHARD_END and give the lease up, guarded on ownership. */
 static LeaseStatement close_stmt = {
 	.name = "close_shard",
 	.sql =
-	"UPDATE lease.shard_leases AS l"
+	"WITH c AS (UPDATE lease.shard_leases AS l"
 	" SET checkpoint = 'SHARD_END',"
 	"     checkpoint_sub_sequence = 0,"
+	"     pending_checkpoint = NULL,"
 	"     owner_switches_since_checkpoint = 0,"
 	"     lease_owner = NULL,"
 	"     lease_expires_at = NULL,"
 	"     lease_count = l.lease_count OPERATOR(pg_catalog.+) 1,"
+	"     lease_epoch = l.lease_epoch OPERATOR(pg_catalog.+) 1,"
+	"     " LEASE_SQL_CLEAR_HANDOFF ","
 	"     updated_at = pg_catalog.now()"
 	" WHERE " LEASE_KEY_MATCHES
 	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4"
 	"   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'"
-	" RETURNING true",
-	.nargs = 4,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID},
-	.expected = SPI_OK_UPDATE_RETURNING
+	" RETURNING l.app_name, l.stream_name, l.shard_id, 'close' AS event,"
+	"           $4 AS from_owner, CAST(NULL AS pg_catalog.text) AS to_owner,"
+	"           l.lease_count, l.lease_epoch)"
+	LEASE_SQL_RECORD_EVENTS("$5")
+	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c",
+	.nargs = 6,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
 };
 
 /* Runs a statement that RETURNING true on success; true when a row came back. */
 static bool
 run_returning_bool(LeaseStatement *stmt, Datum *values, const char *nulls)
 {
-	uint64		processed;
-
-	lease_spi_connect();
-	processed = lease_spi_run(stmt, values, nulls, 0);
-	lease_spi_finish();
-	return processed > 0;
+	return lease_spi_exec(stmt, values, nulls) > 0;
 }
 
 /*
@@ -246,8 +311,8 @@ PG_FUNCTION_INFO_V1(lease_take_lease);
 Datum
 lease_take_lease(PG_FUNCTION_ARGS)
 {
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		values[6 + LEASE_EVENT_NPARAMS];
+	char		nulls[6 + LEASE_EVENT_NPARAMS] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int64		count;
 
 	lease_key_args(fcinfo, values);
@@ -260,6 +325,7 @@ lease_take_lease(PG_FUNCTION_ARGS)
 	else
 		values[4] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 4, "lease_count"));
 	values[5] = lease_arg_duration(fcinfo, 5, "lease_duration");
+	lease_event_params(&values[6]);
 
 	if (!run_returning_count(&take_stmt, values, nulls, &count))
 		PG_RETURN_NULL();
@@ -285,6 +351,17 @@ lease_renew_lease(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(count);
 }
 
+/* Fills values[0..5] with the checked arguments both update_checkpoints share. */
+static void
+checkpoint_args(FunctionCallInfo fcinfo, Datum *values)
+{
+	lease_key_args(fcinfo, values);
+	values[3] = lease_arg_ident(fcinfo, 3, "owner");
+	values[4] = lease_arg_checkpoint(fcinfo, 4, "checkpoint");
+	values[5] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 5, "sub_sequence"));
+	check_not_shard_end(values[4]);
+}
+
 PG_FUNCTION_INFO_V1(lease_update_checkpoint);
 
 /* lease.update_checkpoint: true when written by the current owner. */
@@ -293,25 +370,58 @@ lease_update_checkpoint(PG_FUNCTION_ARGS)
 {
 	Datum		values[6];
 
-	lease_key_args(fcinfo, values);
-	values[3] = lease_arg_ident(fcinfo, 3, "owner");
-	values[4] = lease_arg_checkpoint(fcinfo, 4, "checkpoint");
-	values[5] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 5, "sub_sequence"));
-	check_not_shard_end(values[4]);
+	checkpoint_args(fcinfo, values);
 
 	PG_RETURN_BOOL(run_returning_bool(&checkpoint_stmt, values, NULL));
 }
 
-PG_FUNCTION_INFO_V1(lease_release_lease);
+PG_FUNCTION_INFO_V1(lease_update_checkpoint_fenced);
 
-/* lease.release_lease: true when the owner gave the lease up. */
+/*
+ * lease.update_checkpoint with a fencing token: true when written by the
+ * current owner while lease_epoch still equals the token.
+ */
 Datum
-lease_release_lease(PG_FUNCTION_ARGS)
+lease_update_checkpoint_fenced(PG_FUNCTION_ARGS)
 {
-	Datum		values[4];
+	Datum		values[7];
+
+	checkpoint_args(fcinfo, values);
+	values[6] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 6, "fencing_token"));
+
+	PG_RETURN_BOOL(run_returning_bool(&checkpoint_fenced_stmt, values, NULL));
+}
+
+PG_FUNCTION_INFO_V1(lease_prepare_checkpoint);
+
+/* lease.prepare_checkpoint: true when the owner recorded its intended checkpoint. */
+Datum
+lease_prepare_checkpoint(PG_FUNCTION_ARGS)
+{
+	Datum		values[5];
 
 	lease_key_args(fcinfo, values);
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
+	values[4] = lease_arg_checkpoint(fcinfo, 4, "pending_checkpoint");
+	check_not_shard_end(values[4]);
+
+	PG_RETURN_BOOL(run_returning_bool(&prepare_stmt, values, NULL));
+}
+
+PG_FUNCTION_INFO_V1(lease_release_lease);
+
+/*
+ * lease.release_lease: true when the owner gave the lease up (to the
+ * requester of a pending handoff, or to nobody).
+ */
+Datum
+lease_release_lease(PG_FUNCTION_ARGS)
+{
+	Datum		values[4 + LEASE_EVENT_NPARAMS];
+
+	lease_key_args(fcinfo, values);
+	values[3] = lease_arg_ident(fcinfo, 3, "owner");
+	lease_event_params(&values[4]);
 
 	PG_RETURN_BOOL(run_returning_bool(&release_stmt, values, NULL));
 }
@@ -322,10 +432,11 @@ PG_FUNCTION_INFO_V1(lease_close_shard);
 Datum
 lease_close_shard(PG_FUNCTION_ARGS)
 {
-	Datum		values[4];
+	Datum		values[4 + LEASE_EVENT_NPARAMS];
 
 	lease_key_args(fcinfo, values);
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
+	lease_event_params(&values[4]);
 
 	PG_RETURN_BOOL(run_returning_bool(&close_stmt, values, NULL));
 }

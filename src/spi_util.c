@@ -63,6 +63,18 @@ lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls, long max_r
 	return SPI_processed;
 }
 
+/* Runs one statement in its own SPI connection; returns the row count. */
+uint64
+lease_spi_exec(LeaseStatement *stmt, Datum *values, const char *nulls)
+{
+	uint64		processed;
+
+	lease_spi_connect();
+	processed = lease_spi_run(stmt, values, nulls, 0);
+	lease_spi_finish();
+	return processed;
+}
+
 /* One value of the current result set. */
 Datum
 lease_spi_value(uint64 row, int col, bool *isnull)

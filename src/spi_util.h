@@ -42,6 +42,12 @@ extern void lease_spi_finish(void);
 extern uint64 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls,
 							long max_rows);
 
+/*
+ * Connects, runs one statement, disconnects; returns SPI_processed.  For
+ * statements whose result rows carry nothing but their number.
+ */
+extern uint64 lease_spi_exec(LeaseStatement *stmt, Datum *values, const char *nulls);
+
 /* Column `col` (1-based) of result row `row`; *isnull set. */
 extern Datum lease_spi_value(uint64 row, int col, bool *isnull);
 

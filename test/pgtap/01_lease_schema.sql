@@ -9,7 +9,8 @@ SELECT col_is_pk('lease', 'shard_leases', ARRAY['app_name', 'stream_name', 'shar
 SELECT columns_are('lease', 'shard_leases', ARRAY[
     'app_name', 'stream_name', 'shard_id', 'lease_owner', 'lease_count', 'checkpoint',
     'checkpoint_sub_sequence', 'parent_shard_ids', 'lease_expires_at',
-    'owner_switches_since_checkpoint', 'created_at', 'updated_at'],
+    'owner_switches_since_checkpoint', 'lease_epoch', 'handoff_to', 'handoff_requested_at',
+    'handoff_deadline', 'handoff_lease_duration', 'pending_checkpoint', 'created_at', 'updated_at'],
     'shard_leases has exactly the documented columns');
 
 -- types, nullability and defaults, as pinned by the API
@@ -30,7 +31,13 @@ SELECT is(
     E'checkpoint_sub_sequence bigint NOT NULL DEFAULT 0\n' ||
     E'parent_shard_ids text[] NOT NULL DEFAULT ''{}''::text[]\n' ||
     E'lease_expires_at timestamp with time zone\n' ||
-    E'owner_switches_since_checkpoint bigint NOT NULL DEFAULT 0',
+    E'owner_switches_since_checkpoint bigint NOT NULL DEFAULT 0\n' ||
+    E'lease_epoch bigint NOT NULL DEFAULT 0\n' ||
+    E'handoff_to text\n' ||
+    E'handoff_requested_at timestamp with time zone\n' ||
+    E'handoff_deadline timestamp with time zone\n' ||
+    E'handoff_lease_duration interval\n' ||
+    E'pending_checkpoint text',
     'shard_leases columns have the pinned types, nullability and defaults');
 SELECT col_type_is('lease', 'shard_leases', 'created_at', 'timestamp with time zone', 'created_at is timestamptz');
 SELECT col_type_is('lease', 'shard_leases', 'updated_at', 'timestamp with time zone', 'updated_at is timestamptz');

@@ -1,0 +1,202 @@
+/*-------------------------------------------------------------------------
+ *
+ * import.c
+ *	  lease.import_kcl_ex: copy the leases of the Elixir kcl_ex Ecto
+ *	  adapter's shard_lease table into lease.shard_leases.
+ *
+ * This is the one function whose SQL names a relation chosen by the caller,
+ * so it is built at run time, with care:
+ *	 - the function is SECURITY INVOKER (pg_lease--0.1.0.sql): it reads the
+ *	   source with the caller's own privileges, so it cannot be used to read
+ *	   a table the caller could not read itself, and it writes
+ *	   lease.shard_leases only if the caller may (an operator);
+ *	 - the relation reaches the SQL text only as the quoted, schema-qualified
+ *	   name resolved from the catalog (quote_qualified_identifier), never as
+ *	   text the caller typed; column names are fixed;
+ *	 - every required column must exist with a compatible type before any
+ *	   SQL runs (42703, 22023), and every row must be importable (22023)
+ *	   before anything is written.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "pg_lease.h"
+
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "import.h"
+#include "spi_util.h"
+
+/* A required column of the source and the types it may have. */
+typedef struct KclColumn
+{
+	const char *name;
+	Oid			types[3];		/* InvalidOid-terminated */
+	const char *expected;		/* for the error message */
+} KclColumn;
+
+static const KclColumn kcl_columns[] = {
+	{"shard_id", {TEXTOID, VARCHAROID, InvalidOid}, "text or varchar"},
+	{"app_name", {TEXTOID, VARCHAROID, InvalidOid}, "text or varchar"},
+	{"stream_name", {TEXTOID, VARCHAROID, InvalidOid}, "text or varchar"},
+	{"checkpoint", {TEXTOID, VARCHAROID, InvalidOid}, "text or varchar"},
+	{"lease_owner", {TEXTOID, VARCHAROID, InvalidOid}, "text or varchar"},
+	{"lease_count", {INT4OID, INT8OID, INT2OID}, "smallint, integer or bigint"},
+	{"completed", {BOOLOID, InvalidOid}, "boolean"},
+};
+
+/* White space as lease_check_ident sees it (the vertical tab via chr(11)). */
+#define KCL_BLANK(x) \
+	"(pg_catalog.btrim(" x ", E' \\t\\n\\r\\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11))" \
+	" OPERATOR(pg_catalog.=) '')"
+
+/* An identifier column: present, not blank, at most LEASE_MAX_IDENT_BYTES. */
+#define KCL_IDENT_OK(x) \
+	"(" x " IS NOT NULL AND NOT " KCL_BLANK(x) \
+	" AND pg_catalog.octet_length(" x ") OPERATOR(pg_catalog.<=) " CppAsString2(LEASE_MAX_IDENT_BYTES) ")"
+
+/* The source row, normalised: text columns, blank owner/checkpoint as NULL. */
+#define KCL_SOURCE \
+	"SELECT CAST(s.app_name AS pg_catalog.text) AS app_name," \
+	"       CAST(s.stream_name AS pg_catalog.text) AS stream_name," \
+	"       CAST(s.shard_id AS pg_catalog.text) AS shard_id," \
+	"       CASE WHEN NOT " KCL_BLANK("s.lease_owner") \
+	"            THEN CAST(s.lease_owner AS pg_catalog.text) END AS lease_owner," \
+	"       CASE WHEN NOT " KCL_BLANK("s.checkpoint") \
+	"            THEN CAST(s.checkpoint AS pg_catalog.text) END AS checkpoint," \
+	"       CAST(COALESCE(s.lease_count, 0) AS pg_catalog.int8) AS lease_count," \
+	"       COALESCE(s.completed, false) AS completed" \
+	"  FROM %s AS s"
+
+/* Rows that cannot become leases. */
+static const char *kcl_check_sql =
+"SELECT pg_catalog.count(*) FROM (" KCL_SOURCE ") AS r"
+" WHERE (" KCL_IDENT_OK("r.app_name") " AND " KCL_IDENT_OK("r.stream_name")
+"        AND " KCL_IDENT_OK("r.shard_id")
+"        AND (r.lease_owner IS NULL OR pg_catalog.octet_length(r.lease_owner)"
+"             OPERATOR(pg_catalog.<=) " CppAsString2(LEASE_MAX_IDENT_BYTES) ")"
+"        AND (r.checkpoint IS NULL OR pg_catalog.octet_length(r.checkpoint)"
+"             OPERATOR(pg_catalog.<=) " CppAsString2(LEASE_MAX_CHECKPOINT_BYTES) ")"
+"        AND r.lease_count OPERATOR(pg_catalog.>=) 0) IS NOT TRUE";
+
+/*
+ * The import: completed shards become SHARD_END; a lease keeps its owner of
+ * record but expires at once (the old fleet is stopped), so any worker can
+ * take it and the same worker name re-taking it is not an owner switch.
+ * Existing leases are never touched, so running it again changes nothing.
+ */
+static const char *kcl_insert_sql =
+"INSERT INTO lease.shard_leases AS l"
+" (app_name, stream_name, shard_id, lease_owner, lease_expires_at, lease_count, checkpoint)"
+" SELECT r.app_name, r.stream_name, r.shard_id, r.lease_owner,"
+"        CASE WHEN r.lease_owner IS NOT NULL THEN pg_catalog.clock_timestamp() END,"
+"        r.lease_count,"
+"        CASE WHEN r.completed THEN 'SHARD_END'"
+"             ELSE COALESCE(r.checkpoint, 'TRIM_HORIZON') END"
+"   FROM (" KCL_SOURCE ") AS r"
+" ON CONFLICT (app_name, stream_name, shard_id) DO NOTHING";
+
+/* Raises 42703 / 22023 unless every required column is there with a usable type. */
+static void
+check_kcl_columns(Oid relid, const char *relname)
+{
+	for (size_t i = 0; i < lengthof(kcl_columns); i++)
+	{
+		const KclColumn *col = &kcl_columns[i];
+		AttrNumber	attnum = get_attnum(relid, col->name);
+		Oid			type;
+		bool		ok = false;
+
+		if (attnum == InvalidAttrNumber)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of relation %s does not exist", col->name, relname),
+					 errdetail("A kcl_ex shard_lease table has the columns shard_id, app_name, stream_name, checkpoint, lease_owner, lease_count and completed."),
+					 errhint("Import from a view that supplies the missing columns.")));
+		type = get_atttype(relid, attnum);
+		for (size_t t = 0; t < lengthof(col->types) && OidIsValid(col->types[t]); t++)
+			ok = ok || type == col->types[t];
+		if (!ok)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("column \"%s\" of relation %s has type %s", col->name, relname,
+							format_type_be(type)),
+					 errdetail("import_kcl_ex expects %s.", col->expected)));
+	}
+}
+
+PG_FUNCTION_INFO_V1(lease_import_kcl_ex);
+
+/* lease.import_kcl_ex: how many leases were imported (0 when run again). */
+Datum
+lease_import_kcl_ex(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char		relkind;
+	char	   *nspname;
+	char	   *relname;
+	const char *qualified;
+	StringInfoData sql;
+	int			rc;
+	bool		isnull;
+	int64		bad;
+	uint64		imported;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("source must not be null")));
+	relid = PG_GETARG_OID(0);
+	relkind = get_rel_relkind(relid);
+	if (relkind == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE &&
+		relkind != RELKIND_VIEW && relkind != RELKIND_MATVIEW &&
+		relkind != RELKIND_FOREIGN_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table, view or foreign table", get_rel_name(relid))));
+
+	nspname = get_namespace_name(get_rel_namespace(relid));
+	relname = get_rel_name(relid);
+	if (nspname == NULL || relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	/* the only way the relation reaches the SQL text */
+	qualified = quote_qualified_identifier(nspname, relname);
+	check_kcl_columns(relid, qualified);
+
+	lease_spi_connect();
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, kcl_check_sql, qualified);
+	rc = SPI_execute(sql.data, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "pg_lease: import_kcl_ex check returned %s", SPI_result_code_string(rc));
+	bad = DatumGetInt64(lease_spi_value(0, 1, &isnull));
+	if (bad > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg(INT64_FORMAT " rows of %s cannot be imported", bad, qualified),
+				 errdetail("Every row needs a non-blank shard_id, app_name and stream_name of at most %d bytes, a lease_owner of at most %d bytes, a checkpoint of at most %d bytes and a non-negative lease_count.",
+						   LEASE_MAX_IDENT_BYTES, LEASE_MAX_IDENT_BYTES, LEASE_MAX_CHECKPOINT_BYTES),
+				 errhint("Nothing was imported.")));
+
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, kcl_insert_sql, qualified);
+	rc = SPI_execute(sql.data, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "pg_lease: import_kcl_ex insert returned %s", SPI_result_code_string(rc));
+	imported = SPI_processed;
+
+	lease_spi_finish();
+	PG_RETURN_INT64((int64) imported);
+}

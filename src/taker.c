@@ -1,0 +1,426 @@
+/*-------------------------------------------------------------------------
+ *
+ * taker.c
+ *	  The server-side lease taker: balanced take_leases, graceful handoff
+ *	  requests and batch renewal.
+ *
+ * One take_leases call is one balancing round for one worker, in four
+ * prepared statements inside one SPI connection:
+ *
+ *	 1. loads: one aggregate over the stream (its live leases counted per
+ *		worker, and the number of takeable leases);
+ *	 2. claim: the leases promised to the caller whose handoff deadline has
+ *		passed are taken from their holders;
+ *	 3. take: unowned and expired leases, unowned first then oldest-expired
+ *		first, up to the caller's fair share, FOR NO KEY UPDATE SKIP LOCKED so
+ *		concurrent callers neither block on nor collide over the same rows;
+ *	 4. request: if the most-loaded worker holds at least two more leases
+ *		than the caller, ask it to hand some over (never so many that the
+ *		caller would end up above it).
+ *
+ * Loads are "effective": a live lease with a pending handoff counts for the
+ * worker it is promised to, not its holder, so a request is never made
+ * twice and a balanced stream is a fixed point (a further round changes
+ * nothing).  Each statement that changes a lease records its events and
+ * notifications in the same statement (events.h).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "pg_lease.h"
+
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/tuplestore.h"
+
+#include "args.h"
+#include "config.h"
+#include "events.h"
+#include "leases.h"
+#include "spi_util.h"
+#include "taker.h"
+
+/*
+ * Loads: one row per worker (the live owners, the targets of pending
+ * handoffs, and the caller $3) with its effective live load, most loaded
+ * first; every row also carries the stream's number of takeable leases (not
+ * ended, not blocked by an unfinished parent).
+ */
+static LeaseStatement loads_stmt = {
+	.name = "take_leases: count loads",
+	.sql =
+	"WITH s AS MATERIALIZED ("
+	" SELECT l.lease_owner,"
+	"        " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) " AS live,"
+	"        CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"             THEN l.handoff_to ELSE l.lease_owner END AS holder,"
+	"        (" LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") ") AS takeable"
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_STREAM_MATCHES "),"
+	" w AS (SELECT s.lease_owner AS worker FROM s WHERE s.live"
+	"       UNION SELECT s.holder FROM s WHERE s.live"
+	"       UNION SELECT $3)"
+	" SELECT w.worker, pg_catalog.count(s.holder) AS load,"
+	"        (SELECT pg_catalog.count(*) FROM s WHERE s.takeable) AS takeable"
+	"   FROM w LEFT JOIN s ON s.live AND s.holder OPERATOR(pg_catalog.=) w.worker"
+	"  GROUP BY w.worker"
+	"  ORDER BY load DESC, w.worker COLLATE pg_catalog.\"C\"",
+	.nargs = 3,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT
+};
+
+/* The select list every taking statement returns (see put_rows). */
+#define TAKER_RESULT(chan) \
+	" SELECT c.shard_id, c.lease_count, c.from_owner, c.lease_epoch, " \
+	LEASE_SQL_NOTIFY(chan) " FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\""
+
+/*
+ * Claim: leases promised to $3 whose handoff deadline has passed and whose
+ * holder still has them (live), taken with duration $4.
+ */
+static LeaseStatement claim_stmt = {
+	.name = "take_leases: claim due handoffs",
+	.sql =
+	"WITH o AS ("
+	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner"
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_STREAM_MATCHES
+	"    AND l.handoff_to OPERATOR(pg_catalog.=) $3"
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"    AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline"
+	"    AND " LEASE_SQL_NOT_ENDED("l")
+	"    AND NOT " LEASE_SQL_BLOCKED("l")
+	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
+	" c AS (UPDATE lease.shard_leases AS l"
+	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$3", "$4", LEASE_SQL_NOW)
+	"   FROM o, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'transfer' AS event, o.from_owner,"
+	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
+	LEASE_SQL_RECORD_EVENTS("$5")
+	TAKER_RESULT("$6"),
+	.nargs = 6,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
+};
+
+/*
+ * Take: at most $5 unowned or expired takeable leases, unowned first, then
+ * the longest expired, skipping rows another transaction has locked.  An
+ * expired lease is takeable even with a handoff pending: its holder is gone.
+ */
+static LeaseStatement take_free_stmt = {
+	.name = "take_leases: take unowned and expired",
+	.sql =
+	"WITH o AS ("
+	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner"
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_STREAM_MATCHES
+	"    AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"    AND " LEASE_SQL_NOT_ENDED("l")
+	"    AND NOT " LEASE_SQL_BLOCKED("l")
+	"  ORDER BY l.lease_expires_at NULLS FIRST, l.shard_id COLLATE pg_catalog.\"C\""
+	"  LIMIT $5"
+	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
+	" c AS (UPDATE lease.shard_leases AS l"
+	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$3", "$4", LEASE_SQL_NOW)
+	"   FROM o, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
+	"  RETURNING l.app_name, l.stream_name, l.shard_id,"
+	"            CASE WHEN o.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END AS event,"
+	"            o.from_owner, l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
+	LEASE_SQL_RECORD_EVENTS("$6")
+	TAKER_RESULT("$7"),
+	.nargs = 7,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
+};
+
+/*
+ * Request: ask holder $5 to hand at most $6 of its live leases (those not
+ * already promised) over to $3, by deadline now + $7; $4 is the lease
+ * duration the requester will hold them for.  Neither lease_count nor
+ * lease_epoch changes: the holder keeps renewing and checkpointing.
+ */
+static LeaseStatement request_stmt = {
+	.name = "take_leases: request handoffs",
+	.sql =
+	"WITH o AS ("
+	" SELECT l.app_name, l.stream_name, l.shard_id"
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_STREAM_MATCHES
+	"    AND l.lease_owner OPERATOR(pg_catalog.=) $5"
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"    AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"    AND " LEASE_SQL_NOT_ENDED("l")
+	"  ORDER BY l.shard_id COLLATE pg_catalog.\"C\""
+	"  LIMIT $6"
+	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
+	" c AS (UPDATE lease.shard_leases AS l"
+	"    SET handoff_to = $3,"
+	"        handoff_requested_at = " LEASE_SQL_NOW ","
+	"        handoff_deadline = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $7,"
+	"        handoff_lease_duration = $4,"
+	"        updated_at = pg_catalog.now()"
+	"   FROM o, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'handoff_request' AS event,"
+	"            l.lease_owner AS from_owner, l.handoff_to AS to_owner,"
+	"            l.lease_count, l.lease_epoch)"
+	LEASE_SQL_RECORD_EVENTS("$8")
+	TAKER_RESULT("$9"),
+	.nargs = 9,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, TEXTOID, INT8OID, INTERVALOID,
+	LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
+};
+
+/*
+ * Renew every lease $3 holds in the stream (guarded on ownership: a lease
+ * taken away is simply absent), reporting pending handoff requests.
+ */
+static LeaseStatement renew_all_stmt = {
+	.name = "renew_leases",
+	.sql =
+	"WITH c AS (UPDATE lease.shard_leases AS l"
+	"    SET lease_count = l.lease_count OPERATOR(pg_catalog.+) 1,"
+	"        lease_expires_at = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $4,"
+	"        updated_at = pg_catalog.now()"
+	"   FROM " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_STREAM_MATCHES
+	"    AND l.lease_owner OPERATOR(pg_catalog.=) $3"
+	"  RETURNING l.shard_id, l.lease_count,"
+	"            CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"                 THEN l.handoff_to END AS handoff_to)"
+	" SELECT c.shard_id, c.lease_count, c.handoff_to FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\"",
+	.nargs = 4,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID},
+	.expected = SPI_OK_SELECT
+};
+
+/*
+ * An operator's handoff request: a live lease, not already promised, not
+ * held by $4 already, to be handed to $4 by now + $5 (lease duration $6).
+ */
+static LeaseStatement request_one_stmt = {
+	.name = "request_handoff",
+	.sql =
+	"WITH c AS (UPDATE lease.shard_leases AS l"
+	"    SET handoff_to = $4,"
+	"        handoff_requested_at = " LEASE_SQL_NOW ","
+	"        handoff_deadline = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $5,"
+	"        handoff_lease_duration = $6,"
+	"        updated_at = pg_catalog.now()"
+	"   FROM " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_KEY_MATCHES
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"    AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"    AND " LEASE_SQL_NOT_ENDED("l")
+	"    AND l.lease_owner OPERATOR(pg_catalog.<>) $4"
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'handoff_request' AS event,"
+	"            l.lease_owner AS from_owner, l.handoff_to AS to_owner,"
+	"            l.lease_count, l.lease_epoch)"
+	LEASE_SQL_RECORD_EVENTS("$7")
+	" SELECT true, " LEASE_SQL_NOTIFY("$8") " FROM c",
+	.nargs = 8,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INTERVALOID,
+	LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
+};
+
+/*
+ * Appends every row of the current SPI result (shard_id, lease_count,
+ * previous owner, lease_epoch) to the result set with the given action.
+ * tuplestore_putvalues copies the values into the tuplestore's own memory,
+ * so nothing points into SPI memory after SPI_finish.
+ */
+static void
+put_rows(ReturnSetInfo *rsinfo, const char *action)
+{
+	Datum		action_datum = CStringGetTextDatum(action);
+
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+
+		values[0] = lease_spi_value(row, 1, &nulls[0]);
+		values[1] = lease_spi_value(row, 2, &nulls[1]);
+		values[2] = action_datum;
+		values[3] = lease_spi_value(row, 3, &nulls[3]);
+		values[4] = lease_spi_value(row, 4, &nulls[4]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+}
+
+/* True when two text Datums are equal, byte for byte. */
+static bool
+text_equal(Datum a, Datum b)
+{
+	return DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, a, b));
+}
+
+PG_FUNCTION_INFO_V1(lease_take_leases);
+
+/*
+ * lease.take_leases: one balancing round for one worker; returns the
+ * leases this call took or asked to be handed over.
+ */
+Datum
+lease_take_leases(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext callcxt = CurrentMemoryContext;
+	Datum		values[9];
+	Datum		app,
+				stream,
+				owner,
+				duration;
+	int32		max_leases = 0;
+	bool		capped;
+	int32		max_steal;
+	int64		workers,
+				takeable,
+				target,
+				mine = 0,
+				victim_load = 0;
+	Datum		victim = (Datum) 0;
+	bool		have_victim = false;
+
+	app = lease_arg_ident(fcinfo, 0, "app_name");
+	stream = lease_arg_ident(fcinfo, 1, "stream_name");
+	owner = lease_arg_ident(fcinfo, 2, "owner");
+	duration = lease_arg_duration(fcinfo, 3, "lease_duration");
+	capped = lease_arg_opt_positive_int32(fcinfo, 4, "max_leases", &max_leases);
+	max_steal = lease_arg_nonneg_int32(fcinfo, 5, "max_steal");
+
+	InitMaterializedSRF(fcinfo, 0);
+	lease_spi_connect();
+
+	/* 1. the workers, their effective loads, and the takeable leases */
+	values[0] = app;
+	values[1] = stream;
+	values[2] = owner;
+	workers = (int64) lease_spi_run(&loads_stmt, values, NULL, 0);
+	if (workers < 1)
+		elog(ERROR, "pg_lease: take_leases found no worker, not even the caller");
+	takeable = 0;
+	for (uint64 row = 0; row < (uint64) workers; row++)
+	{
+		bool		isnull;
+		Datum		worker = lease_spi_value(row, 1, &isnull);
+		int64		load = DatumGetInt64(lease_spi_value(row, 2, &isnull));
+
+		takeable = DatumGetInt64(lease_spi_value(row, 3, &isnull));
+		if (text_equal(worker, owner))
+			mine = load;
+		else if (!have_victim)
+		{
+			/* rows come most loaded first, ties by name: the first other worker */
+			MemoryContext oldcxt = MemoryContextSwitchTo(callcxt);
+
+			victim = datumCopy(worker, false, -1);
+			MemoryContextSwitchTo(oldcxt);
+			victim_load = load;
+			have_victim = true;
+		}
+	}
+	target = (takeable + workers - 1) / workers;
+	if (capped && target > max_leases)
+		target = max_leases;
+
+	/* 2. leases promised to the caller whose deadline has passed (already in mine) */
+	values[3] = duration;
+	lease_event_params(&values[4]);
+	lease_spi_run(&claim_stmt, values, NULL, 0);
+	put_rows(rsinfo, "taken");
+
+	/* 3. unowned and expired leases, up to the target */
+	if (mine < target)
+	{
+		values[4] = Int64GetDatum(target - mine);
+		lease_event_params(&values[5]);
+		mine += (int64) lease_spi_run(&take_free_stmt, values, NULL, 0);
+		put_rows(rsinfo, "taken");
+	}
+
+	/*
+	 * 4. handoff requests: only from a worker holding at least two more, at
+	 * most max_steal, never beyond the target, and never so many that the
+	 * caller would end up above that worker (mine + n <= victim_load - n).
+	 */
+	if (have_victim && max_steal > 0 && mine < target && victim_load - mine >= 2)
+	{
+		int64		n = Min((int64) max_steal, (victim_load - mine) / 2);
+
+		n = Min(n, target - mine);
+		values[4] = victim;
+		values[5] = Int64GetDatum(n);
+		values[6] = lease_interval_from_ms(lease_handoff_timeout_ms);
+		lease_event_params(&values[7]);
+		lease_spi_run(&request_stmt, values, NULL, 0);
+		put_rows(rsinfo, "handoff_requested");
+	}
+
+	lease_spi_finish();
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(lease_renew_leases);
+
+/*
+ * lease.renew_leases: renews every lease the owner holds in the stream;
+ * handoff_to is set where a handoff has been requested.
+ */
+Datum
+lease_renew_leases(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[4];
+
+	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
+	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
+	values[2] = lease_arg_ident(fcinfo, 2, "owner");
+	values[3] = lease_arg_duration(fcinfo, 3, "lease_duration");
+
+	InitMaterializedSRF(fcinfo, 0);
+	lease_spi_connect();
+	lease_spi_run(&renew_all_stmt, values, NULL, 0);
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		Datum		out[3];
+		bool		nulls[3];
+
+		for (int col = 0; col < 3; col++)
+			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
+	}
+	lease_spi_finish();
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(lease_request_handoff);
+
+/*
+ * lease.request_handoff: true when the lease's holder has been asked to
+ * hand it to to_owner (for operators and leaders).
+ */
+Datum
+lease_request_handoff(PG_FUNCTION_ARGS)
+{
+	Datum		values[6 + LEASE_EVENT_NPARAMS];
+
+	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
+	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
+	values[2] = lease_arg_ident(fcinfo, 2, "shard_id");
+	values[3] = lease_arg_ident(fcinfo, 3, "to_owner");
+	values[4] = lease_interval_from_ms(lease_handoff_timeout_ms);
+	values[5] = lease_interval_from_ms(lease_default_lease_duration_ms);
+	lease_event_params(&values[6]);
+
+	PG_RETURN_BOOL(lease_spi_exec(&request_one_stmt, values, NULL) > 0);
+}

@@ -1,0 +1,58 @@
+-- pgTAP: the taker's schema and signatures: indexes, the events table, the
+-- views, and every new function's arguments and return type.
+BEGIN;
+SELECT plan(24);
+
+SELECT has_index('lease', 'shard_leases', 'shard_leases_handoff_idx',
+                 ARRAY['app_name', 'stream_name', 'handoff_to'], 'the handoff index exists');
+SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
+            WHERE indexrelid = 'lease.shard_leases_handoff_idx'::regclass),
+          '(handoff_to IS NOT NULL)', 'the handoff index is partial on requested handoffs');
+-- renewals and checkpoints stay HOT: no index covers a column they write
+SELECT is((SELECT count(*)::int FROM pg_index i, unnest(i.indkey) k
+                JOIN pg_attribute a ON a.attrelid = 'lease.shard_leases'::regclass AND a.attnum = k
+           WHERE i.indrelid = 'lease.shard_leases'::regclass
+             AND a.attname IN ('lease_count', 'lease_expires_at', 'checkpoint', 'checkpoint_sub_sequence',
+                               'pending_checkpoint', 'owner_switches_since_checkpoint', 'updated_at')),
+          0, 'no index on a column renewals or checkpoints change');
+SELECT has_check('lease', 'shard_leases', 'shard_leases has its handoff CHECK');
+
+SELECT has_table('lease', 'lease_events', 'lease.lease_events exists');
+SELECT col_is_pk('lease', 'lease_events', 'event_id', 'lease_events is keyed by event_id');
+SELECT has_index('lease', 'lease_events', 'lease_events_occurred_at_idx', ARRAY['occurred_at'],
+                 'events are indexed by time, for prune_events');
+SELECT ok((SELECT 'lease.lease_events'::regclass::oid = ANY (extconfig)
+                  AND 'lease.lease_events_event_id_seq'::regclass::oid = ANY (extconfig)
+             FROM pg_extension WHERE extname = 'pg_lease'), 'lease_events and its sequence are dumped');
+
+SELECT has_view('lease', 'lease_status', 'lease.lease_status exists');
+SELECT has_view('lease', 'worker_loads', 'lease.worker_loads exists');
+SELECT columns_are('lease', 'worker_loads', ARRAY['app_name', 'stream_name', 'lease_owner', 'live_leases'],
+                   'worker_loads columns');
+
+SELECT function_returns('lease', 'take_leases', ARRAY['text', 'text', 'text', 'interval', 'integer', 'integer'], 'setof record');
+SELECT is((SELECT pg_get_function_arguments('lease.take_leases(text,text,text,interval,integer,integer)'::regprocedure)),
+          'app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1',
+          'take_leases arguments');
+SELECT is((SELECT pg_get_function_result('lease.take_leases(text,text,text,interval,integer,integer)'::regprocedure)),
+          'TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)',
+          'take_leases result');
+SELECT is((SELECT pg_get_function_arguments('lease.renew_leases(text,text,text,interval)'::regprocedure)),
+          'app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval',
+          'renew_leases arguments');
+SELECT is((SELECT pg_get_function_result('lease.renew_leases(text,text,text,interval)'::regprocedure)),
+          'TABLE(shard_id text, lease_count bigint, handoff_to text)', 'renew_leases result');
+SELECT function_returns('lease', 'request_handoff', ARRAY['text', 'text', 'text', 'text'], 'boolean');
+-- the fenced overload has no defaults, so a 5- or 6-argument call is never ambiguous
+SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,text,text,text,bigint,bigint)'::regprocedure)),
+          'app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint',
+          'fenced update_checkpoint arguments, no defaults');
+SELECT function_returns('lease', 'update_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text', 'bigint', 'bigint'], 'boolean');
+SELECT function_returns('lease', 'prepare_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text'], 'boolean');
+SELECT function_returns('lease', 'cleanup_ended', ARRAY['text', 'text'], 'integer');
+SELECT function_returns('lease', 'delete_lease', ARRAY['text', 'text', 'text'], 'boolean');
+SELECT function_returns('lease', 'prune_events', ARRAY['interval'], 'bigint');
+SELECT function_returns('lease', 'import_kcl_ex', ARRAY['regclass'], 'bigint');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,41 @@
+-- pgTAP: the taker's privileges.  The views and the events table are not
+-- PUBLIC; import_kcl_ex runs with the caller's privileges.
+BEGIN;
+SELECT plan(10);
+
+SELECT table_privs_are('lease', 'lease_events', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on lease_events');
+SELECT table_privs_are('lease', 'lease_status', 'public', ARRAY[]::text[], 'PUBLIC cannot read lease_status');
+SELECT table_privs_are('lease', 'worker_loads', 'public', ARRAY[]::text[], 'PUBLIC cannot read worker_loads');
+SELECT is((SELECT prosecdef FROM pg_proc WHERE oid = 'lease.import_kcl_ex(regclass)'::regprocedure), false,
+          'import_kcl_ex is SECURITY INVOKER');
+
+CREATE ROLE tap_taker_worker;
+GRANT USAGE ON SCHEMA lease TO tap_taker_worker;
+GRANT EXECUTE ON FUNCTION
+    lease.create_lease(text, text, text, text[], text),
+    lease.take_leases(text, text, text, interval, integer, integer),
+    lease.renew_leases(text, text, text, interval),
+    lease.release_lease(text, text, text, text),
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint)
+    TO tap_taker_worker;
+CREATE ROLE tap_taker_monitor;
+GRANT USAGE ON SCHEMA lease TO tap_taker_monitor;
+GRANT SELECT ON lease.lease_status, lease.worker_loads TO tap_taker_monitor;
+
+SET LOCAL ROLE tap_taker_worker;
+SELECT lease.create_lease('taptk', 's', 'a');
+SELECT is((SELECT count(*)::int FROM lease.take_leases('taptk', 's', 'w1')), 1, 'a worker takes its share');
+SELECT is((SELECT count(*)::int FROM lease.renew_leases('taptk', 's', 'w1')), 1, 'a worker renews its leases');
+SELECT is(lease.update_checkpoint('taptk', 's', 'a', 'w1', '5', 0, 1), true, 'a worker checkpoints with its token');
+SELECT throws_ok($$SELECT * FROM lease.lease_events$$, '42501', NULL, 'a worker cannot read the events');
+RESET ROLE;
+
+SET LOCAL ROLE tap_taker_monitor;
+SELECT results_eq($$SELECT lease_owner, state FROM lease.lease_status WHERE app_name = 'taptk'$$,
+                  $$VALUES ('w1'::text, 'owned'::text)$$, 'a monitor reads lease_status');
+SELECT throws_ok($$SELECT * FROM lease.take_leases('taptk', 's', 'intruder')$$, '42501', NULL,
+                 'a monitor cannot take leases');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
