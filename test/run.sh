@@ -86,9 +86,20 @@ suite_pgtap() {
     tally "$ok" "$bad" "pgTAP"
 }
 
+# Runs one script suite (test/upgrade/*.sh): one pass or one failure.
+suite_script() {
+    if PG_BINDIR="$PG_BINDIR" bash "$2"; then
+        tally 1 0 "$1"
+    else
+        tally 0 1 "$1"
+    fi
+}
+
 suite_regress
 suite_isolation
 suite_pgtap
+suite_script "upgrade" test/upgrade/upgrade.sh
+suite_script "dump/restore" test/upgrade/dump.sh
 
 cluster_stop
 trap - EXIT
