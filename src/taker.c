@@ -45,28 +45,43 @@
 /*
  * Loads: one row per worker (the live owners, the targets of pending
  * handoffs, and the caller $3) with its effective live load, most loaded
- * first; every row also carries the stream's number of takeable leases (not
- * ended, not blocked by an unfinished parent).
+ * first, then one row with a NULL worker; every row carries the stream's
+ * number of takeable leases (not ended, not blocked by an unfinished parent).
+ *
+ * This is the one statement of a balancing round that reads every lease of
+ * the stream, so it does so in a single pass: the first branch groups the
+ * leases by effective holder (NULL for leases that are not live) and sums
+ * the takeable ones over all groups with a window; the second adds owners
+ * whose live leases are all promised away (pending handoffs only, through
+ * shard_leases_handoff_idx).
  */
 static LeaseStatement loads_stmt = {
 	.name = "take_leases: count loads",
 	.sql =
-	"WITH s AS MATERIALIZED ("
-	" SELECT l.lease_owner,"
-	"        " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) " AS live,"
-	"        CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"             THEN l.handoff_to ELSE l.lease_owner END AS holder,"
-	"        (" LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") ") AS takeable"
-	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_STREAM_MATCHES "),"
-	" w AS (SELECT s.lease_owner AS worker FROM s WHERE s.live"
-	"       UNION SELECT s.holder FROM s WHERE s.live"
-	"       UNION SELECT $3)"
-	" SELECT w.worker, pg_catalog.count(s.holder) AS load,"
-	"        (SELECT pg_catalog.count(*) FROM s WHERE s.takeable) AS takeable"
-	"   FROM w LEFT JOIN s ON s.live AND s.holder OPERATOR(pg_catalog.=) w.worker"
-	"  GROUP BY w.worker"
-	"  ORDER BY load DESC, w.worker COLLATE pg_catalog.\"C\"",
+	"SELECT w.worker, pg_catalog.sum(w.load)::pg_catalog.int8 AS load,"
+	"       pg_catalog.max(pg_catalog.max(w.takeable)) OVER () AS takeable"
+	"  FROM (SELECT CASE WHEN " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"                    THEN CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"                              THEN l.handoff_to ELSE l.lease_owner END"
+	"               END AS worker,"
+	"               pg_catalog.count(*) AS load,"
+	"               pg_catalog.sum(pg_catalog.count(*) FILTER (WHERE "
+	LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") "))"
+	"                   OVER ()::pg_catalog.int8 AS takeable"
+	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"         WHERE " LEASE_STREAM_MATCHES
+	"         GROUP BY 1"
+	"        UNION ALL"
+	"        SELECT l.lease_owner, 0, NULL"
+	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"         WHERE " LEASE_STREAM_MATCHES
+	"           AND l.handoff_to IS NOT NULL"
+	"           AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"           AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"        UNION ALL"
+	"        SELECT $3, 0, NULL) AS w"
+	" GROUP BY w.worker"
+	" ORDER BY w.worker IS NULL, load DESC, w.worker COLLATE pg_catalog.\"C\"",
 	.nargs = 3,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
 	.expected = SPI_OK_SELECT
@@ -283,6 +298,7 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	int32		max_leases = 0;
 	bool		capped;
 	int32		max_steal;
+	uint64		rows;
 	int64		workers,
 				takeable,
 				target,
@@ -305,17 +321,22 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	values[0] = app;
 	values[1] = stream;
 	values[2] = owner;
-	workers = (int64) lease_spi_run(&loads_stmt, values, NULL, 0);
-	if (workers < 1)
-		elog(ERROR, "pg_lease: take_leases found no worker, not even the caller");
+	rows = lease_spi_run(&loads_stmt, values, NULL, 0);
+	workers = 0;
 	takeable = 0;
-	for (uint64 row = 0; row < (uint64) workers; row++)
+	for (uint64 row = 0; row < rows; row++)
 	{
 		bool		isnull;
 		Datum		worker = lease_spi_value(row, 1, &isnull);
+		bool		no_worker = isnull;
 		int64		load = DatumGetInt64(lease_spi_value(row, 2, &isnull));
+		Datum		total = lease_spi_value(row, 3, &isnull);
 
-		takeable = DatumGetInt64(lease_spi_value(row, 3, &isnull));
+		if (!isnull)
+			takeable = DatumGetInt64(total);
+		if (no_worker)
+			continue;			/* the leases that are not live */
+		workers++;
 		if (text_equal(worker, owner))
 			mine = load;
 		else if (!have_victim)
@@ -329,6 +350,8 @@ lease_take_leases(PG_FUNCTION_ARGS)
 			have_victim = true;
 		}
 	}
+	if (workers < 1)
+		elog(ERROR, "pg_lease: take_leases found no worker, not even the caller");
 	target = (takeable + workers - 1) / workers;
 	if (capped && target > max_leases)
 		target = max_leases;
