@@ -199,17 +199,11 @@ static LeaseStatement queue_stmt = {
 static uint64
 run_bounded(LeaseStatement *stmt, Datum *values, const char *nulls)
 {
-	int			save = NewGUCNestLevel();
 	char		timeout[32];
-	uint64		processed;
 
 	Assert(IsSubTransaction());
 	snprintf(timeout, sizeof(timeout), "%d", lease_rotation_lock_timeout_ms);
-	(void) set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	processed = lease_spi_run(stmt, values, nulls, 1);
-	AtEOXact_GUC(true, save);
-	return processed;
+	return lease_spi_run_with(stmt, values, nulls, 1, "lock_timeout", timeout);
 }
 
 /* The outcomes of rotate_channel. */
