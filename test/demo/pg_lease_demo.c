@@ -710,12 +710,20 @@ outcome_index(const char *outcome, const char *const *names, int n)
 static const char *const rotation_outcomes[] = {"rotated", "busy", "binding_changed", "refused"};
 static const char *const restore_outcomes[] = {"restored", "superseded", "failed"};
 
-/* Rotates channels at random; a share of the replacements "fail to start" and are restored. */
+static int	rotator_index;		/* set before each rotator is forked */
+
+/*
+ * Rotates channels at random; a share of the replacements "fail to start" and
+ * are restored.  Two rotators run at once, so rotations of one tenant compete
+ * for its one spare sandbox (some are refused) and for the same channel
+ * (binding_changed, busy).
+ */
 static void
 rotator_main(void)
 {
 	PGconn	   *conn = connect_db("demo-rotator");
-	unsigned	rng = opt.seed ^ 0x9e3779b9u;
+	unsigned	rng = opt.seed ^ (0x9e3779b9u * (unsigned) (rotator_index + 1));
+	bool		drains = rotator_index == 0;
 
 	while (!shm->stop_channels)
 	{
@@ -792,7 +800,7 @@ rotator_main(void)
 	}
 
 	/* drain the compensation queue once the turns have stopped */
-	for (int i = 0; i < 20; i++)
+	for (int i = 0; drains && i < 20; i++)
 	{
 		PGresult   *res = run(conn, "SELECT count(*) FROM lease.compensation_failures WHERE resolved_at IS NULL", 0, NULL);
 		long		open = res != NULL ? atol(PQgetvalue(res, 0, 0)) : 1;
@@ -1117,7 +1125,7 @@ print_progress(const FleetResult *fr, double elapsed)
 static void
 run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult *fr)
 {
-	pid_t		chan_pids[2] = {0, 0};
+	pid_t		chan_pids[3] = {0, 0, 0};
 	double		start, crash_at, join_at, end_at;
 	int			crashed = 0, joined = 0;
 
@@ -1136,8 +1144,11 @@ run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult
 		spawn_worker(w, app, legacy);
 	if (channels)
 	{
+		rotator_index = 0;
 		chan_pids[0] = spawn(rotator_main);
-		chan_pids[1] = spawn(turns_main);
+		rotator_index = 1;
+		chan_pids[1] = spawn(rotator_main);
+		chan_pids[2] = spawn(turns_main);
 	}
 
 	start = now_ms();
@@ -1202,7 +1213,7 @@ run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult
 		shm->w[w].stopped = fr->samples;
 	}
 	shm->stop_channels = 1;
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		if (chan_pids[i] != 0)
 			waitpid(chan_pids[i], NULL, 0);
 
@@ -1238,8 +1249,9 @@ check(bool ok, const char *what)
 static void
 print_timeline(const FleetResult *fr)
 {
-	printf("\n-- lease timeline (%s): leases held per worker, one column per second;"
-		   " X = killed, . = not running\n", fr->label);
+	printf("\n-- lease timeline (%s): live leases per worker, one column per second"
+		   " (0-9, then a-z for 10-35);\n   X = killed (the digits after it are leases the dead worker still"
+		   " holds until they expire), . = not running\n", fr->label);
 	for (int w = 0; w < fr->nworkers; w++)
 	{
 		printf("  worker-%-2d |", w + 1);
