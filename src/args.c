@@ -93,6 +93,14 @@ lease_arg_checkpoint(FunctionCallInfo fcinfo, int argno, const char *name)
 	return PointerGetDatum(PG_GETARG_TEXT_PP(argno));
 }
 
+/* A required OID-valued argument (regrole, regclass...). */
+Oid
+lease_arg_oid(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	require_not_null(fcinfo, argno, name);
+	return PG_GETARG_OID(argno);
+}
+
 /* A required bigint argument. */
 int64
 lease_arg_int64(FunctionCallInfo fcinfo, int argno, const char *name)

@@ -25,6 +25,9 @@ extern bool lease_arg_opt_ident(FunctionCallInfo fcinfo, int argno, const char *
 /* A required checkpoint value: not NULL, not blank, not too long. */
 extern Datum lease_arg_checkpoint(FunctionCallInfo fcinfo, int argno, const char *name);
 
+/* A required OID-valued argument such as a regrole (22004 when NULL). */
+extern Oid	lease_arg_oid(FunctionCallInfo fcinfo, int argno, const char *name);
+
 /* A required bigint (22004 when NULL). */
 extern int64 lease_arg_int64(FunctionCallInfo fcinfo, int argno, const char *name);
 

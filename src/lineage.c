@@ -19,6 +19,7 @@
 #include "args.h"
 #include "leases.h"
 #include "lineage.h"
+#include "privileges.h"
 #include "spi_util.h"
 
 /*
@@ -66,7 +67,7 @@ lease_cleanup_ended(PG_FUNCTION_ARGS)
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
 
-	processed = lease_spi_exec(&cleanup_stmt, values, NULL);
+	processed = lease_spi_exec_for_app(fcinfo, &cleanup_stmt, values, NULL);
 	if (processed > PG_INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -86,5 +87,5 @@ lease_delete_lease(PG_FUNCTION_ARGS)
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
 	values[2] = lease_arg_ident(fcinfo, 2, "shard_id");
 
-	PG_RETURN_BOOL(lease_spi_exec(&delete_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, &delete_stmt, values, NULL) > 0);
 }
