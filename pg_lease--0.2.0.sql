@@ -582,8 +582,8 @@ SET search_path = pg_catalog, pg_temp;
 -- Per-app visibility of the tables and views (README "Privileges")
 ----------------------------------------------------------------------------
 
--- Row-level security on the two tables that hold app rows, for a role
--- granted SELECT (lease_events: operators) or INSERT (shard_leases: an
+-- Row-level security on the tables that hold app rows, for a role granted
+-- SELECT (lease_events, app_grants: operators) or INSERT (shard_leases: an
 -- import_kcl_ex caller that is not the owner): it sees and adds rows of its
 -- own apps only.  There is no UPDATE or DELETE policy, so no role but the
 -- owner can change rows even if granted the privilege.  The owner (and so
@@ -597,6 +597,11 @@ CREATE POLICY shard_leases_app_insert ON lease.shard_leases
 
 ALTER TABLE lease.lease_events ENABLE ROW LEVEL SECURITY;
 CREATE POLICY lease_events_app_read ON lease.lease_events
+    FOR SELECT USING (lease.has_app_access(app_name));
+
+-- An operator granted SELECT on app_grants sees the grants of its own apps.
+ALTER TABLE lease.app_grants ENABLE ROW LEVEL SECURITY;
+CREATE POLICY app_grants_app_read ON lease.app_grants
     FOR SELECT USING (lease.has_app_access(app_name));
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
