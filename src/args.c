@@ -170,11 +170,16 @@ lease_interval_from_ms(int64 ms)
 	return IntervalPGetDatum(interval_from_ms(ms));
 }
 
-/* A required interval argument that must not be negative. */
+/*
+ * A required interval argument that must not be negative, nor longer than
+ * LEASE_MAX_AGE_YEARS (any timestamp minus a longer one would be out of
+ * range, 22008, which is not an error the caller can read).
+ */
 Datum
 lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	Datum		value;
+	Interval   *limit = (Interval *) palloc0(sizeof(Interval));
 
 	require_not_null(fcinfo, argno, name);
 	value = PG_GETARG_DATUM(argno);
@@ -185,6 +190,14 @@ lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errmsg("%s must not be negative", name),
 				 errdetail("The value given is %s.",
 						   DatumGetCString(DirectFunctionCall1(interval_out, value)))));
+	limit->month = LEASE_MAX_AGE_YEARS * MONTHS_PER_YEAR;
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, IntervalPGetDatum(limit))) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is too long", name),
+				 errdetail("The value given is %s; the limit is %d years.",
+						   DatumGetCString(DirectFunctionCall1(interval_out, value)),
+						   LEASE_MAX_AGE_YEARS)));
 	return value;
 }
 

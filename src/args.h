@@ -48,7 +48,7 @@ extern int32 lease_arg_nonneg_int32(FunctionCallInfo fcinfo, int argno, const ch
 extern bool lease_arg_opt_positive_int32(FunctionCallInfo fcinfo, int argno, const char *name,
 										 int32 *value);
 
-/* A required interval that must not be negative (22004, 22023). */
+/* A required interval, not negative, at most LEASE_MAX_AGE_YEARS (22004, 22023). */
 extern Datum lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name);
 
 /* An interval Datum of the given number of milliseconds (for GUC values). */
