@@ -25,7 +25,8 @@ require_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
+				 errmsg("%s must not be null", name),
+				 errhint("Pass a value for %s.", name)));
 }
 
 /* True when every byte of the value is ASCII white space (or there are none). */
@@ -49,7 +50,8 @@ check_bounded_text(text *value, const char *name, int limit)
 	if (len == 0 || is_blank(VARDATA_ANY(value), len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be empty or blank", name)));
+				 errmsg("%s must not be empty or blank", name),
+				 errdetail("The value is %d bytes, all of them white space.", len)));
 	if (len > limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -118,7 +120,8 @@ lease_arg_nonneg_int64(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (value < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", name)));
+				 errmsg("%s must not be negative", name),
+				 errdetail("The value given is " INT64_FORMAT ".", value)));
 	return value;
 }
 
@@ -133,7 +136,8 @@ lease_arg_nonneg_int32(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (value < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", name)));
+				 errmsg("%s must not be negative", name),
+				 errdetail("The value given is %d.", value)));
 	return value;
 }
 
@@ -149,6 +153,7 @@ lease_arg_opt_positive_int32(FunctionCallInfo fcinfo, int argno, const char *nam
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be positive or null", name),
+				 errdetail("The value given is %d.", *value),
 				 errhint("Pass NULL for no limit.")));
 	return true;
 }
@@ -246,7 +251,8 @@ lease_arg_ident_array(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (ARR_NDIM(array) > 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be a one-dimensional array", name)));
+				 errmsg("%s must be a one-dimensional array", name),
+				 errdetail("It has %d dimensions.", ARR_NDIM(array))));
 
 	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &nelems);
 	if (nelems > LEASE_MAX_PARENTS)
@@ -259,7 +265,8 @@ lease_arg_ident_array(FunctionCallInfo fcinfo, int argno, const char *name)
 		if (nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("%s must not contain null elements", name)));
+					 errmsg("%s must not contain null elements", name),
+					 errdetail("Element %d is NULL.", i + 1)));
 		lease_check_ident(DatumGetTextPP(elems[i]), name);
 	}
 	return PointerGetDatum(array);

@@ -284,7 +284,8 @@ check_not_own_parent(Datum shard_id, Datum parents)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("shard %s cannot be its own parent",
-							TextDatumGetCString(shard_id))));
+							TextDatumGetCString(shard_id)),
+					 errhint("Remove the shard from parent_shard_ids.")));
 	}
 }
 

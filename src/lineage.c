@@ -71,7 +71,8 @@ lease_cleanup_ended(PG_FUNCTION_ARGS)
 	if (processed > PG_INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("cleanup_ended deleted more leases than an integer can count")));
+				 errmsg("cleanup_ended deleted more leases than an integer can count"),
+				 errdetail("It deleted " UINT64_FORMAT " leases; they stay deleted when the transaction commits.", processed)));
 	PG_RETURN_INT32((int32) processed);
 }
 
