@@ -31,7 +31,8 @@ CREATE TABLE lease.app_grants (
 COMMENT ON TABLE lease.app_grants IS
     'Roles granted an app_name (lease.grant_app, lease.revoke_app); members of a grantee role act for the app too.';
 
-SELECT pg_catalog.pg_extension_config_dump('lease.app_grants', '');
+-- (its pg_extension_config_dump comes after every 0.1.0 table's, below, so
+-- that extconfig lists the tables in the order an upgrade from 0.1.0 does)
 
 -- SECURITY INVOKER on purpose: the check needs the caller's identity
 -- (GetUserId()), which SECURITY DEFINER would replace by the owner's.  The
@@ -524,6 +525,7 @@ SELECT pg_catalog.pg_extension_config_dump('lease.turns_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.tenant_limits', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.compensation_failures', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.compensation_failures_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.app_grants', '');
 
 -- The functions below follow the lease core's rules: C, not STRICT (a NULL
 -- where a value is required is 22004 naming the argument), SECURITY DEFINER

@@ -10,6 +10,7 @@
 #include "pg_lease.h"
 
 #include "catalog/pg_authid.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
@@ -147,6 +148,17 @@ lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *val
 	return processed;
 }
 
+/*
+ * The last answer of has_app_access in one query (flinfo->fn_extra): a
+ * view or policy calls it once per row, mostly with the same app.
+ */
+typedef struct AppAccessCache
+{
+	Oid			userid;
+	text	   *app_name;
+	bool		allowed;
+} AppAccessCache;
+
 PG_FUNCTION_INFO_V1(lease_has_app_access);
 
 /* lease.has_app_access: true when the current user may act for the app. */
@@ -154,11 +166,27 @@ Datum
 lease_has_app_access(PG_FUNCTION_ARGS)
 {
 	Datum		app = lease_arg_ident(fcinfo, 0, "app_name");
+	AppAccessCache *cache = (AppAccessCache *) fcinfo->flinfo->fn_extra;
 	LeaseCaller caller;
 	bool		allowed;
 
+	if (cache != NULL && cache->userid == GetUserId() &&
+		DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, app,
+											 PointerGetDatum(cache->app_name))))
+		PG_RETURN_BOOL(cache->allowed);
+
 	allowed = become_owner_for_app(fcinfo, app, &caller);
 	lease_exit_app(&caller);
+
+	if (cache == NULL)
+		cache = fcinfo->flinfo->fn_extra =
+			MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(AppAccessCache));
+	else
+		pfree(cache->app_name);
+	cache->userid = caller.userid;
+	cache->app_name = (text *) MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, VARSIZE_ANY(DatumGetPointer(app)));
+	memcpy(cache->app_name, DatumGetPointer(app), VARSIZE_ANY(DatumGetPointer(app)));
+	cache->allowed = allowed;
 	PG_RETURN_BOOL(allowed);
 }
 

@@ -3,7 +3,7 @@
 -- and are granted apps.  Each can do exactly its documented set, for its
 -- own apps only, through every function and view.
 BEGIN;
-SELECT plan(69);
+SELECT plan(72);
 
 -- the README recipes
 CREATE ROLE lease_worker NOLOGIN;
@@ -156,6 +156,20 @@ SELECT throws_ok(stmt, '42501', NULL, 'worker: ' || stmt)
     $$SELECT * FROM lease.lease_events$$,
     $$UPDATE lease.shard_leases SET lease_owner = 'w1'$$]) AS stmt;
 RESET ROLE;
+
+-- an error raised while a function runs its SQL as the owner (here a
+-- bigint overflow inside the renewal's UPDATE), caught by the caller's own
+-- subtransaction (throws_ok's EXCEPTION block): the caller is the current
+-- user again, with no more privileges than before
+SELECT lease.create_lease('rm-a', 'max', '0'), lease.take_lease('rm-a', 'max', '0', 'w1');
+UPDATE lease.shard_leases SET lease_count = 9223372036854775807 WHERE app_name = 'rm-a' AND stream_name = 'max';
+SET LOCAL ROLE tap_rm_w1;
+SELECT throws_ok($$SELECT lease.renew_lease('rm-a', 'max', '0', 'w1', 9223372036854775807)$$, '22003', NULL,
+                 'an error inside the owner section');
+SELECT is(current_user::text, 'tap_rm_w1', 'after it the caller is the current user again');
+SELECT throws_ok($$DELETE FROM lease.shard_leases$$, '42501', NULL, 'and has none of the owner''s privileges');
+RESET ROLE;
+SELECT lease.delete_lease('rm-a', 'max', '0');
 
 -- the application role: the channel functions, nothing of the leases
 SET LOCAL ROLE tap_rm_chat;
