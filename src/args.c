@@ -51,7 +51,8 @@ check_bounded_text(text *value, const char *name, int limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty or blank", name),
-				 errdetail("The value is %d bytes, all of them white space.", len)));
+				 len == 0 ? errdetail("The value is empty.")
+				 : errdetail("The value is %d bytes of white space.", len)));
 	if (len > limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

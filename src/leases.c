@@ -240,7 +240,8 @@ run_returning_bool(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *values,
 
 /*
  * Runs a statement that RETURNING the new lease_count, as run_returning_bool
- * does; false when no row came back.  lease_count is by value, so it survives SPI_finish.
+ * does; false when no row came back.  lease_count is by value, so it
+ * survives SPI_finish.
  */
 static bool
 run_returning_count(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *values,

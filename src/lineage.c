@@ -72,7 +72,8 @@ lease_cleanup_ended(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("cleanup_ended deleted more leases than an integer can count"),
-				 errdetail("It deleted " UINT64_FORMAT " leases; they stay deleted when the transaction commits.", processed)));
+				 errdetail("It deleted " UINT64_FORMAT " leases; the error undoes that.", processed),
+				 errhint("Delete them in smaller batches with lease.delete_lease().")));
 	PG_RETURN_INT32((int32) processed);
 }
 
