@@ -1,13 +1,17 @@
 -- pgTAP: search_path hijack.  A role creates look-alike functions and
 -- operators in public and pg_temp (=, <>, +, now(), clock_timestamp(),
 -- hashtext(), pg_notify(), btrim(), ...), each of which would log its call,
--- puts them first in its search_path and runs every function.  The same
+-- puts them first in its search_path and runs every function (checked
+-- against pg_proc, so a new function must be added to the scenario).  The same
 -- scenario with a clean search_path must give the same results and leave the
 -- same rows, and no look-alike may ever be called.
 BEGIN;
-SELECT plan(7);
+SELECT plan(8);
 
+-- count every function call of this transaction (pg_stat_xact_user_functions)
+SET LOCAL track_functions = 'all';
 CREATE ROLE tap_hj;
+CREATE ROLE tap_hj2;
 GRANT USAGE ON SCHEMA lease TO tap_hj;
 GRANT CREATE ON SCHEMA public TO tap_hj;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA lease TO tap_hj;
@@ -79,6 +83,10 @@ SELECT is((SELECT array_agg(what ORDER BY what COLLATE "C") FROM public.hj_log),
           'control: the look-alikes do capture the role''s own unqualified SQL');
 SELECT is((SELECT count(*)::int FROM pg_temp.r WHERE app = 'hj'), (SELECT count(*)::int FROM pg_temp.r WHERE app = 'hjc'),
           'both runs ran every step');
+SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C"), NULL,
+          'the scenario calls every function of the extension (none left out)')
+  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
+   AND NOT EXISTS (SELECT FROM pg_stat_xact_user_functions f WHERE f.funcid = p.oid AND f.calls > 0);
 SELECT set_eq($$SELECT step, result FROM pg_temp.r WHERE app = 'hj'$$,
               $$SELECT step, result FROM pg_temp.r WHERE app = 'hjc'$$,
               'every function returned the same under the hijacked search_path');
