@@ -437,7 +437,8 @@ check_rotation_pair(int64 previous_id, int64 failed_id)
 	if (lease_spi_run(&pair_stmt, &value, NULL, 1) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("conversation " INT64_FORMAT " does not exist", failed_id)));
+				 errmsg("conversation " INT64_FORMAT " does not exist", failed_id),
+				 errhint("Pass the conversation_id and previous_conversation_id that rotate_channel returned.")));
 	rotated_from = lease_spi_value(0, 1, &isnull);
 	if (isnull || DatumGetInt64(rotated_from) != previous_id)
 		ereport(ERROR,

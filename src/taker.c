@@ -39,6 +39,7 @@
 #include "config.h"
 #include "events.h"
 #include "leases.h"
+#include "privileges.h"
 #include "spi_util.h"
 #include "taker.h"
 
@@ -309,6 +310,7 @@ lease_take_leases(PG_FUNCTION_ARGS)
 				victim_load = 0;
 	Datum		victim = (Datum) 0;
 	bool		have_victim = false;
+	LeaseCaller caller;
 
 	app = lease_arg_ident(fcinfo, 0, "app_name");
 	stream = lease_arg_ident(fcinfo, 1, "stream_name");
@@ -318,6 +320,7 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	max_steal = lease_arg_nonneg_int32(fcinfo, 5, "max_steal");
 
 	InitMaterializedSRF(fcinfo, 0);
+	lease_enter_app(fcinfo, app, &caller);
 	lease_spi_connect();
 
 	/* 1. the workers, their effective loads, and the takeable leases */
@@ -400,6 +403,7 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	}
 
 	lease_spi_finish();
+	lease_exit_app(&caller);
 	return (Datum) 0;
 }
 
@@ -414,6 +418,7 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[4];
+	LeaseCaller caller;
 
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
@@ -421,6 +426,7 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_duration(fcinfo, 3, "lease_duration");
 
 	InitMaterializedSRF(fcinfo, 0);
+	lease_enter_app(fcinfo, values[0], &caller);
 	lease_spi_connect();
 	lease_spi_run(&renew_all_stmt, values, NULL, 0);
 	for (uint64 row = 0; row < SPI_processed; row++)
@@ -433,6 +439,7 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 	}
 	lease_spi_finish();
+	lease_exit_app(&caller);
 	return (Datum) 0;
 }
 
@@ -455,5 +462,5 @@ lease_request_handoff(PG_FUNCTION_ARGS)
 	values[5] = lease_interval_from_ms(lease_default_lease_duration_ms);
 	lease_event_params(&values[6]);
 
-	PG_RETURN_BOOL(lease_spi_exec(&request_one_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, &request_one_stmt, values, NULL) > 0);
 }
