@@ -30,7 +30,13 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # that one warning is off; everything else -Wall -Wextra raises is an error.
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter
 
-EXTRA_CLEAN = test/results test/output_iso
+# Client programs (libpq, not part of the server module): the demo fleet.
+DEMO = test/demo/pg_lease_demo
+LIBPQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
+LIBPQ_LIBS := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
+CLIENT_CFLAGS = -O2 -g -Wall -Wextra -Werror -std=gnu11 $(LIBPQ_CFLAGS)
+
+EXTRA_CLEAN = test/results test/output_iso $(DEMO)
 
 # Debian ships one pg_config per major version; prefer 15's when it is there.
 ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
@@ -47,15 +53,25 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: test demo deps sanitize lint lint-deps
+.PHONY: test demo deps clients bench sanitize lint lint-deps
+clients: $(DEMO)
+
+$(DEMO): test/demo/pg_lease_demo.c
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(LIBPQ_LIBS) -lpthread
+
 deps:
 	bash test/lib/deps.sh
 
 test:
 	bash test/run.sh
 
+# make bench [ARGS=--quick]: writes BENCHMARKS.md (quick: test/bench/results-quick.md)
+bench:
+	bash test/bench/run.sh $(ARGS)
+
+# make demo ARGS='--legacy-checkpoints --workers 6 --seed 42'
 demo:
-	bash test/demo.sh
+	bash test/demo.sh $(ARGS)
 
 sanitize:
 	bash test/sanitize.sh

@@ -19,10 +19,10 @@ SUDO=()
 # make sanitize (test/sanitize.sh) installs its own build of the module and
 # runs a subset of the suites: PG_LEASE_NO_INSTALL=1, PG_LEASE_SUITES.
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
-    make -s PG_CONFIG="$PG_CONFIG" || exit 1
+    make -s PG_CONFIG="$PG_CONFIG" all clients || exit 1
     "${SUDO[@]}" make -s PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-regress isolation pgtap upgrade dump}
+SUITES=${PG_LEASE_SUITES:-regress isolation pgtap demo bench upgrade dump}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -91,6 +91,27 @@ suite_pgtap() {
     tally "$ok" "$bad" "pgTAP"
 }
 
+# The main job, short: the demo fleet against this cluster; its exit status
+# says whether every invariant held.
+suite_demo() {
+    if test/demo/pg_lease_demo --dsn "dbname=postgres" --duration 12 --quiet --seed 7; then
+        tally 1 0 "demo (make demo, 12 s)"
+    else
+        tally 0 1 "demo (make demo, 12 s)"
+    fi
+}
+
+# make bench --quick: proves every benchmark still runs (its own throwaway
+# cluster); speeds are reported, never judged.
+suite_bench_quick() {
+    if PG_BINDIR="$PG_BINDIR" bash test/bench/run.sh --quick >"$ROOT/bench-quick.log" 2>&1; then
+        tally 1 0 "bench --quick"
+    else
+        tail -n 40 "$ROOT/bench-quick.log"
+        tally 0 1 "bench --quick"
+    fi
+}
+
 # Runs one script suite (test/upgrade/*.sh): one pass or one failure.
 suite_script() {
     if PG_BINDIR="$PG_BINDIR" bash "$2"; then
@@ -105,6 +126,8 @@ for suite in $SUITES; do
         regress) suite_regress ;;
         isolation) suite_isolation ;;
         pgtap) suite_pgtap ;;
+        demo) suite_demo ;;
+        bench) suite_bench_quick ;;
         upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;
         *) tally 0 1 "unknown suite $suite" ;;

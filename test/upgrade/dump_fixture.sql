@@ -3,7 +3,7 @@
 -- kind: leases with owners, fencing epochs, checkpoints, a pending two-phase
 -- checkpoint, a pending handoff and parents; their events; conversations
 -- started, rotated, ended and restored; sandboxes; turns; a tenant limit; a
--- compensation failure, resolved and unresolved.
+-- compensation failure, resolved and unresolved; an app grant (0.2.0).
 \set ON_ERROR_STOP 1
 \set QUIET 1
 SET client_min_messages = error;   -- the injected failures' WARNINGs
@@ -64,6 +64,9 @@ SELECT lease.restore_rotated_channel(:c6, :c8);
 SELECT lease.restore_rotated_channel(:c6, :c8);
 DROP TRIGGER dump_inject ON lease.conversations;
 DROP FUNCTION public.dump_inject();
+
+-- 0.2.0 and later: an app grant.
+\ir dump_grants.sql
 
 -- Ids that are not the next value: a gap left by a rolled-back insert.
 BEGIN;
