@@ -17,7 +17,6 @@
 # counted as one more test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
 PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
 PG_CONFIG="$PG_BINDIR/pg_config"
 SUDO=()
