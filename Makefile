@@ -6,6 +6,9 @@
 #   make test       everything, from scratch: dependencies, build, install,
 #                   a throwaway cluster, every suite, a "N passed, N failed" line
 #   make demo       the main job: a lease lifecycle against a throwaway cluster
+#   make sanitize   pg_regress + isolation against a UBSan build of the module,
+#                   the server under valgrind memcheck; fails on any report
+#   make lint       cppcheck and clang-tidy (.clang-tidy) over src/
 
 EXTENSION = pg_lease
 MODULE_big = pg_lease
@@ -50,7 +53,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: test demo deps clients bench
+.PHONY: test demo deps clients bench sanitize lint lint-deps
 clients: $(DEMO)
 
 $(DEMO): test/demo/pg_lease_demo.c
@@ -69,3 +72,32 @@ bench:
 # make demo ARGS='--legacy-checkpoints --workers 6 --seed 42'
 demo:
 	bash test/demo.sh $(ARGS)
+
+sanitize:
+	bash test/sanitize.sh
+
+# make lint: both analysers over src/, against the server headers, at this
+# configuration; any finding fails the target.  cppcheck is told the
+# compiler and platform (-D...) so it checks the one configuration the
+# module is built for; system headers are not parsed
+# (missingIncludeSystem).  clang-tidy reads .clang-tidy (checks, why some
+# are off, warnings as errors).
+LINT_INCLUDES = -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir-server) -D_GNU_SOURCE
+CPPCHECK_FLAGS = --quiet --error-exitcode=1 --inline-suppr --std=c11 \
+	--enable=warning,style,performance,portability \
+	--suppress=missingIncludeSystem --library=posix \
+	-D__GNUC__=12 -D__x86_64__ -D__linux__
+lint-deps:
+	@command -v cppcheck >/dev/null && command -v clang-tidy >/dev/null || { \
+		echo "pg_lease: installing cppcheck clang-tidy" >&2; \
+		$$( [ "$$(id -u)" -eq 0 ] || echo sudo ) env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends cppcheck clang-tidy >/dev/null; }
+
+lint: lint-deps
+	cppcheck $(CPPCHECK_FLAGS) $(LINT_INCLUDES) src/
+	@# clang-tidy counts the warnings it filtered out of PostgreSQL's headers
+	@# on stderr ("N warnings generated."); only its findings are shown.
+	clang-tidy --quiet $(sort $(wildcard src/*.c)) -- $(LINT_INCLUDES) -std=gnu11 \
+		>clang-tidy.log 2>&1; status=$$?; \
+		grep -v '^[0-9]* warnings\{0,1\} generated\.$$' clang-tidy.log; rm -f clang-tidy.log; exit $$status
+	@echo "pg_lease: lint clean (cppcheck $$(cppcheck --version | cut -d' ' -f2), $$(clang-tidy --version | grep -o 'version [0-9.]*'))"

@@ -220,7 +220,7 @@ lease_arg_duration(FunctionCallInfo fcinfo, int argno, const char *name)
 
 	value = PG_GETARG_DATUM(argno);
 	zero = IntervalPGetDatum(interval_from_ms(0));
-	limit = IntervalPGetDatum(interval_from_ms(LEASE_MAX_DURATION_MS));
+	limit = IntervalPGetDatum(interval_from_ms((int64) LEASE_MAX_DURATION_MS));
 
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, zero)) <= 0)
 		ereport(ERROR,

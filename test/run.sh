@@ -16,8 +16,13 @@ PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 SUDO=()
 [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
 
-make -s PG_CONFIG="$PG_CONFIG" all clients || exit 1
-"${SUDO[@]}" make -s PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 1
+# make sanitize (test/sanitize.sh) installs its own build of the module and
+# runs a subset of the suites: PG_LEASE_NO_INSTALL=1, PG_LEASE_SUITES.
+if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
+    make -s PG_CONFIG="$PG_CONFIG" all clients || exit 1
+    "${SUDO[@]}" make -s PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 1
+fi
+SUITES=${PG_LEASE_SUITES:-regress isolation pgtap demo bench upgrade dump}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -107,11 +112,27 @@ suite_bench_quick() {
     fi
 }
 
-suite_regress
-suite_isolation
-suite_pgtap
-suite_demo
-suite_bench_quick
+# Runs one script suite (test/upgrade/*.sh): one pass or one failure.
+suite_script() {
+    if PG_BINDIR="$PG_BINDIR" bash "$2"; then
+        tally 1 0 "$1"
+    else
+        tally 0 1 "$1"
+    fi
+}
+
+for suite in $SUITES; do
+    case $suite in
+        regress) suite_regress ;;
+        isolation) suite_isolation ;;
+        pgtap) suite_pgtap ;;
+        demo) suite_demo ;;
+        bench) suite_bench_quick ;;
+        upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
+        dump) suite_script "dump/restore" test/upgrade/dump.sh ;;
+        *) tally 0 1 "unknown suite $suite" ;;
+    esac
+done
 
 cluster_stop
 trap - EXIT

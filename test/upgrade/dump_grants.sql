@@ -1,0 +1,14 @@
+-- Part of the dump/restore fixture (test/upgrade/dump_fixture.sql), on its
+-- own because test/upgrade/dump.sh runs it again after upgrading a database
+-- filled under an older version, which had no lease.grant_app.
+-- 0.2.0 and later: an app granted to a role (lease.app_grants; roles are
+-- cluster-wide, so the restored copy in the same cluster maps it again).
+DO $$
+BEGIN
+    IF pg_catalog.to_regprocedure('lease.grant_app(text, regrole)') IS NOT NULL THEN
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'lease_dump_worker') THEN
+            CREATE ROLE lease_dump_worker NOLOGIN;
+        END IF;
+        PERFORM lease.grant_app('dump', 'lease_dump_worker');
+    END IF;
+END $$;
