@@ -6,6 +6,8 @@
 #   make test       everything, from scratch: dependencies, build, install,
 #                   a throwaway cluster, every suite, a "N passed, N failed" line
 #   make demo       the main job: a lease lifecycle against a throwaway cluster
+#   make torture    the long torture and crash-recovery run, its own throwaway
+#                   cluster (test/torture/run.sh --long; `make test` runs a short one)
 
 EXTENSION = pg_lease
 MODULE_big = pg_lease
@@ -27,7 +29,10 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # that one warning is off; everything else -Wall -Wextra raises is an error.
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter
 
-EXTRA_CLEAN = test/results test/output_iso
+# The torture driver: a libpq client program, never part of the server module.
+TORTURE = test/torture/pg_lease_torture
+
+EXTRA_CLEAN = test/results test/output_iso $(TORTURE)
 
 # Debian ships one pg_config per major version; prefer 15's when it is there.
 ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
@@ -53,3 +58,13 @@ test:
 
 demo:
 	bash test/demo.sh
+
+# After the PGXS include, so that it is not the default target.
+$(TORTURE): $(TORTURE).c
+	$(CC) -O2 -Wall -Wextra -Werror -pthread \
+		$$(pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql) \
+		-o $@ $< $$(pkg-config --libs libpq 2>/dev/null || echo -lpq)
+
+.PHONY: torture
+torture:
+	bash test/torture/run.sh --long

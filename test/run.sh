@@ -86,9 +86,25 @@ suite_pgtap() {
     tally "$ok" "$bad" "pgTAP"
 }
 
+# Runs the short torture and crash-recovery phases (test/torture/run.sh),
+# one count per driver run.  The crash phase restarts this cluster.
+suite_torture() {
+    local ok=0 bad=0 phase
+    make -s PG_CONFIG="$PG_CONFIG" test/torture/pg_lease_torture || { tally 0 2 "torture"; return; }
+    for phase in torture crash; do
+        if CLUSTER_DIR="$CLUSTER_DIR" PG_BINDIR="$PG_BINDIR" bash test/torture/run.sh --phase "$phase"; then
+            ok=$((ok + 1))
+        else
+            bad=$((bad + 1))
+        fi
+    done
+    tally "$ok" "$bad" "torture"
+}
+
 suite_regress
 suite_isolation
 suite_pgtap
+suite_torture
 
 cluster_stop
 trap - EXIT
