@@ -113,7 +113,7 @@ sleep_ms(int ms)
 /* One tally: how often an operation ended with an outcome. */
 typedef struct Tally
 {
-	char		op[32];
+	char		op[48];
 	char		outcome[48];
 	long		count;
 } Tally;
@@ -129,7 +129,8 @@ tally(const char *op, const char *outcome)
 
 	pthread_mutex_lock(&mu);
 	for (i = 0; i < ntallies; i++)
-		if (strcmp(tallies[i].op, op) == 0 && strcmp(tallies[i].outcome, outcome) == 0)
+		if (strncmp(tallies[i].op, op, sizeof(tallies[i].op) - 1) == 0 &&
+			strncmp(tallies[i].outcome, outcome, sizeof(tallies[i].outcome) - 1) == 0)
 			break;
 	if (i == ntallies && ntallies < (int) (sizeof(tallies) / sizeof(tallies[0])))
 	{
@@ -1594,14 +1595,23 @@ check_checkpoints(Conn *c)
 	int			bad = 0,
 				overlaps = 0;
 
-	memset(eo, 0, sizeof(eo));
-	if (!load_events(c, eo))
-		return;
+	/*
+	 * The acknowledgements first, the history after: an acknowledged
+	 * checkpoint's epoch was gained by a take that committed before it, so
+	 * the later snapshot of lease_events contains it.  (The other way round,
+	 * a take committing between the two reads looks like a missing event.)
+	 */
 	pthread_mutex_lock(&mu);
 	n = ckpt_acks.n;
 	acks = malloc((n + 1) * sizeof(CkptAck));
 	memcpy(acks, ckpt_acks.data, n * sizeof(CkptAck));
 	pthread_mutex_unlock(&mu);
+	memset(eo, 0, sizeof(eo));
+	if (!load_events(c, eo))
+	{
+		free(acks);
+		return;
+	}
 	for (i = 0; i < n; i++)
 	{
 		CkptAck    *a = &acks[i];
@@ -2038,6 +2048,74 @@ kill_rotation(Conn *k, Conn *h, Conn *v)
 	tally("kill mid-rotation", "killed, nothing partial");
 }
 
+/* Rotates the kill tenant's channel away from prev; the new id, 0 if refused. */
+static long long
+rotate_kill_channel(Conn *k, long long prev)
+{
+	char		from[24];
+	const char *p[6] = {"tk", "killer", NULL, NULL, "kc", from};
+	long long	id = 0;
+	int			i;
+
+	snprintf(from, sizeof(from), "%lld", prev);
+	for (i = 0; i < 100 && id == 0; i++)
+	{
+		must(k, "SELECT outcome, conversation_id FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p);
+		if (strcmp(val(k, 0, 0), "rotated") == 0)
+			id = atoll(val(k, 0, 1));
+		else
+			sleep_ms(100);		/* refused: wait for a slot */
+	}
+	if (id != 0)
+	{
+		FailedPair	rp = {prev, id};
+
+		record(&conv_acked, &id);
+		record(&rot_acked, &rp);
+	}
+	return id;
+}
+
+/*
+ * A restore that cannot lock the previous conversation (we hold it FOR
+ * UPDATE past lease.rotation_lock_timeout) must answer failed and queue the
+ * pair (the load's retry_failed_compensations may pick it up); once the
+ * lock is gone, restoring again resolves it.
+ */
+static void
+fail_restore(Conn *k, Conn *h)
+{
+	long long	prev = kill_channel_holder(k),
+				id;
+	char		from[24],
+				idbuf[24];
+	const char *pr[2] = {from, idbuf};
+
+	if (prev == 0 || (id = rotate_kill_channel(k, prev)) == 0)
+	{
+		tally("restore against a held lock", "skipped (no slot)");
+		return;
+	}
+	snprintf(from, sizeof(from), "%lld", prev);
+	snprintf(idbuf, sizeof(idbuf), "%lld", id);
+	must(h, "BEGIN", 0, NULL);
+	must(h, "SELECT 1 FROM lease.conversations WHERE id = $1::bigint FOR UPDATE", 1, pr);
+	must(k, "SELECT lease.restore_rotated_channel($1::bigint, $2::bigint)", 2, pr);
+	tally("restore against a held lock", val(k, 0, 0));
+	if (strcmp(val(k, 0, 0), "failed") == 0)
+	{
+		FailedPair	fp = {prev, id};
+
+		record(&failed_pairs, &fp);
+	}
+	else
+		violation("restore (%lld, %lld) against a held lock answered %s, not failed", prev, id, val(k, 0, 0));
+	must(h, "ROLLBACK", 0, NULL);
+	/* settle it now (a concurrent retry may have): the next scenario starts clean */
+	must(k, "SELECT lease.restore_rotated_channel($1::bigint, $2::bigint)", 2, pr);
+	tally("restore after the lock is gone", val(k, 0, 0));
+}
+
 /*
  * Mid-restore: the restore has marked the replacement failed and waits for
  * its sandbox row, which we lock.  Killing it must leave the replacement
@@ -2050,10 +2128,8 @@ kill_restore(Conn *k, Conn *h, Conn *v)
 				id = 0;
 	char		from[24],
 				idbuf[24];
-	const char *p[6] = {"tk", "killer", NULL, NULL, "kc", from};
 	const char *pr[2] = {from, idbuf};
 	bool		ok;
-	int			i;
 
 	if (prev == 0)
 	{
@@ -2061,24 +2137,10 @@ kill_restore(Conn *k, Conn *h, Conn *v)
 		return;
 	}
 	snprintf(from, sizeof(from), "%lld", prev);
-	for (i = 0; i < 100 && id == 0; i++)
-	{
-		must(k, "SELECT outcome, conversation_id FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p);
-		if (strcmp(val(k, 0, 0), "rotated") == 0)
-			id = atoll(val(k, 0, 1));
-		else
-			sleep_ms(100);
-	}
-	if (id == 0)
+	if ((id = rotate_kill_channel(k, prev)) == 0)
 	{
 		tally("kill mid-restore", "skipped (no slot)");
 		return;
-	}
-	record(&conv_acked, &id);
-	{
-		FailedPair	rp = {prev, id};
-
-		record(&rot_acked, &rp);
 	}
 	snprintf(idbuf, sizeof(idbuf), "%lld", id);
 	must(h, "BEGIN", 0, NULL);
@@ -2115,7 +2177,10 @@ kill_restore(Conn *k, Conn *h, Conn *v)
 	tally("kill mid-restore", "killed, nothing partial");
 }
 
-/* The killer thread: opt_kills scenarios, alternating, spread over the run. */
+/*
+ * The killer thread: opt_kills scenarios in turn (kill mid-rotation, kill
+ * mid-restore, a restore failing against a held lock), spread over the run.
+ */
 static void *
 killer_main(void *arg)
 {
@@ -2135,10 +2200,12 @@ killer_main(void *arg)
 		sleep_ms((int) (1000.0 * (t_deadline - now_s()) / (opt_kills - i + 1) / 2));
 		if (!conn_open(&v, "torture-victim"))
 			break;
-		if (i % 2 == 0)
+		if (i % 3 == 0)
 			kill_rotation(&k, &h, &v);
-		else
+		else if (i % 3 == 1)
 			kill_restore(&k, &h, &v);
+		else
+			fail_restore(&k, &h);
 		conn_close(&v);
 	}
 	conn_close(&k);

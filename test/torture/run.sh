@@ -9,7 +9,7 @@
 #
 # Options: --clients N, --seconds S (torture phase), --crash-seconds S,
 # --crashes N (immediate stops during the crash phase), --kills N (backends
-# terminated mid-rotation/mid-restore), --seed N (reproduce a run).
+# terminated mid-rotation/mid-restore, restores failing against a held lock), --seed N (reproduce a run).
 #
 # The torture phase runs the driver on a fresh database; the crash phase runs
 # it with --expect-crash and stops the server with `pg_ctl stop -m immediate`
@@ -24,7 +24,7 @@ CLIENTS=8
 TORTURE_SECONDS=20
 CRASH_SECONDS=16
 CRASHES=1
-KILLS=2
+KILLS=3
 SEED=
 while [ $# -gt 0 ]; do
     case "$1" in
