@@ -39,7 +39,7 @@
 #define NSHARDS 8
 #define NCHAN 2					/* own channels per client */
 #define NTENANTS 4
-#define TENANT_LIMIT 3
+#define TENANT_LIMIT 3			/* lease.default_sandbox_limit; every tenant here has a row */
 #define FLEET_CAPACITY 22
 #define APP "torture"
 #define STREAM "orders"
