@@ -29,10 +29,15 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # that one warning is off; everything else -Wall -Wextra raises is an error.
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter
 
-# The torture driver: a libpq client program, never part of the server module.
+# Client programs (libpq, not part of the server module): the demo fleet and
+# the torture driver.
+DEMO = test/demo/pg_lease_demo
 TORTURE = test/torture/pg_lease_torture
+LIBPQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
+LIBPQ_LIBS := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
+CLIENT_CFLAGS = -O2 -g -Wall -Wextra -Werror -std=gnu11 $(LIBPQ_CFLAGS)
 
-EXTRA_CLEAN = test/results test/output_iso $(TORTURE)
+EXTRA_CLEAN = test/results test/output_iso $(DEMO) $(TORTURE)
 
 # Debian ships one pg_config per major version; prefer 15's when it is there.
 ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
@@ -49,22 +54,30 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: test demo deps
+.PHONY: test demo deps clients bench
+clients: $(DEMO) $(TORTURE)
+
+$(DEMO): test/demo/pg_lease_demo.c
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(LIBPQ_LIBS) -lpthread
+
 deps:
 	bash test/lib/deps.sh
 
 test:
 	bash test/run.sh
 
+# make bench [ARGS=--quick]: writes BENCHMARKS.md (quick: test/bench/results-quick.md)
+bench:
+	bash test/bench/run.sh $(ARGS)
+
+# make demo ARGS='--legacy-checkpoints --workers 6 --seed 42'
 demo:
-	bash test/demo.sh
+	bash test/demo.sh $(ARGS)
 
-# After the PGXS include, so that it is not the default target.
 $(TORTURE): $(TORTURE).c
-	$(CC) -O2 -Wall -Wextra -Werror -pthread \
-		$$(pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql) \
-		-o $@ $< $$(pkg-config --libs libpq 2>/dev/null || echo -lpq)
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(LIBPQ_LIBS) -lpthread
 
+# make torture ARGS='--clients 16 --seconds 600 --seed 42'
 .PHONY: torture
 torture:
-	bash test/torture/run.sh --long
+	bash test/torture/run.sh --long $(ARGS)

@@ -25,7 +25,8 @@ require_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
+				 errmsg("%s must not be null", name),
+				 errhint("Pass a value for %s.", name)));
 }
 
 /* True when every byte of the value is ASCII white space (or there are none). */
@@ -49,7 +50,9 @@ check_bounded_text(text *value, const char *name, int limit)
 	if (len == 0 || is_blank(VARDATA_ANY(value), len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be empty or blank", name)));
+				 errmsg("%s must not be empty or blank", name),
+				 len == 0 ? errdetail("The value is empty.")
+				 : errdetail("The value is %d bytes of white space.", len)));
 	if (len > limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -93,6 +96,14 @@ lease_arg_checkpoint(FunctionCallInfo fcinfo, int argno, const char *name)
 	return PointerGetDatum(PG_GETARG_TEXT_PP(argno));
 }
 
+/* A required OID-valued argument (regrole, regclass...). */
+Oid
+lease_arg_oid(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	require_not_null(fcinfo, argno, name);
+	return PG_GETARG_OID(argno);
+}
+
 /* A required bigint argument. */
 int64
 lease_arg_int64(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -110,7 +121,8 @@ lease_arg_nonneg_int64(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (value < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", name)));
+				 errmsg("%s must not be negative", name),
+				 errdetail("The value given is " INT64_FORMAT ".", value)));
 	return value;
 }
 
@@ -125,7 +137,8 @@ lease_arg_nonneg_int32(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (value < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", name)));
+				 errmsg("%s must not be negative", name),
+				 errdetail("The value given is %d.", value)));
 	return value;
 }
 
@@ -141,6 +154,7 @@ lease_arg_opt_positive_int32(FunctionCallInfo fcinfo, int argno, const char *nam
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be positive or null", name),
+				 errdetail("The value given is %d.", *value),
 				 errhint("Pass NULL for no limit.")));
 	return true;
 }
@@ -162,11 +176,16 @@ lease_interval_from_ms(int64 ms)
 	return IntervalPGetDatum(interval_from_ms(ms));
 }
 
-/* A required interval argument that must not be negative. */
+/*
+ * A required interval argument that must not be negative, nor longer than
+ * LEASE_MAX_AGE_YEARS (any timestamp minus a longer one would be out of
+ * range, 22008, which is not an error the caller can read).
+ */
 Datum
 lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	Datum		value;
+	Interval   *limit = (Interval *) palloc0(sizeof(Interval));
 
 	require_not_null(fcinfo, argno, name);
 	value = PG_GETARG_DATUM(argno);
@@ -177,6 +196,14 @@ lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errmsg("%s must not be negative", name),
 				 errdetail("The value given is %s.",
 						   DatumGetCString(DirectFunctionCall1(interval_out, value)))));
+	limit->month = LEASE_MAX_AGE_YEARS * MONTHS_PER_YEAR;
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, IntervalPGetDatum(limit))) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is too long", name),
+				 errdetail("The value given is %s; the limit is %d years.",
+						   DatumGetCString(DirectFunctionCall1(interval_out, value)),
+						   LEASE_MAX_AGE_YEARS)));
 	return value;
 }
 
@@ -225,7 +252,8 @@ lease_arg_ident_array(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (ARR_NDIM(array) > 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be a one-dimensional array", name)));
+				 errmsg("%s must be a one-dimensional array", name),
+				 errdetail("It has %d dimensions.", ARR_NDIM(array))));
 
 	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &nelems);
 	if (nelems > LEASE_MAX_PARENTS)
@@ -238,7 +266,8 @@ lease_arg_ident_array(FunctionCallInfo fcinfo, int argno, const char *name)
 		if (nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("%s must not contain null elements", name)));
+					 errmsg("%s must not contain null elements", name),
+					 errdetail("Element %d is NULL.", i + 1)));
 		lease_check_ident(DatumGetTextPP(elems[i]), name);
 	}
 	return PointerGetDatum(array);

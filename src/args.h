@@ -25,6 +25,9 @@ extern bool lease_arg_opt_ident(FunctionCallInfo fcinfo, int argno, const char *
 /* A required checkpoint value: not NULL, not blank, not too long. */
 extern Datum lease_arg_checkpoint(FunctionCallInfo fcinfo, int argno, const char *name);
 
+/* A required OID-valued argument such as a regrole (22004 when NULL). */
+extern Oid	lease_arg_oid(FunctionCallInfo fcinfo, int argno, const char *name);
+
 /* A required bigint (22004 when NULL). */
 extern int64 lease_arg_int64(FunctionCallInfo fcinfo, int argno, const char *name);
 
@@ -45,7 +48,7 @@ extern int32 lease_arg_nonneg_int32(FunctionCallInfo fcinfo, int argno, const ch
 extern bool lease_arg_opt_positive_int32(FunctionCallInfo fcinfo, int argno, const char *name,
 										 int32 *value);
 
-/* A required interval that must not be negative (22004, 22023). */
+/* A required interval, not negative, at most LEASE_MAX_AGE_YEARS (22004, 22023). */
 extern Datum lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name);
 
 /* An interval Datum of the given number of milliseconds (for GUC values). */

@@ -402,12 +402,15 @@ lease_admit_turn(PG_FUNCTION_ARGS)
 	if (lease_spi_run(&turn_target_stmt, &id, NULL, 1) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("conversation " INT64_FORMAT " does not exist", conversation_id)));
+				 errmsg("conversation " INT64_FORMAT " does not exist", conversation_id),
+				 errhint("Look the conversation up with lease.find_channel_conversation().")));
 	sandbox_id = lease_spi_value(0, 1, &isnull);
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("conversation " INT64_FORMAT " has no sandbox", conversation_id)));
+				 errmsg("conversation " INT64_FORMAT " has no sandbox", conversation_id),
+				 errdetail("Turns are admitted one at a time per sandbox, so a conversation needs one."),
+				 errhint("Start conversations with lease.start_conversation() or lease.rotate_channel(), which give them a sandbox.")));
 
 	/* Turns of one sandbox are admitted one at a time. */
 	DirectFunctionCall2(pg_advisory_xact_lock_int4,

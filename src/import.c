@@ -126,7 +126,8 @@ check_kcl_columns(Oid relid, const char *relname)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("column \"%s\" of relation %s has type %s", col->name, relname,
 							format_type_be(type)),
-					 errdetail("import_kcl_ex expects %s.", col->expected)));
+					 errdetail("import_kcl_ex expects %s.", col->expected),
+					 errhint("Import from a view that casts the column.")));
 	}
 }
 
@@ -150,7 +151,8 @@ lease_import_kcl_ex(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("source must not be null")));
+				 errmsg("source must not be null"),
+				 errhint("Pass the kcl_ex shard_lease table, e.g. 'public.shard_lease'.")));
 	relid = PG_GETARG_OID(0);
 	relkind = get_rel_relkind(relid);
 	if (relkind == '\0')
@@ -162,7 +164,8 @@ lease_import_kcl_ex(PG_FUNCTION_ARGS)
 		relkind != RELKIND_FOREIGN_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a table, view or foreign table", get_rel_name(relid))));
+				 errmsg("\"%s\" is not a table, view or foreign table", get_rel_name(relid)),
+				 errhint("Pass the kcl_ex shard_lease table, or a view over it.")));
 
 	nspname = get_namespace_name(get_rel_namespace(relid));
 	relname = get_rel_name(relid);

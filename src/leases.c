@@ -30,6 +30,7 @@
 #include "args.h"
 #include "events.h"
 #include "leases.h"
+#include "privileges.h"
 #include "spi_util.h"
 
 /* Insert an unowned lease unless the key exists. */
@@ -225,28 +226,38 @@ static LeaseStatement close_stmt = {
 	.expected = SPI_OK_SELECT
 };
 
-/* Runs a statement that RETURNING true on success; true when a row came back. */
+/*
+ * Runs a statement that RETURNING true on success, as the owner once the
+ * caller's access to the app (values[0]) is checked; true when a row came
+ * back.
+ */
 static bool
-run_returning_bool(LeaseStatement *stmt, Datum *values, const char *nulls)
+run_returning_bool(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *values,
+				   const char *nulls)
 {
-	return lease_spi_exec(stmt, values, nulls) > 0;
+	return lease_spi_exec_for_app(fcinfo, stmt, values, nulls) > 0;
 }
 
 /*
- * Runs a statement that RETURNING the new lease_count; false when no row
- * came back.  lease_count is by value, so it survives SPI_finish.
+ * Runs a statement that RETURNING the new lease_count, as run_returning_bool
+ * does; false when no row came back.  lease_count is by value, so it
+ * survives SPI_finish.
  */
 static bool
-run_returning_count(LeaseStatement *stmt, Datum *values, const char *nulls, int64 *count)
+run_returning_count(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *values,
+					const char *nulls, int64 *count)
 {
+	LeaseCaller caller;
 	uint64		processed;
 	bool		isnull = true;
 
+	lease_enter_app(fcinfo, values[0], &caller);
 	lease_spi_connect();
 	processed = lease_spi_run(stmt, values, nulls, 0);
 	if (processed > 0)
 		*count = DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	lease_spi_finish();
+	lease_exit_app(&caller);
 	return processed > 0 && !isnull;
 }
 
@@ -274,7 +285,8 @@ check_not_own_parent(Datum shard_id, Datum parents)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("shard %s cannot be its own parent",
-							TextDatumGetCString(shard_id))));
+							TextDatumGetCString(shard_id)),
+					 errhint("Remove the shard from parent_shard_ids.")));
 	}
 }
 
@@ -302,7 +314,7 @@ lease_create_lease(PG_FUNCTION_ARGS)
 	values[4] = lease_arg_checkpoint(fcinfo, 4, "checkpoint");
 	check_not_own_parent(values[2], values[3]);
 
-	PG_RETURN_BOOL(run_returning_bool(&create_stmt, values, NULL));
+	PG_RETURN_BOOL(run_returning_bool(fcinfo, &create_stmt, values, NULL));
 }
 
 PG_FUNCTION_INFO_V1(lease_take_lease);
@@ -327,7 +339,7 @@ lease_take_lease(PG_FUNCTION_ARGS)
 	values[5] = lease_arg_duration(fcinfo, 5, "lease_duration");
 	lease_event_params(&values[6]);
 
-	if (!run_returning_count(&take_stmt, values, nulls, &count))
+	if (!run_returning_count(fcinfo, &take_stmt, values, nulls, &count))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(count);
 }
@@ -346,7 +358,7 @@ lease_renew_lease(PG_FUNCTION_ARGS)
 	values[4] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 4, "lease_count"));
 	values[5] = lease_arg_duration(fcinfo, 5, "lease_duration");
 
-	if (!run_returning_count(&renew_stmt, values, NULL, &count))
+	if (!run_returning_count(fcinfo, &renew_stmt, values, NULL, &count))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(count);
 }
@@ -372,7 +384,7 @@ lease_update_checkpoint(PG_FUNCTION_ARGS)
 
 	checkpoint_args(fcinfo, values);
 
-	PG_RETURN_BOOL(run_returning_bool(&checkpoint_stmt, values, NULL));
+	PG_RETURN_BOOL(run_returning_bool(fcinfo, &checkpoint_stmt, values, NULL));
 }
 
 PG_FUNCTION_INFO_V1(lease_update_checkpoint_fenced);
@@ -389,7 +401,7 @@ lease_update_checkpoint_fenced(PG_FUNCTION_ARGS)
 	checkpoint_args(fcinfo, values);
 	values[6] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 6, "fencing_token"));
 
-	PG_RETURN_BOOL(run_returning_bool(&checkpoint_fenced_stmt, values, NULL));
+	PG_RETURN_BOOL(run_returning_bool(fcinfo, &checkpoint_fenced_stmt, values, NULL));
 }
 
 PG_FUNCTION_INFO_V1(lease_prepare_checkpoint);
@@ -405,7 +417,7 @@ lease_prepare_checkpoint(PG_FUNCTION_ARGS)
 	values[4] = lease_arg_checkpoint(fcinfo, 4, "pending_checkpoint");
 	check_not_shard_end(values[4]);
 
-	PG_RETURN_BOOL(run_returning_bool(&prepare_stmt, values, NULL));
+	PG_RETURN_BOOL(run_returning_bool(fcinfo, &prepare_stmt, values, NULL));
 }
 
 PG_FUNCTION_INFO_V1(lease_release_lease);
@@ -423,7 +435,7 @@ lease_release_lease(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	lease_event_params(&values[4]);
 
-	PG_RETURN_BOOL(run_returning_bool(&release_stmt, values, NULL));
+	PG_RETURN_BOOL(run_returning_bool(fcinfo, &release_stmt, values, NULL));
 }
 
 PG_FUNCTION_INFO_V1(lease_close_shard);
@@ -438,5 +450,5 @@ lease_close_shard(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	lease_event_params(&values[4]);
 
-	PG_RETURN_BOOL(run_returning_bool(&close_stmt, values, NULL));
+	PG_RETURN_BOOL(run_returning_bool(fcinfo, &close_stmt, values, NULL));
 }

@@ -48,13 +48,19 @@
 #define LEASE_SQL_NOT_ENDED(a) \
 	a ".checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'"
 
-/* A parent shard that still exists in the table has not ended. */
+/*
+ * A parent shard that still exists in the table has not ended.  The
+ * cardinality test comes first so that the common lease without parents
+ * never runs the subquery (AND evaluates left to right and stops at false):
+ * take_leases evaluates this for every lease of a stream.
+ */
 #define LEASE_SQL_BLOCKED(a) \
-	"EXISTS (SELECT 1 FROM lease.shard_leases AS p" \
+	"(pg_catalog.cardinality(" a ".parent_shard_ids) OPERATOR(pg_catalog.>) 0" \
+	" AND EXISTS (SELECT 1 FROM lease.shard_leases AS p" \
 	" WHERE p.app_name OPERATOR(pg_catalog.=) " a ".app_name" \
 	"   AND p.stream_name OPERATOR(pg_catalog.=) " a ".stream_name" \
 	"   AND p.shard_id OPERATOR(pg_catalog.=) ANY (" a ".parent_shard_ids)" \
-	"   AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END')"
+	"   AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))"
 
 /* SET list items that forget a handoff request. */
 #define LEASE_SQL_CLEAR_HANDOFF \

@@ -19,6 +19,7 @@
 #include "args.h"
 #include "leases.h"
 #include "lineage.h"
+#include "privileges.h"
 #include "spi_util.h"
 
 /*
@@ -66,11 +67,13 @@ lease_cleanup_ended(PG_FUNCTION_ARGS)
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
 
-	processed = lease_spi_exec(&cleanup_stmt, values, NULL);
+	processed = lease_spi_exec_for_app(fcinfo, &cleanup_stmt, values, NULL);
 	if (processed > PG_INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("cleanup_ended deleted more leases than an integer can count")));
+				 errmsg("cleanup_ended deleted more leases than an integer can count"),
+				 errdetail("It deleted " UINT64_FORMAT " leases; the error undoes that.", processed),
+				 errhint("Delete them in smaller batches with lease.delete_lease().")));
 	PG_RETURN_INT32((int32) processed);
 }
 
@@ -86,5 +89,5 @@ lease_delete_lease(PG_FUNCTION_ARGS)
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
 	values[2] = lease_arg_ident(fcinfo, 2, "shard_id");
 
-	PG_RETURN_BOOL(lease_spi_exec(&delete_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, &delete_stmt, values, NULL) > 0);
 }

@@ -26,6 +26,9 @@
 /* Longest accepted lease duration, in milliseconds (7 days). */
 #define LEASE_MAX_DURATION_MS		(7 * 24 * 60 * 60 * 1000)
 
+/* Longest age an interval argument may give (prune_events' older_than). */
+#define LEASE_MAX_AGE_YEARS			1000
+
 /* Most parent shards one lease may name (a merge has two). */
 #define LEASE_MAX_PARENTS			32
 

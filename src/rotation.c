@@ -199,17 +199,11 @@ static LeaseStatement queue_stmt = {
 static uint64
 run_bounded(LeaseStatement *stmt, Datum *values, const char *nulls)
 {
-	int			save = NewGUCNestLevel();
 	char		timeout[32];
-	uint64		processed;
 
 	Assert(IsSubTransaction());
 	snprintf(timeout, sizeof(timeout), "%d", lease_rotation_lock_timeout_ms);
-	(void) set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	processed = lease_spi_run(stmt, values, nulls, 1);
-	AtEOXact_GUC(true, save);
-	return processed;
+	return lease_spi_run_with(stmt, values, nulls, 1, "lock_timeout", timeout);
 }
 
 /* The outcomes of rotate_channel. */
@@ -443,7 +437,8 @@ check_rotation_pair(int64 previous_id, int64 failed_id)
 	if (lease_spi_run(&pair_stmt, &value, NULL, 1) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("conversation " INT64_FORMAT " does not exist", failed_id)));
+				 errmsg("conversation " INT64_FORMAT " does not exist", failed_id),
+				 errhint("Pass the conversation_id and previous_conversation_id that rotate_channel returned.")));
 	rotated_from = lease_spi_value(0, 1, &isnull);
 	if (isnull || DatumGetInt64(rotated_from) != previous_id)
 		ereport(ERROR,

@@ -7,6 +7,8 @@
  */
 #include "pg_lease.h"
 
+#include "utils/guc.h"
+
 #include "spi_util.h"
 
 /* Connects to SPI. */
@@ -72,6 +74,21 @@ lease_spi_exec(LeaseStatement *stmt, Datum *values, const char *nulls)
 	lease_spi_connect();
 	processed = lease_spi_run(stmt, values, nulls, 0);
 	lease_spi_finish();
+	return processed;
+}
+
+/* Runs a prepared statement with one setting scoped to it. */
+uint64
+lease_spi_run_with(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows,
+				   const char *guc, const char *value)
+{
+	int			save = NewGUCNestLevel();
+	uint64		processed;
+
+	(void) set_config_option(guc, value, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	processed = lease_spi_run(stmt, values, nulls, max_rows);
+	AtEOXact_GUC(true, save);
 	return processed;
 }
 

@@ -48,6 +48,16 @@ extern uint64 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nul
  */
 extern uint64 lease_spi_exec(LeaseStatement *stmt, Datum *values, const char *nulls);
 
+/*
+ * As lease_spi_run, with one setting changed for exactly this statement
+ * (planning included) and restored afterwards to whatever the caller had: a
+ * session SET, a SET LOCAL or the default.  This is the GUC nest level a
+ * function's SET clause uses; an error inside rolls it back with the
+ * (sub)transaction.
+ */
+extern uint64 lease_spi_run_with(LeaseStatement *stmt, Datum *values, const char *nulls,
+								 long max_rows, const char *guc, const char *value);
+
 /* Column `col` (1-based) of result row `row`; *isnull set. */
 extern Datum lease_spi_value(uint64 row, int col, bool *isnull);
 

@@ -39,34 +39,53 @@
 #include "config.h"
 #include "events.h"
 #include "leases.h"
+#include "privileges.h"
 #include "spi_util.h"
 #include "taker.h"
 
 /*
- * Loads: one row per worker (the live owners, the targets of pending
- * handoffs, and the caller $3) with its effective live load, most loaded
- * first; every row also carries the stream's number of takeable leases (not
- * ended, not blocked by an unfinished parent).
+ * Loads: one row per owner of a lease in the stream, per target of a pending
+ * handoff, and for the caller $3, with its effective live load (a lease
+ * promised away counts for the worker it is promised to) and its number of
+ * live leases (a worker is someone with a live lease, or the caller); the
+ * owner NULL row stands for the unowned leases.  Most loaded first.  Every
+ * row carries the stream's number of takeable leases (not ended, not
+ * blocked by an unfinished parent).
+ *
+ * This is the one statement of a balancing round that reads every lease of
+ * the stream, so it does so in a single pass, grouped by lease_owner (whose
+ * statistics give the planner a handful of groups, hence a small hash
+ * aggregate), the takeable total summed over the groups by a window; the
+ * pending handoffs are added through shard_leases_handoff_idx.
  */
 static LeaseStatement loads_stmt = {
 	.name = "take_leases: count loads",
 	.sql =
-	"WITH s AS MATERIALIZED ("
-	" SELECT l.lease_owner,"
-	"        " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) " AS live,"
-	"        CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"             THEN l.handoff_to ELSE l.lease_owner END AS holder,"
-	"        (" LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") ") AS takeable"
-	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_STREAM_MATCHES "),"
-	" w AS (SELECT s.lease_owner AS worker FROM s WHERE s.live"
-	"       UNION SELECT s.holder FROM s WHERE s.live"
-	"       UNION SELECT $3)"
-	" SELECT w.worker, pg_catalog.count(s.holder) AS load,"
-	"        (SELECT pg_catalog.count(*) FROM s WHERE s.takeable) AS takeable"
-	"   FROM w LEFT JOIN s ON s.live AND s.holder OPERATOR(pg_catalog.=) w.worker"
-	"  GROUP BY w.worker"
-	"  ORDER BY load DESC, w.worker COLLATE pg_catalog.\"C\"",
+	"SELECT w.worker, pg_catalog.sum(w.load)::pg_catalog.int8 AS load,"
+	"       pg_catalog.sum(w.live)::pg_catalog.int8 AS live,"
+	"       pg_catalog.max(pg_catalog.max(w.takeable)) OVER () AS takeable"
+	"  FROM (SELECT l.lease_owner AS worker,"
+	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"                   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ") AS load,"
+	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) ") AS live,"
+	"               pg_catalog.sum(pg_catalog.count(*) FILTER (WHERE "
+	LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") "))"
+	"                   OVER ()::pg_catalog.int8 AS takeable"
+	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"         WHERE " LEASE_STREAM_MATCHES
+	"         GROUP BY l.lease_owner"
+	"        UNION ALL"
+	"        SELECT l.handoff_to, pg_catalog.count(*), pg_catalog.count(*), NULL"
+	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"         WHERE " LEASE_STREAM_MATCHES
+	"           AND l.handoff_to IS NOT NULL"
+	"           AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"           AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"         GROUP BY l.handoff_to"
+	"        UNION ALL"
+	"        SELECT $3, 0, 1, NULL) AS w"
+	" GROUP BY w.worker"
+	" ORDER BY w.worker IS NULL, load DESC, w.worker COLLATE pg_catalog.\"C\"",
 	.nargs = 3,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
 	.expected = SPI_OK_SELECT
@@ -283,6 +302,7 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	int32		max_leases = 0;
 	bool		capped;
 	int32		max_steal;
+	uint64		rows;
 	int64		workers,
 				takeable,
 				target,
@@ -290,6 +310,7 @@ lease_take_leases(PG_FUNCTION_ARGS)
 				victim_load = 0;
 	Datum		victim = (Datum) 0;
 	bool		have_victim = false;
+	LeaseCaller caller;
 
 	app = lease_arg_ident(fcinfo, 0, "app_name");
 	stream = lease_arg_ident(fcinfo, 1, "stream_name");
@@ -299,23 +320,36 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	max_steal = lease_arg_nonneg_int32(fcinfo, 5, "max_steal");
 
 	InitMaterializedSRF(fcinfo, 0);
+	lease_enter_app(fcinfo, app, &caller);
 	lease_spi_connect();
 
 	/* 1. the workers, their effective loads, and the takeable leases */
 	values[0] = app;
 	values[1] = stream;
 	values[2] = owner;
-	workers = (int64) lease_spi_run(&loads_stmt, values, NULL, 0);
-	if (workers < 1)
-		elog(ERROR, "pg_lease: take_leases found no worker, not even the caller");
+	/*
+	 * JIT off for the two statements that read the whole stream: the
+	 * planner prices the parent subquery as if every lease had parents, so
+	 * at 100,000 leases the estimate crosses jit_above_cost and compiling
+	 * takes ~400 ms for a query that runs in tens of milliseconds.
+	 */
+	rows = lease_spi_run_with(&loads_stmt, values, NULL, 0, "jit", "off");
+	workers = 0;
 	takeable = 0;
-	for (uint64 row = 0; row < (uint64) workers; row++)
+	for (uint64 row = 0; row < rows; row++)
 	{
 		bool		isnull;
 		Datum		worker = lease_spi_value(row, 1, &isnull);
+		bool		no_worker = isnull;
 		int64		load = DatumGetInt64(lease_spi_value(row, 2, &isnull));
+		int64		live = DatumGetInt64(lease_spi_value(row, 3, &isnull));
+		Datum		total = lease_spi_value(row, 4, &isnull);
 
-		takeable = DatumGetInt64(lease_spi_value(row, 3, &isnull));
+		if (!isnull)
+			takeable = DatumGetInt64(total);
+		if (no_worker || live == 0)
+			continue;			/* unowned leases, or an owner whose leases all expired */
+		workers++;
 		if (text_equal(worker, owner))
 			mine = load;
 		else if (!have_victim)
@@ -329,6 +363,8 @@ lease_take_leases(PG_FUNCTION_ARGS)
 			have_victim = true;
 		}
 	}
+	if (workers < 1)
+		elog(ERROR, "pg_lease: take_leases found no worker, not even the caller");
 	target = (takeable + workers - 1) / workers;
 	if (capped && target > max_leases)
 		target = max_leases;
@@ -344,7 +380,7 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	{
 		values[4] = Int64GetDatum(target - mine);
 		lease_event_params(&values[5]);
-		mine += (int64) lease_spi_run(&take_free_stmt, values, NULL, 0);
+		mine += (int64) lease_spi_run_with(&take_free_stmt, values, NULL, 0, "jit", "off");
 		put_rows(rsinfo, "taken");
 	}
 
@@ -367,6 +403,7 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	}
 
 	lease_spi_finish();
+	lease_exit_app(&caller);
 	return (Datum) 0;
 }
 
@@ -381,6 +418,7 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[4];
+	LeaseCaller caller;
 
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
@@ -388,6 +426,7 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_duration(fcinfo, 3, "lease_duration");
 
 	InitMaterializedSRF(fcinfo, 0);
+	lease_enter_app(fcinfo, values[0], &caller);
 	lease_spi_connect();
 	lease_spi_run(&renew_all_stmt, values, NULL, 0);
 	for (uint64 row = 0; row < SPI_processed; row++)
@@ -400,6 +439,7 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 	}
 	lease_spi_finish();
+	lease_exit_app(&caller);
 	return (Datum) 0;
 }
 
@@ -422,5 +462,5 @@ lease_request_handoff(PG_FUNCTION_ARGS)
 	values[5] = lease_interval_from_ms(lease_default_lease_duration_ms);
 	lease_event_params(&values[6]);
 
-	PG_RETURN_BOOL(lease_spi_exec(&request_one_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, &request_one_stmt, values, NULL) > 0);
 }

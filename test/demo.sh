@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: the main job.  Installs what is missing, builds and installs
-# pg_lease, starts a throwaway cluster and walks through a lease lifecycle,
-# printing what happened.  The cluster is removed afterwards.
+# pg_lease and the demo client, starts a throwaway cluster (unless --dsn is
+# given) and runs the fleet: stream consumers sharing a stream, one killed,
+# one joining, channels rotating while turns run; then the report.  Arguments
+# go to the client (test/demo/pg_lease_demo --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,10 +12,14 @@ bash test/lib/deps.sh
 . test/lib/cluster.sh
 SUDO=()
 [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
-make -s PG_CONFIG="$PG_BINDIR/pg_config"
+make -s PG_CONFIG="$PG_BINDIR/pg_config" all clients
 "${SUDO[@]}" make -s PG_CONFIG="$PG_BINDIR/pg_config" install >/dev/null
+
+case " $* " in
+    *" --dsn "*|*" --dsn="*)
+        exec test/demo/pg_lease_demo "$@" ;;
+esac
 
 cluster_start
 echo "pg_lease demo: throwaway cluster on socket $PGHOST port $PGPORT"
-"$PG_BINDIR/psql" -X -q -d postgres -v ON_ERROR_STOP=1 -c "CREATE EXTENSION pg_lease"
-"$PG_BINDIR/psql" -X -d postgres -v ON_ERROR_STOP=1 -f test/demo/lifecycle.sql
+test/demo/pg_lease_demo --dsn "dbname=postgres" "$@"

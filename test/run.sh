@@ -16,7 +16,7 @@ PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 SUDO=()
 [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
 
-make -s PG_CONFIG="$PG_CONFIG" || exit 1
+make -s PG_CONFIG="$PG_CONFIG" all clients || exit 1
 "${SUDO[@]}" make -s PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 1
 
 cluster_start || exit 1
@@ -86,11 +86,31 @@ suite_pgtap() {
     tally "$ok" "$bad" "pgTAP"
 }
 
+# The main job, short: the demo fleet against this cluster; its exit status
+# says whether every invariant held.
+suite_demo() {
+    if test/demo/pg_lease_demo --dsn "dbname=postgres" --duration 12 --quiet --seed 7; then
+        tally 1 0 "demo (make demo, 12 s)"
+    else
+        tally 0 1 "demo (make demo, 12 s)"
+    fi
+}
+
+# make bench --quick: proves every benchmark still runs (its own throwaway
+# cluster); speeds are reported, never judged.
+suite_bench_quick() {
+    if PG_BINDIR="$PG_BINDIR" bash test/bench/run.sh --quick >"$ROOT/bench-quick.log" 2>&1; then
+        tally 1 0 "bench --quick"
+    else
+        tail -n 40 "$ROOT/bench-quick.log"
+        tally 0 1 "bench --quick"
+    fi
+}
+
 # Runs the short torture and crash-recovery phases (test/torture/run.sh),
 # one count per driver run.  The crash phase restarts this cluster.
 suite_torture() {
     local ok=0 bad=0 phase
-    make -s PG_CONFIG="$PG_CONFIG" test/torture/pg_lease_torture || { tally 0 2 "torture"; return; }
     for phase in torture crash; do
         if CLUSTER_DIR="$CLUSTER_DIR" PG_BINDIR="$PG_BINDIR" bash test/torture/run.sh --phase "$phase"; then
             ok=$((ok + 1))
@@ -104,7 +124,9 @@ suite_torture() {
 suite_regress
 suite_isolation
 suite_pgtap
+suite_demo
 suite_torture
+suite_bench_quick
 
 cluster_stop
 trap - EXIT

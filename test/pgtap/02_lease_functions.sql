@@ -30,19 +30,38 @@ SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,t
           'update_checkpoint arguments');
 
 -- every lease function: C, not STRICT (NULL is an error, not a silent NULL),
--- SECURITY DEFINER with a pinned search_path
+-- a pinned search_path; SECURITY DEFINER except exactly the functions that
+-- check the caller's app (they need the caller's identity and run their SQL
+-- as the owner themselves, src/privileges.c) and import_kcl_ex (it reads a
+-- table the caller names with the caller's privileges)
 SELECT is(count(*)::int, 0, 'no lease function is STRICT')
   FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND proisstrict;
--- (except import_kcl_ex, an operator function that reads a table the caller
--- names, so it runs with the caller's privileges: test/pgtap/21_taker_privileges.sql)
-SELECT is(count(*)::int, 0, 'every lease function but import_kcl_ex is SECURITY DEFINER')
-  FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND NOT prosecdef
-   AND proname <> 'import_kcl_ex';
+SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
+          ARRAY['lease.cleanup_ended(text,text)',
+                'lease.close_shard(text,text,text,text)',
+                'lease.create_lease(text,text,text,text[],text)',
+                'lease.delete_lease(text,text,text)',
+                'lease.grant_app(text,regrole)',
+                'lease.has_app_access(text)',
+                'lease.import_kcl_ex(regclass)',
+                'lease.prepare_checkpoint(text,text,text,text,text)',
+                'lease.release_lease(text,text,text,text)',
+                'lease.renew_lease(text,text,text,text,bigint,interval)',
+                'lease.renew_leases(text,text,text,interval)',
+                'lease.request_handoff(text,text,text,text)',
+                'lease.revoke_app(text,regrole)',
+                'lease.take_lease(text,text,text,text,bigint,interval)',
+                'lease.take_leases(text,text,text,interval,integer,integer)',
+                'lease.update_checkpoint(text,text,text,text,text,bigint)',
+                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint)'],
+          'exactly the app-checking functions and import_kcl_ex are SECURITY INVOKER')
+  FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND NOT prosecdef;
 SELECT is(count(*)::int, 0, 'every lease function pins search_path')
   FROM pg_proc WHERE pronamespace = 'lease'::regnamespace
    AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (proconfig), false);
-SELECT is(count(*)::int, 0, 'every lease function is VOLATILE')
-  FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND provolatile <> 'v';
+SELECT is(count(*)::int, 0, 'every lease function but has_app_access is VOLATILE (it is STABLE)')
+  FROM pg_proc WHERE pronamespace = 'lease'::regnamespace
+   AND provolatile <> CASE WHEN proname = 'has_app_access' THEN 's' ELSE 'v' END;
 SELECT function_lang_is('lease', 'take_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval'], 'c');
 SELECT function_lang_is('lease', 'update_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text', 'bigint'], 'c');
 

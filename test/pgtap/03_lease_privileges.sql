@@ -20,6 +20,8 @@ GRANT EXECUTE ON FUNCTION
     lease.close_shard(text, text, text, text)
     TO tap_lease_worker;
 CREATE ROLE tap_lease_stranger;
+-- 0.2.0: a worker acts only for the apps it is granted
+SELECT lease.grant_app('tap', 'tap_lease_worker');
 
 SELECT table_privs_are('lease', 'shard_leases', 'tap_lease_worker', ARRAY[]::text[],
                        'a worker holds no table privileges');

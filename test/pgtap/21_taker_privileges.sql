@@ -21,6 +21,11 @@ GRANT EXECUTE ON FUNCTION
 CREATE ROLE tap_taker_monitor;
 GRANT USAGE ON SCHEMA lease TO tap_taker_monitor;
 GRANT SELECT ON lease.lease_status, lease.worker_loads TO tap_taker_monitor;
+-- 0.2.0: roles act for, and see, only the apps they are granted; reading
+-- the views runs their filter, lease.has_app_access, as the reader
+GRANT EXECUTE ON FUNCTION lease.has_app_access(text) TO tap_taker_monitor;
+SELECT lease.grant_app('taptk', 'tap_taker_worker');
+SELECT lease.grant_app('taptk', 'tap_taker_monitor');
 
 SET LOCAL ROLE tap_taker_worker;
 SELECT lease.create_lease('taptk', 's', 'a');

@@ -983,7 +983,7 @@ op_lineage(Client *cl)
 	}
 }
 
-/* prune_events and the two views. */
+/* prune_events, the two views, and the per-app grant functions. */
 static void
 op_events(Client *cl)
 {
@@ -1000,6 +1000,14 @@ op_events(Client *cl)
 	r = q(&cl->c, "SELECT (SELECT count(*) FROM lease.lease_status),"
 		  " (SELECT count(*) FROM lease.worker_loads)", 0, NULL);
 	tally("lease_status/worker_loads", r == RES_OK ? "read" : on_error(cl, "views", r));
+	/* the per-app grants: an operator granting and revoking another app */
+	r = q(&cl->c, "SELECT lease.has_app_access('" APP "')", 0, NULL);
+	tally("has_app_access", r != RES_OK ? on_error(cl, "has_app_access", r) :
+		  val(&cl->c, 0, 0)[0] == 't' ? "true" : "false");
+	r = q(&cl->c, rnd(&cl->rng, 2) ? "SELECT lease.grant_app('torture-grants', 'torture_role')"
+		  : "SELECT lease.revoke_app('torture-grants', 'torture_role')", 0, NULL);
+	tally("grant_app/revoke_app", r != RES_OK ? on_error(cl, "grant_app/revoke_app", r) :
+		  val(&cl->c, 0, 0)[0] == 't' ? "true" : "false");
 }
 
 /* ----------------------------------------------------------- channel ops */
@@ -2235,6 +2243,8 @@ setup(void)
 	snprintf(sql, sizeof(sql), "ALTER DATABASE %s SET lease.default_sandbox_limit = %d", db, TENANT_LIMIT);
 	must(&c, sql, 0, NULL);
 	PQfreemem(db);
+	/* a role for grant_app/revoke_app (roles are per cluster: it may exist) */
+	q(&c, "CREATE ROLE torture_role NOLOGIN", 0, NULL);
 	must(&c, "SELECT count(*) FROM lease.conversations", 0, NULL);
 	if (atoi(val(&c, 0, 0)) != 0)
 	{

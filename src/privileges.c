@@ -1,0 +1,242 @@
+/*-------------------------------------------------------------------------
+ *
+ * privileges.c
+ *	  Per-application access (lease.app_grants): the check every lease
+ *	  function makes, lease.has_app_access, lease.grant_app and
+ *	  lease.revoke_app.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "pg_lease.h"
+
+#include "catalog/pg_authid.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/syscache.h"
+
+#include "args.h"
+#include "privileges.h"
+#include "spi_util.h"
+
+/* The roles granted an app. */
+static LeaseStatement grantees_stmt = {
+	.name = "app grantees",
+	.sql =
+	"SELECT g.grantee FROM lease.app_grants AS g"
+	" WHERE g.app_name OPERATOR(pg_catalog.=) $1",
+	.nargs = 1,
+	.argtypes = {TEXTOID},
+	.expected = SPI_OK_SELECT
+};
+
+/* Grant an app to a role unless it already is. */
+static LeaseStatement grant_stmt = {
+	.name = "grant_app",
+	.sql =
+	"INSERT INTO lease.app_grants AS g (app_name, grantee, granted_by)"
+	" VALUES ($1, $2, $3)"
+	" ON CONFLICT (app_name, grantee) DO NOTHING"
+	" RETURNING true",
+	.nargs = 3,
+	.argtypes = {TEXTOID, REGROLEOID, REGROLEOID},
+	.expected = SPI_OK_INSERT_RETURNING
+};
+
+/* Revoke an app from a role. */
+static LeaseStatement revoke_stmt = {
+	.name = "revoke_app",
+	.sql =
+	"DELETE FROM lease.app_grants AS g"
+	" WHERE g.app_name OPERATOR(pg_catalog.=) $1"
+	"   AND g.grantee OPERATOR(pg_catalog.=) $2",
+	.nargs = 2,
+	.argtypes = {TEXTOID, REGROLEOID},
+	.expected = SPI_OK_DELETE
+};
+
+/* The owner of the called function (the extension's owner). */
+static Oid
+function_owner(FunctionCallInfo fcinfo)
+{
+	HeapTuple	tuple;
+	Oid			owner;
+
+	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "pg_lease: cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
+	owner = ((Form_pg_proc) GETSTRUCT(tuple))->proowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/*
+ * True when `caller` may act for the app: it has the owner's privileges,
+ * or those of a role granted the app.  Must run as the owner (it reads
+ * lease.app_grants).  A grantee role that was dropped matches nobody.
+ */
+static bool
+caller_may_act_for(Oid caller, Oid owner, Datum app_name)
+{
+	bool		allowed = false;
+	uint64		rows;
+
+	if (has_privs_of_role(caller, owner))
+		return true;
+
+	lease_spi_connect();
+	rows = lease_spi_run(&grantees_stmt, &app_name, NULL, 0);
+	for (uint64 row = 0; row < rows && !allowed; row++)
+	{
+		bool		isnull;
+		Oid			grantee = DatumGetObjectId(lease_spi_value(row, 1, &isnull));
+
+		allowed = !isnull && has_privs_of_role(caller, grantee);
+	}
+	lease_spi_finish();
+	return allowed;
+}
+
+/* Switches to the function's owner; true when the caller may act for the app. */
+static bool
+become_owner_for_app(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller)
+{
+	Oid			owner = function_owner(fcinfo);
+
+	GetUserIdAndSecContext(&caller->userid, &caller->sec_context);
+	SetUserIdAndSecContext(owner, caller->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	return caller_may_act_for(caller->userid, owner, app_name);
+}
+
+/* Checks the caller's access to the app, then runs as the owner. */
+void
+lease_enter_app(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller)
+{
+	if (!become_owner_for_app(fcinfo, app_name, caller))
+	{
+		lease_exit_app(caller);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for app %s", TextDatumGetCString(app_name)),
+				 errdetail("Role %s has not been granted the app.",
+						   GetUserNameFromId(caller->userid, false)),
+				 errhint("An operator of the app grants it with lease.grant_app().")));
+	}
+}
+
+/* Becomes the caller again. */
+void
+lease_exit_app(const LeaseCaller *caller)
+{
+	SetUserIdAndSecContext(caller->userid, caller->sec_context);
+}
+
+/* Runs one statement for the app in values[0], as the owner. */
+uint64
+lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *values,
+					   const char *nulls)
+{
+	LeaseCaller caller;
+	uint64		processed;
+
+	lease_enter_app(fcinfo, values[0], &caller);
+	processed = lease_spi_exec(stmt, values, nulls);
+	lease_exit_app(&caller);
+	return processed;
+}
+
+/*
+ * The last answer of has_app_access in one query (flinfo->fn_extra): a
+ * view or policy calls it once per row, mostly with the same app.
+ */
+typedef struct AppAccessCache
+{
+	Oid			userid;
+	text	   *app_name;
+	bool		allowed;
+} AppAccessCache;
+
+PG_FUNCTION_INFO_V1(lease_has_app_access);
+
+/* lease.has_app_access: true when the current user may act for the app. */
+Datum
+lease_has_app_access(PG_FUNCTION_ARGS)
+{
+	Datum		app = lease_arg_ident(fcinfo, 0, "app_name");
+	AppAccessCache *cache = (AppAccessCache *) fcinfo->flinfo->fn_extra;
+	LeaseCaller caller;
+	bool		allowed;
+
+	if (cache != NULL && cache->userid == GetUserId() &&
+		DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, app,
+											 PointerGetDatum(cache->app_name))))
+		PG_RETURN_BOOL(cache->allowed);
+
+	allowed = become_owner_for_app(fcinfo, app, &caller);
+	lease_exit_app(&caller);
+
+	if (cache == NULL)
+		cache = fcinfo->flinfo->fn_extra =
+			MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(AppAccessCache));
+	else
+		pfree(cache->app_name);
+	cache->userid = caller.userid;
+	cache->app_name = (text *) MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, VARSIZE_ANY(DatumGetPointer(app)));
+	memcpy(cache->app_name, DatumGetPointer(app), VARSIZE_ANY(DatumGetPointer(app)));
+	cache->allowed = allowed;
+	PG_RETURN_BOOL(allowed);
+}
+
+/* A required role argument that names an existing role (22004, 42704). */
+static Oid
+role_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	Oid			role = lease_arg_oid(fcinfo, argno, name);
+
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", role),
+				 errhint("Pass the role by name, e.g. 'stream_worker'::regrole.")));
+	return role;
+}
+
+PG_FUNCTION_INFO_V1(lease_grant_app);
+
+/*
+ * lease.grant_app: lets grantee (and the roles that have its privileges)
+ * act for the app; true when added, false when it already could.  The
+ * caller must itself be able to act for the app.
+ */
+Datum
+lease_grant_app(PG_FUNCTION_ARGS)
+{
+	Datum		values[3];
+
+	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
+	values[1] = ObjectIdGetDatum(role_arg(fcinfo, 1, "grantee"));
+	values[2] = ObjectIdGetDatum(GetUserId());
+
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, &grant_stmt, values, NULL) > 0);
+}
+
+PG_FUNCTION_INFO_V1(lease_revoke_app);
+
+/*
+ * lease.revoke_app: removes a grant made by grant_app; true when there was
+ * one.  The caller must itself be able to act for the app.
+ */
+Datum
+lease_revoke_app(PG_FUNCTION_ARGS)
+{
+	Datum		values[2];
+
+	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
+	/* a dropped role's grant can still be revoked (by OID) */
+	values[1] = ObjectIdGetDatum(lease_arg_oid(fcinfo, 1, "grantee"));
+
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, &revoke_stmt, values, NULL) > 0);
+}

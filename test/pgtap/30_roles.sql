@@ -1,0 +1,263 @@
+-- pgTAP: the role model (README "Privileges").  The three group roles are
+-- built with the README recipes verbatim; login roles are members of one
+-- and are granted apps.  Each can do exactly its documented set, for its
+-- own apps only, through every function and view.
+BEGIN;
+SELECT plan(72);
+
+-- the README recipes
+CREATE ROLE lease_worker NOLOGIN;
+GRANT USAGE ON SCHEMA lease TO lease_worker;
+GRANT EXECUTE ON FUNCTION
+    lease.create_lease(text, text, text, text[], text),
+    lease.take_lease(text, text, text, text, bigint, interval),
+    lease.renew_lease(text, text, text, text, bigint, interval),
+    lease.update_checkpoint(text, text, text, text, text, bigint),
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
+    lease.prepare_checkpoint(text, text, text, text, text),
+    lease.release_lease(text, text, text, text),
+    lease.close_shard(text, text, text, text),
+    lease.take_leases(text, text, text, interval, integer, integer),
+    lease.renew_leases(text, text, text, interval)
+    TO lease_worker;
+
+CREATE ROLE lease_app NOLOGIN;
+GRANT USAGE ON SCHEMA lease TO lease_app;
+GRANT EXECUTE ON FUNCTION
+    lease.start_conversation(text, text, text, text, text),
+    lease.find_channel_conversation(text, text, text, text, text),
+    lease.rotate_channel(text, text, text, text, text, bigint),
+    lease.restore_rotated_channel(bigint, bigint),
+    lease.admit_turn(bigint),
+    lease.end_conversation(bigint)
+    TO lease_app;
+
+CREATE ROLE lease_operator NOLOGIN;
+GRANT USAGE ON SCHEMA lease TO lease_operator;
+GRANT EXECUTE ON FUNCTION
+    lease.request_handoff(text, text, text, text),
+    lease.cleanup_ended(text, text),
+    lease.delete_lease(text, text, text),
+    lease.prune_events(interval),
+    lease.retry_failed_compensations(),
+    lease.import_kcl_ex(regclass),
+    lease.grant_app(text, regrole),
+    lease.revoke_app(text, regrole),
+    lease.has_app_access(text)
+    TO lease_operator;
+GRANT SELECT ON lease.lease_status, lease.worker_loads, lease.lease_events,
+    lease.app_grants TO lease_operator;
+-- import_kcl_ex runs as the caller: it inserts the leases itself (INSERT ...
+-- ON CONFLICT, which also needs SELECT); row-level security shows and admits
+-- the rows of the operator's own apps only
+GRANT SELECT, INSERT ON lease.shard_leases TO lease_operator;
+
+CREATE ROLE tap_rm_w1 IN ROLE lease_worker;      -- app rm-a
+CREATE ROLE tap_rm_w2 IN ROLE lease_worker;      -- app rm-b
+CREATE ROLE tap_rm_op IN ROLE lease_operator;    -- app rm-a
+CREATE ROLE tap_rm_chat IN ROLE lease_app;
+CREATE ROLE tap_rm_nobody;
+GRANT USAGE ON SCHEMA lease TO tap_rm_nobody;
+SELECT lease.grant_app('rm-a', 'tap_rm_w1'), lease.grant_app('rm-b', 'tap_rm_w2'),
+       lease.grant_app('rm-a', 'tap_rm_op');
+
+-- Exactly the documented sets, read from the catalog (so a new function
+-- granted to a role by mistake shows up here).
+SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C"),
+          ARRAY['lease.close_shard(text,text,text,text)',
+                'lease.create_lease(text,text,text,text[],text)',
+                'lease.prepare_checkpoint(text,text,text,text,text)',
+                'lease.release_lease(text,text,text,text)',
+                'lease.renew_lease(text,text,text,text,bigint,interval)',
+                'lease.renew_leases(text,text,text,interval)',
+                'lease.take_lease(text,text,text,text,bigint,interval)',
+                'lease.take_leases(text,text,text,interval,integer,integer)',
+                'lease.update_checkpoint(text,text,text,text,text,bigint)',
+                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint)'],
+          'the worker role executes exactly the lease functions')
+  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
+   AND has_function_privilege('tap_rm_w1', p.oid, 'EXECUTE');
+SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C"),
+          ARRAY['lease.admit_turn(bigint)',
+                'lease.end_conversation(bigint)',
+                'lease.find_channel_conversation(text,text,text,text,text)',
+                'lease.restore_rotated_channel(bigint,bigint)',
+                'lease.rotate_channel(text,text,text,text,text,bigint)',
+                'lease.start_conversation(text,text,text,text,text)'],
+          'the application role executes exactly the channel functions')
+  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
+   AND has_function_privilege('tap_rm_chat', p.oid, 'EXECUTE');
+SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C"),
+          ARRAY['lease.cleanup_ended(text,text)',
+                'lease.delete_lease(text,text,text)',
+                'lease.grant_app(text,regrole)',
+                'lease.has_app_access(text)',
+                'lease.import_kcl_ex(regclass)',
+                'lease.prune_events(interval)',
+                'lease.request_handoff(text,text,text,text)',
+                'lease.retry_failed_compensations()',
+                'lease.revoke_app(text,regrole)'],
+          'the operator role executes exactly the admin functions')
+  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
+   AND has_function_privilege('tap_rm_op', p.oid, 'EXECUTE');
+SELECT is(count(*)::int, 0, 'a role with no grants executes no function')
+  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
+   AND has_function_privilege('tap_rm_nobody', p.oid, 'EXECUTE');
+SELECT is(array_agg(format($f$%s:%s$f$, c.relname, priv) ORDER BY c.relname COLLATE "C", priv),
+          ARRAY['app_grants:SELECT', 'lease_events:SELECT', 'lease_status:SELECT',
+                'shard_leases:INSERT', 'shard_leases:SELECT', 'worker_loads:SELECT'],
+          'the operator reads the views, the events and the grants, and may import')
+  FROM pg_class c, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) priv
+ WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind IN ('r', 'v')
+   AND has_table_privilege('tap_rm_op', c.oid, priv);
+SELECT is(count(*)::int, 0, 'worker and application roles hold no table or view privilege')
+  FROM pg_class c, unnest(ARRAY['tap_rm_w1', 'tap_rm_chat']) r,
+       unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) priv
+ WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind IN ('r', 'v')
+   AND has_table_privilege(r, c.oid, priv);
+
+-- data of both apps
+SELECT lease.create_lease('rm-a', 's', '0'), lease.create_lease('rm-b', 's', '0'),
+       lease.take_lease('rm-b', 's', '0', 'w2');
+
+-- the worker: its own app
+SET LOCAL ROLE tap_rm_w1;
+SELECT is(lease.create_lease('rm-a', 's', '1'), true, 'worker creates a lease of its app');
+SELECT is(lease.take_lease('rm-a', 's', '0', 'w1'), 1::bigint, 'worker takes a lease of its app');
+SELECT is(lease.renew_lease('rm-a', 's', '0', 'w1', 1), 2::bigint, 'worker renews');
+SELECT is(lease.prepare_checkpoint('rm-a', 's', '0', 'w1', '5'), true, 'worker prepares a checkpoint');
+SELECT is(lease.update_checkpoint('rm-a', 's', '0', 'w1', '5'), true, 'worker checkpoints');
+SELECT is(lease.update_checkpoint('rm-a', 's', '0', 'w1', '6', 0, 1), true, 'worker checkpoints with its token');
+SELECT is((SELECT count(*)::int FROM lease.take_leases('rm-a', 's', 'w1')), 1, 'worker balances its app');
+SELECT is((SELECT count(*)::int FROM lease.renew_leases('rm-a', 's', 'w1')), 2, 'worker renews its leases');
+SELECT is(lease.release_lease('rm-a', 's', '1', 'w1'), true, 'worker releases');
+-- ... and nothing of another app, through any function
+SELECT throws_ok(stmt, '42501', 'permission denied for app rm-b', 'worker, other app: ' || stmt)
+  FROM unnest(ARRAY[
+    $$SELECT lease.create_lease('rm-b', 's', '9')$$,
+    $$SELECT lease.take_lease('rm-b', 's', '0', 'w1', 1)$$,
+    $$SELECT lease.renew_lease('rm-b', 's', '0', 'w2', 1)$$,
+    $$SELECT lease.update_checkpoint('rm-b', 's', '0', 'w2', '1')$$,
+    $$SELECT lease.update_checkpoint('rm-b', 's', '0', 'w2', '1', 0, 1)$$,
+    $$SELECT lease.prepare_checkpoint('rm-b', 's', '0', 'w2', '1')$$,
+    $$SELECT lease.release_lease('rm-b', 's', '0', 'w2')$$,
+    $$SELECT lease.close_shard('rm-b', 's', '0', 'w2')$$,
+    $$SELECT * FROM lease.take_leases('rm-b', 's', 'w1')$$,
+    $$SELECT * FROM lease.renew_leases('rm-b', 's', 'w2')$$]) AS stmt;
+-- ... nor the admin functions, the channel functions or the views
+SELECT throws_ok(stmt, '42501', NULL, 'worker: ' || stmt)
+  FROM unnest(ARRAY[
+    $$SELECT lease.request_handoff('rm-a', 's', '0', 'w9')$$,
+    $$SELECT lease.delete_lease('rm-a', 's', '0')$$,
+    $$SELECT lease.grant_app('rm-b', 'tap_rm_w1')$$,
+    $$SELECT lease.has_app_access('rm-a')$$,
+    $$SELECT * FROM lease.start_conversation('u', 'a', NULL, NULL, 'c')$$,
+    $$SELECT * FROM lease.lease_status$$,
+    $$SELECT * FROM lease.lease_events$$,
+    $$UPDATE lease.shard_leases SET lease_owner = 'w1'$$]) AS stmt;
+RESET ROLE;
+
+-- an error raised while a function runs its SQL as the owner (here a
+-- bigint overflow inside the renewal's UPDATE), caught by the caller's own
+-- subtransaction (throws_ok's EXCEPTION block): the caller is the current
+-- user again, with no more privileges than before
+SELECT lease.create_lease('rm-a', 'max', '0'), lease.take_lease('rm-a', 'max', '0', 'w1');
+UPDATE lease.shard_leases SET lease_count = 9223372036854775807 WHERE app_name = 'rm-a' AND stream_name = 'max';
+SET LOCAL ROLE tap_rm_w1;
+SELECT throws_ok($$SELECT lease.renew_lease('rm-a', 'max', '0', 'w1', 9223372036854775807)$$, '22003', NULL,
+                 'an error inside the owner section');
+SELECT is(current_user::text, 'tap_rm_w1', 'after it the caller is the current user again');
+SELECT throws_ok($$DELETE FROM lease.shard_leases$$, '42501', NULL, 'and has none of the owner''s privileges');
+RESET ROLE;
+SELECT lease.delete_lease('rm-a', 'max', '0');
+
+-- the application role: the channel functions, nothing of the leases
+SET LOCAL ROLE tap_rm_chat;
+SELECT is((SELECT outcome FROM lease.start_conversation('rm-u', 'agent', NULL, NULL, 'c')),
+          'started', 'application role starts a conversation');
+SELECT ok(lease.admit_turn(lease.find_channel_conversation('rm-u', 'agent', NULL, NULL, 'c')) > 0,
+          'application role admits a turn');
+SELECT throws_ok($$SELECT lease.take_lease('rm-a', 's', '0', 'w1')$$, '42501', NULL,
+                 'application role cannot take a lease');
+SELECT throws_ok($$SELECT * FROM lease.retry_failed_compensations()$$, '42501', NULL,
+                 'application role cannot drain the compensation queue');
+RESET ROLE;
+
+-- the operator of rm-a: views, events and grants of rm-a only
+SET LOCAL ROLE tap_rm_op;
+SELECT is(array_agg(DISTINCT app_name), ARRAY['rm-a'], 'operator sees only its app in lease_status')
+  FROM lease.lease_status;
+SELECT is(array_agg(DISTINCT app_name), ARRAY['rm-a'], 'operator sees only its app in worker_loads')
+  FROM lease.worker_loads;
+SELECT is(array_agg(DISTINCT app_name), ARRAY['rm-a'], 'operator sees only its app''s events')
+  FROM lease.lease_events;
+SELECT is(array_agg(DISTINCT app_name), ARRAY['rm-a'], 'operator sees only its app''s grants')
+  FROM lease.app_grants;
+SELECT is(array_agg(DISTINCT app_name), ARRAY['rm-a'], 'operator sees only its app''s rows of the table')
+  FROM lease.shard_leases;
+SELECT is(lease.has_app_access('rm-a'), true, 'has_app_access: own app');
+SELECT is(lease.has_app_access('rm-b'), false, 'has_app_access: other app');
+-- a leaky function of the caller's in the WHERE clause sees no other app's row
+CREATE TEMP TABLE seen (app text);
+CREATE FUNCTION pg_temp.peek(app text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001
+    AS $$BEGIN INSERT INTO seen VALUES (app); RETURN true; END$$;
+SELECT count(*) FROM lease.lease_status WHERE pg_temp.peek(app_name);
+SELECT count(*) FROM lease.worker_loads WHERE pg_temp.peek(app_name);
+SELECT is((SELECT count(*)::int FROM seen WHERE app <> 'rm-a'), 0,
+          'security_barrier: the caller''s function never sees another app''s row');
+SELECT is(lease.request_handoff('rm-a', 's', '0', 'w9'), true, 'operator requests a handoff in its app');
+SELECT is(lease.delete_lease('rm-a', 's', '1'), true, 'operator deletes a lease of its app');
+SELECT is(lease.cleanup_ended('rm-a', 's'), 0, 'operator cleans up its app');
+SELECT is(lease.grant_app('rm-a', 'tap_rm_w2'), true, 'operator grants its app to another role');
+SELECT is(lease.revoke_app('rm-a', 'tap_rm_w2'), true, 'operator revokes it');
+SELECT ok(lease.prune_events('1 day') >= 0, 'operator prunes events');
+SELECT is((SELECT count(*)::int FROM lease.retry_failed_compensations()), 0, 'operator drains the queue');
+SELECT throws_ok(stmt, '42501', 'permission denied for app rm-b', 'operator, other app: ' || stmt)
+  FROM unnest(ARRAY[
+    $$SELECT lease.request_handoff('rm-b', 's', '0', 'w9')$$,
+    $$SELECT lease.delete_lease('rm-b', 's', '0')$$,
+    $$SELECT lease.cleanup_ended('rm-b', 's')$$,
+    $$SELECT lease.grant_app('rm-b', 'tap_rm_op')$$,
+    $$SELECT lease.revoke_app('rm-b', 'tap_rm_w2')$$]) AS stmt;
+SELECT throws_ok($$SELECT lease.take_lease('rm-a', 's', '0', 'op')$$, '42501', NULL,
+                 'operator cannot take leases');
+SELECT throws_ok($$UPDATE lease.shard_leases SET lease_owner = 'op'$$, '42501', NULL,
+                 'operator cannot write leases directly');
+-- import: the operator's own table, its own app only (row-level security)
+CREATE TEMP TABLE kcl (shard_id text, app_name text, stream_name text, checkpoint text,
+                       lease_owner text, lease_count int, completed boolean);
+INSERT INTO kcl VALUES ('i0', 'rm-a', 's', '1', NULL, 0, false);
+SELECT is(lease.import_kcl_ex('pg_temp.kcl'), 1::bigint, 'operator imports leases of its app');
+INSERT INTO kcl VALUES ('i1', 'rm-b', 's', '1', NULL, 0, false);
+SELECT throws_ok($$SELECT lease.import_kcl_ex('pg_temp.kcl')$$, '42501', NULL,
+                 'operator cannot import leases of another app');
+RESET ROLE;
+
+-- membership, revocation, dropped roles
+SELECT is(lease.revoke_app('rm-a', 'tap_rm_w1'), true, 'revoke_app');
+SET LOCAL ROLE tap_rm_w1;
+SELECT throws_ok($$SELECT lease.renew_lease('rm-a', 's', '0', 'w1', 3)$$, '42501', NULL,
+                 'a revoked worker is refused at once');
+RESET ROLE;
+SELECT is(lease.grant_app('rm-a', 'lease_worker'), true, 'grant an app to a group role');
+SET LOCAL ROLE tap_rm_w2;
+SELECT is(lease.create_lease('rm-a', 's', 'via-group'), true,
+          'a member of a granted group role acts for the app');
+RESET ROLE;
+CREATE ROLE tap_rm_gone;
+SELECT lease.grant_app('rm-c', 'tap_rm_gone');
+DROP ROLE tap_rm_gone;
+SET LOCAL ROLE tap_rm_w1;
+SELECT throws_ok($$SELECT lease.create_lease('rm-c', 's', '0')$$, '42501', NULL,
+                 'a dropped grantee''s row matches nobody (and is no error)');
+RESET ROLE;
+SELECT is(lease.revoke_app('rm-c', grantee), true, 'a dropped role''s grant is revoked by OID')
+  FROM lease.app_grants WHERE app_name = 'rm-c';
+SELECT throws_ok($$SELECT lease.grant_app('rm-c', 4294967295::oid::regrole)$$, '42704', NULL,
+                 'grant_app to a role that does not exist');
+
+SELECT results_eq($$SELECT lease_owner, lease_count FROM lease.shard_leases WHERE app_name = 'rm-b'$$,
+                  $$VALUES ('w2'::text, 1::bigint)$$, 'nobody changed the other app''s lease');
+
+SELECT * FROM finish();
+ROLLBACK;
