@@ -5,10 +5,13 @@
 #   make installcheck   run pg_regress + isolation suites against $PGHOST/$PGPORT
 #   make test       everything, from scratch: dependencies, build, install,
 #                   a throwaway cluster, every suite, a "N passed, N failed" line
-#   make demo       the main job: a lease lifecycle against a throwaway cluster
+#   make demo       the main job: a consumer fleet and a chat platform on a throwaway cluster
+#   make bench      benchmarks side by side, written to BENCHMARKS.md
 #   make sanitize   pg_regress + isolation against a UBSan build of the module,
 #                   the server under valgrind memcheck; fails on any report
 #   make lint       cppcheck and clang-tidy (.clang-tidy) over src/
+#   make torture    the long torture and crash-recovery run, its own throwaway
+#                   cluster (test/torture/run.sh --long; `make test` runs a short one)
 
 EXTENSION = pg_lease
 MODULE_big = pg_lease
@@ -30,13 +33,15 @@ PG_CPPFLAGS = -I$(srcdir)/src
 # that one warning is off; everything else -Wall -Wextra raises is an error.
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter
 
-# Client programs (libpq, not part of the server module): the demo fleet.
+# Client programs (libpq, not part of the server module): the demo fleet and
+# the torture driver.
 DEMO = test/demo/pg_lease_demo
+TORTURE = test/torture/pg_lease_torture
 LIBPQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
 LIBPQ_LIBS := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 CLIENT_CFLAGS = -O2 -g -Wall -Wextra -Werror -std=gnu11 $(LIBPQ_CFLAGS)
 
-EXTRA_CLEAN = test/results test/output_iso $(DEMO)
+EXTRA_CLEAN = test/results test/output_iso $(DEMO) $(TORTURE)
 
 # Debian ships one pg_config per major version; prefer 15's when it is there.
 ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
@@ -53,8 +58,8 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: test demo deps clients bench sanitize lint lint-deps
-clients: $(DEMO)
+.PHONY: test demo deps clients bench sanitize lint lint-deps torture
+clients: $(DEMO) $(TORTURE)
 
 $(DEMO): test/demo/pg_lease_demo.c
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(LIBPQ_LIBS) -lpthread
@@ -101,3 +106,10 @@ lint: lint-deps
 		>clang-tidy.log 2>&1; status=$$?; \
 		grep -v '^[0-9]* warnings\{0,1\} generated\.$$' clang-tidy.log; rm -f clang-tidy.log; exit $$status
 	@echo "pg_lease: lint clean (cppcheck $$(cppcheck --version | cut -d' ' -f2), $$(clang-tidy --version | grep -o 'version [0-9.]*'))"
+
+$(TORTURE): $(TORTURE).c
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(LIBPQ_LIBS) -lpthread
+
+# make torture ARGS='--clients 16 --seconds 600 --seed 42'
+torture:
+	bash test/torture/run.sh --long $(ARGS)

@@ -22,7 +22,7 @@ if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     make -s PG_CONFIG="$PG_CONFIG" all clients || exit 1
     "${SUDO[@]}" make -s PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-regress isolation pgtap demo bench upgrade dump}
+SUITES=${PG_LEASE_SUITES:-regress isolation pgtap demo torture bench upgrade dump}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -112,6 +112,20 @@ suite_bench_quick() {
     fi
 }
 
+# Runs the short torture and crash-recovery phases (test/torture/run.sh),
+# one count per driver run.  The crash phase restarts this cluster.
+suite_torture() {
+    local ok=0 bad=0 phase
+    for phase in torture crash; do
+        if CLUSTER_DIR="$CLUSTER_DIR" PG_BINDIR="$PG_BINDIR" bash test/torture/run.sh --phase "$phase"; then
+            ok=$((ok + 1))
+        else
+            bad=$((bad + 1))
+        fi
+    done
+    tally "$ok" "$bad" "torture"
+}
+
 # Runs one script suite (test/upgrade/*.sh): one pass or one failure.
 suite_script() {
     if PG_BINDIR="$PG_BINDIR" bash "$2"; then
@@ -127,6 +141,7 @@ for suite in $SUITES; do
         isolation) suite_isolation ;;
         pgtap) suite_pgtap ;;
         demo) suite_demo ;;
+        torture) suite_torture ;;
         bench) suite_bench_quick ;;
         upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;

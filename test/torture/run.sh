@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Torture and crash recovery for pg_lease (README, "Torture and crash
+# recovery").
+#
+#   test/torture/run.sh --phase torture|crash   one phase against the running
+#       test cluster (CLUSTER_DIR, PG_BINDIR, PGHOST, PGPORT set: `make test`)
+#   test/torture/run.sh --long [options]        `make torture`: dependencies,
+#       build, install, its own throwaway cluster, both phases, long defaults
+#
+# Options: --clients N, --seconds S (torture phase), --crash-seconds S,
+# --crashes N (immediate stops during the crash phase), --kills N (backends
+# terminated mid-rotation/mid-restore, restores failing against a held lock), --seed N (reproduce a run).
+#
+# The torture phase runs the driver on a fresh database; the crash phase runs
+# it with --expect-crash and stops the server with `pg_ctl stop -m immediate`
+# under the load, restarts it, and lets the driver check that everything it
+# saw acknowledged survived.  Exit status is non-zero when a phase failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+LONG=0
+PHASE=all
+CLIENTS=8
+TORTURE_SECONDS=20
+CRASH_SECONDS=16
+CRASHES=1
+KILLS=3
+SEED=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --long) LONG=1; CLIENTS=12; TORTURE_SECONDS=180; CRASH_SECONDS=120; CRASHES=4; KILLS=20 ;;
+        --phase) PHASE=$2; shift ;;
+        --clients) CLIENTS=$2; shift ;;
+        --seconds) TORTURE_SECONDS=$2; shift ;;
+        --crash-seconds) CRASH_SECONDS=$2; shift ;;
+        --crashes) CRASHES=$2; shift ;;
+        --kills) KILLS=$2; shift ;;
+        --seed) SEED=$2; shift ;;
+        *) echo "usage: $0 [--long] [--phase torture|crash|all] [--clients N] [--seconds S]" \
+                "[--crash-seconds S] [--crashes N] [--kills N] [--seed N]" >&2
+           exit 2 ;;
+    esac
+    shift
+done
+
+DRIVER=test/torture/pg_lease_torture
+DB=pg_lease_torture
+# shellcheck source=../lib/cluster.sh
+. test/lib/cluster.sh
+
+if [ "$LONG" -eq 1 ] || [ -z "${CLUSTER_DIR:-}" ]; then
+    # Our own throwaway cluster (make torture).
+    bash test/lib/deps.sh || exit 1
+    SUDO=()
+    [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+    make -s PG_CONFIG="$PG_BINDIR/pg_config" || exit 1
+    "${SUDO[@]}" make -s PG_CONFIG="$PG_BINDIR/pg_config" install >/dev/null || exit 1
+    make -s PG_CONFIG="$PG_BINDIR/pg_config" "$DRIVER" || exit 1
+    cluster_start || exit 1
+    echo "pg_lease torture: throwaway cluster on socket $PGHOST port $PGPORT"
+fi
+[ -x "$DRIVER" ] || make -s PG_CONFIG="$PG_BINDIR/pg_config" "$DRIVER" || exit 1
+
+# Drops and creates the driver's database with the extension.
+fresh_db() {
+    "$PG_BINDIR/psql" -X -q -d postgres -c "SET client_min_messages = warning" \
+        -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" || return 1
+    "$PG_BINDIR/psql" -X -q -d "$DB" -v ON_ERROR_STOP=1 -c "CREATE EXTENSION pg_lease" || return 1
+}
+
+seed_args=()
+[ -n "$SEED" ] && seed_args=(--seed "$SEED")
+
+# The torture phase: every function from N clients, kills included.
+phase_torture() {
+    echo "== torture: $CLIENTS clients, $TORTURE_SECONDS s, $KILLS kills"
+    fresh_db || return 1
+    "$DRIVER" --dbname "$DB" --clients "$CLIENTS" --seconds "$TORTURE_SECONDS" --kills "$KILLS" \
+        "${seed_args[@]}"
+}
+
+# The crash phase: immediate stops of the whole server under the load.
+phase_crash() {
+    local pid i status
+    echo "== crash recovery: $CLIENTS clients, $CRASH_SECONDS s, $CRASHES immediate stops"
+    fresh_db || return 1
+    "$DRIVER" --dbname "$DB" --clients "$CLIENTS" --seconds "$CRASH_SECONDS" --expect-crash \
+        "${seed_args[@]}" &
+    pid=$!
+    for ((i = 1; i <= CRASHES; i++)); do
+        sleep "$(awk -v s="$CRASH_SECONDS" -v n="$CRASHES" 'BEGIN { printf "%.1f", s / (n + 1) - 0.5 }')"
+        echo "== crash $i: pg_ctl stop -m immediate"
+        cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m immediate stop >/dev/null || {
+            kill "$pid" 2>/dev/null
+            return 1
+        }
+        sleep 0.5
+        cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" \
+            -w -t 120 start >/dev/null || {
+            tail -n 30 "$CLUSTER_DIR/server.log" >&2
+            kill "$pid" 2>/dev/null
+            return 1
+        }
+        echo "== crash $i: restarted"
+    done
+    wait "$pid"
+    status=$?
+    return "$status"
+}
+
+failed=0
+if [ "$PHASE" = all ] || [ "$PHASE" = torture ]; then
+    phase_torture || failed=1
+fi
+if [ "$PHASE" = all ] || [ "$PHASE" = crash ]; then
+    phase_crash || failed=1
+fi
+if [ "$failed" -eq 0 ]; then
+    echo "pg_lease torture: passed"
+else
+    echo "pg_lease torture: FAILED (reproduce with the printed --seed)"
+fi
+exit "$failed"
