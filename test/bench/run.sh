@@ -18,7 +18,7 @@ done
 if [ "$QUICK" -eq 1 ]; then
     T=2; ROUNDS=1; CLIENTS=2; SIZES="1000 10000"; OUT=test/bench/results-quick.md
 else
-    T=5; ROUNDS=3; CLIENTS=4; SIZES="1000 10000 100000"; OUT=BENCHMARKS.md
+    T=5; ROUNDS=4; CLIENTS=4; SIZES="1000 10000 100000"; OUT=BENCHMARKS.md
 fi
 
 bash test/lib/deps.sh
@@ -66,8 +66,14 @@ bench_checkpoints() {
     local variants="raw pg_lease plpgsql client"
     declare -A tps_of lat_of tx_of fail_of
     "${PSQL[@]}" -c "SELECT bench.make_stream('$stream', $nleases, 1)"
+    local order
     for ((round = 1; round <= ROUNDS; round++)); do
-        for v in $variants; do
+        # each round starts at a different variant, and every measurement
+        # starts from a vacuumed table, so neither order nor the bloat of
+        # the previous measurement favours one variant
+        order=$(echo $variants | awk -v r="$round" '{ for (i = 0; i < NF; i++) printf "%s ", $((i + r - 1) % NF + 1) }')
+        for v in $order; do
+            "${PSQL[@]}" -c "VACUUM lease.shard_leases"
             step "$title: $v (round $round of $ROUNDS)"
             local before renew_pid="" renew_tx=0 after ok
             before=$(updates_of)
@@ -230,7 +236,7 @@ SQL
     echo
     echo "- machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); shared and noisy"
     echo "- server: $("${PSQL[@]}" -At -c 'SELECT version()')"
-    echo "- settings: throwaway cluster (test/lib/cluster.sh): fsync=off, synchronous_commit=off, full_page_writes=off, Unix socket; pgbench -M prepared, $T s per measurement, $CLIENTS clients unless stated; checkpoint variants interleaved over $ROUNDS rounds"
+    echo "- settings: throwaway cluster (test/lib/cluster.sh): fsync=off, synchronous_commit=off, full_page_writes=off, Unix socket; pgbench -M prepared, $T s per measurement, $CLIENTS clients unless stated; checkpoint variants interleaved over $ROUNDS rounds, each round starting at a different variant, the table vacuumed before each measurement"
     echo "- date: $(date -u +%Y-%m-%d)"
     echo
     echo "## Results"
