@@ -441,11 +441,6 @@ Datum
 lease_end_conversation(PG_FUNCTION_ARGS)
 {
 	Datum		id = Int64GetDatum(lease_arg_int64(fcinfo, 0, "conversation_id"));
-	uint64		ended;
 
-	lease_spi_connect();
-	ended = lease_spi_run(&end_stmt, &id, NULL, 0);
-	lease_spi_finish();
-
-	PG_RETURN_BOOL(ended > 0);
+	PG_RETURN_BOOL(lease_spi_exec(&end_stmt, &id, NULL) > 0);
 }

@@ -44,12 +44,8 @@ Datum
 lease_prune_events(PG_FUNCTION_ARGS)
 {
 	Datum		values[1];
-	uint64		processed;
 
 	values[0] = lease_arg_nonneg_interval(fcinfo, 0, "older_than");
 
-	lease_spi_connect();
-	processed = lease_spi_run(&prune_stmt, values, NULL, 0);
-	lease_spi_finish();
-	PG_RETURN_INT64((int64) processed);
+	PG_RETURN_INT64((int64) lease_spi_exec(&prune_stmt, values, NULL));
 }
