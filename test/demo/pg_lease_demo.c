@@ -430,6 +430,29 @@ still_owner(PGconn *conn, int s)
 	return owner;
 }
 
+/* Calls a lease function returning boolean; true when it returned true (errors counted). */
+static bool
+call_true(PGconn *conn, const char *sql, int n, const char *const *params)
+{
+	PGresult   *res = run(conn, sql, n, params);
+	bool		result = res != NULL && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+
+	if (res == NULL)
+		shm->w[me].errors++;
+	else
+		PQclear(res);
+	return result;
+}
+
+/* This worker no longer processes shard s (until a renewal or take says otherwise). */
+static void
+drop_shard(int s)
+{
+	pthread_mutex_lock(&held_mu);
+	held[s].owned = held[s].pos_valid = held[s].handoff = 0;
+	pthread_mutex_unlock(&held_mu);
+}
+
 /* One balancing round: take what is free, ask for handoffs. */
 static void
 balance(PGconn *conn)
@@ -471,33 +494,27 @@ static int
 checkpoint_batch(PGconn *conn, int s, int64_t last, const char *legacy_count)
 {
 	char		ck[32];
-	PGresult   *res;
+	const char *params[6] = {app_name, STREAM_NAME, shard_defs[s].id, me_name, ck, legacy_count};
 	bool		written;
 
 	snprintf(ck, sizeof(ck), "%" PRId64, last);
 	if (legacy_count == NULL)
-	{
-		const char *params[5] = {app_name, STREAM_NAME, shard_defs[s].id, me_name, ck};
-
-		res = run(conn, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5)", 5, params);
-		written = res != NULL && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	}
+		written = call_true(conn, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5)", 5, params);
 	else
 	{
 		/* the client-side pattern: conditional write guarded on the lease_count read earlier */
-		const char *params[6] = {app_name, STREAM_NAME, shard_defs[s].id, me_name, ck, legacy_count};
+		PGresult   *res = run(conn,
+							  "UPDATE lease.shard_leases SET checkpoint = $5, owner_switches_since_checkpoint = 0"
+							  " WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3"
+							  "   AND lease_owner = $4 AND lease_count = $6::bigint",
+							  6, params);
 
-		res = run(conn,
-				  "UPDATE lease.shard_leases SET checkpoint = $5, owner_switches_since_checkpoint = 0"
-				  " WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3"
-				  "   AND lease_owner = $4 AND lease_count = $6::bigint",
-				  6, params);
 		written = res != NULL && strcmp(PQcmdTuples(res), "1") == 0;
+		if (res == NULL)
+			shm->w[me].errors++;
+		else
+			PQclear(res);
 	}
-	if (res == NULL)
-		shm->w[me].errors++;
-	else
-		PQclear(res);
 	if (written)
 		return WHY_NONE;
 	return still_owner(conn, s) ? WHY_SPURIOUS : WHY_LOST;
@@ -540,46 +557,30 @@ work_shard(PGconn *conn, int s, bool legacy)
 		return;
 	if (!held[s].pos_valid && !load_position(conn, s))
 	{
-		pthread_mutex_lock(&held_mu);
-		held[s].owned = 0;
-		pthread_mutex_unlock(&held_mu);
+		drop_shard(s);
 		return;
 	}
 
 	if (handoff)
 	{
 		/* every processed batch is already checkpointed: hand the shard over */
-		PGresult   *res = run(conn, "SELECT lease.release_lease($1, $2, $3, $4)", 4, key);
-
-		if (res != NULL && strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+		if (call_true(conn, "SELECT lease.release_lease($1, $2, $3, $4)", 4, key))
 			shm->w[me].handoffs_honoured++;
-		if (res != NULL)
-			PQclear(res);
-		pthread_mutex_lock(&held_mu);
-		held[s].owned = held[s].pos_valid = held[s].handoff = 0;
-		pthread_mutex_unlock(&held_mu);
+		drop_shard(s);
 		return;
 	}
 
 	if (shard_defs[s].end > 0 && held[s].pos >= shard_defs[s].end)
 	{
-		PGresult   *res = run(conn, "SELECT lease.close_shard($1, $2, $3, $4)", 4, key);
-
-		if (res != NULL && strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+		if (call_true(conn, "SELECT lease.close_shard($1, $2, $3, $4)", 4, key))
 			shm->w[me].closes++;
-		if (res != NULL)
-			PQclear(res);
-		pthread_mutex_lock(&held_mu);
-		held[s].owned = held[s].pos_valid = 0;
-		pthread_mutex_unlock(&held_mu);
+		drop_shard(s);
 		return;
 	}
 
 	if (legacy && !legacy_read(conn, s, count, sizeof(count)))
 	{
-		pthread_mutex_lock(&held_mu);
-		held[s].owned = held[s].pos_valid = 0;
-		pthread_mutex_unlock(&held_mu);
+		drop_shard(s);
 		return;
 	}
 
@@ -609,9 +610,7 @@ work_shard(PGconn *conn, int s, bool legacy)
 		return;
 	}
 	shm->w[me].ckpt_lost++;
-	pthread_mutex_lock(&held_mu);
-	held[s].owned = held[s].pos_valid = 0;
-	pthread_mutex_unlock(&held_mu);
+	drop_shard(s);
 }
 
 /* A worker process; never returns. */
@@ -653,15 +652,10 @@ worker_main(int index, const char *app, bool legacy)
 	for (int s = 0; s < nshards; s++)
 	{
 		const char *key[4] = {app_name, STREAM_NAME, shard_defs[s].id, me_name};
-		PGresult   *res;
 
-		if (!held[s].owned)
-			continue;
-		res = run(conn, "SELECT lease.release_lease($1, $2, $3, $4)", 4, key);
-		if (res != NULL && strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+		if (held[s].owned &&
+			call_true(conn, "SELECT lease.release_lease($1, $2, $3, $4)", 4, key))
 			shm->w[me].releases_at_stop++;
-		if (res != NULL)
-			PQclear(res);
 	}
 	PQfinish(rconn);
 	PQfinish(conn);
@@ -947,6 +941,7 @@ typedef struct FleetResult
 	long		gaps;			/* records up to the final checkpoint never processed */
 	long		orphaned;		/* takeable leases nobody held before the stop */
 	long		handoffs_requested, handoffs_honoured, taken, closes;
+	long		errors;			/* worker statements that raised */
 	int			joined_final;	/* leases the joining worker held at the end */
 	int			fair_floor;
 } FleetResult;
@@ -1226,6 +1221,7 @@ run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult
 		fr->handoffs_honoured += shm->w[w].handoffs_honoured;
 		fr->taken += shm->w[w].taken;
 		fr->closes += shm->w[w].closes;
+		fr->errors += shm->w[w].errors;
 	}
 	analyse(conn, app, fr);
 }
@@ -1290,6 +1286,7 @@ print_stream(const FleetResult *fr, bool pg_lease)
 	printf("  leases taken / handoffs requested / honoured  %ld / %ld / %ld\n",
 		   fr->taken, fr->handoffs_requested, fr->handoffs_honoured);
 	printf("  shards closed (split and merge parents)       %ld\n", fr->closes);
+	printf("  worker statements that raised an error        %ld\n", fr->errors);
 	printf("  takeable leases unheld before the stop        %ld   (must be 0)\n", fr->orphaned);
 	printf("  worker-%d (joined) holds %d leases at the end (fair share >= %d)\n",
 		   fr->joined + 1, fr->joined_final, fr->fair_floor);
