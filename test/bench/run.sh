@@ -37,17 +37,27 @@ WORK=$(mktemp -d)
 REPORT=$WORK/report.md
 step() { echo "bench: $*" >&2; }
 
-# pgbench NAME SCRIPT CLIENTS [-D var=value ...]: runs for $T seconds with the
-# prepared protocol; sets TPS, LAT (ms) and TX.
+# The transactions a pgbench log counts.
+transactions_in() {
+    sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1"
+}
+
+# Reads a pgbench log: sets TPS, LAT (ms) and TX.
+pgbench_figures() {
+    TPS=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | tail -n 1)
+    LAT=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$1")
+    TX=$(transactions_in "$1")
+}
+
+# pgbench NAME SCRIPT CLIENTS [pgbench options ...]: runs for $T seconds with
+# the prepared protocol; sets TPS, LAT (ms) and TX.
 run_pgbench() {
     local name=$1 script=$2 clients=$3
     shift 3
     local log=$WORK/$name.log
     "$PG_BINDIR/pgbench" -n -M prepared -T "$T" -c "$clients" -j "$clients" \
         -f "$script" "$@" bench >"$log" 2>&1 || { cat "$log" >&2; return 1; }
-    TPS=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$log" | tail -n 1)
-    LAT=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$log")
-    TX=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$log")
+    pgbench_figures "$log"
 }
 
 updates_of() {   # n_tup_upd of lease.shard_leases so far
@@ -85,7 +95,7 @@ bench_checkpoints() {
             run_pgbench "ckpt-$stream-$v" "test/bench/ckpt_$v.sql" "$CLIENTS" -D stream="$stream" -D nleases="$nleases"
             if [ -n "$renew_pid" ]; then
                 wait "$renew_pid"
-                renew_tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$WORK/renew-$v.log")
+                renew_tx=$(transactions_in "$WORK/renew-$v.log")
             fi
             sleep 0.5
             after=$(updates_of)
@@ -193,11 +203,8 @@ SQL
 WITH r AS (SELECT * FROM lease.rotate_channel('tenant-' || :t, 'agent', NULL, NULL, 'channel', lease.find_channel_conversation('tenant-' || :t, 'agent', NULL, NULL, 'channel')))
 SELECT r.outcome, CASE WHEN r.outcome = 'rotated' THEN lease.end_conversation(r.previous_conversation_id) END FROM r;
 SQL
-    "$PG_BINDIR/pgbench" -n -M prepared -T "$T" -c "$CLIENTS" -j "$CLIENTS" -f "$WORK/rotate.sql" \
-        -l --log-prefix="$WORK/rot" bench >"$WORK/rotate.log" 2>&1 || { cat "$WORK/rotate.log" >&2; return 1; }
-    local tps lat max
-    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$WORK/rotate.log")
-    lat=$(sed -n 's/^latency average = \([0-9.]*\) ms/\1/p' "$WORK/rotate.log")
+    run_pgbench rotate "$WORK/rotate.sql" "$CLIENTS" -l --log-prefix="$WORK/rot"
+    local tps=$TPS lat=$LAT max
     max=$(cat "$WORK"/rot.* | awk 'BEGIN { m = 0 } { if ($3 > m) m = $3 } END { printf "%.2f", m / 1000 }')
     # time to a `busy` answer while another session holds the old conversation (a turn in progress)
     local conv busy_sum=0 busy_max=0 ms
