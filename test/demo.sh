@@ -10,10 +10,7 @@ cd "$(dirname "$0")/.."
 bash test/lib/deps.sh
 # shellcheck source=lib/cluster.sh
 . test/lib/cluster.sh
-SUDO=()
-[ "$(id -u)" -eq 0 ] || SUDO=(sudo)
-make -s PG_CONFIG="$PG_BINDIR/pg_config" all clients
-"${SUDO[@]}" make -s PG_CONFIG="$PG_BINDIR/pg_config" install >/dev/null
+pg_lease_build_install clients
 
 case " $* " in
     *" --dsn "*|*" --dsn="*)

@@ -13,16 +13,13 @@ bash test/lib/deps.sh || exit 1
 
 PG_CONFIG="$PG_BINDIR/pg_config"
 PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
-SUDO=()
-[ "$(id -u)" -eq 0 ] || SUDO=(sudo)
 
 # make sanitize (test/sanitize.sh) installs its own build of the module and
 # runs a subset of the suites: PG_LEASE_NO_INSTALL=1, PG_LEASE_SUITES.
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
-    make -s PG_CONFIG="$PG_CONFIG" all clients || exit 1
-    "${SUDO[@]}" make -s PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 1
+    pg_lease_build_install clients || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-regress isolation pgtap demo torture bench upgrade dump}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo torture bench upgrade dump}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -145,6 +142,7 @@ for suite in $SUITES; do
         bench) suite_bench_quick ;;
         upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;
+        deps) suite_script "dependency detection" test/packaging/deps_test.sh ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
 done

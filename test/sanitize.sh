@@ -23,11 +23,7 @@ SUDO=()
 [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
 started=$(date +%s)
 
-bash test/lib/deps.sh || exit 1
-if ! command -v valgrind >/dev/null 2>&1; then
-    echo "pg_lease: installing valgrind" >&2
-    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind >/dev/null || exit 1
-fi
+bash test/lib/deps.sh build test sanitize || exit 1
 
 # The server runs as `postgres` and writes its logs here; the checkout need
 # not be readable by it, so the suppression file is copied here too.
@@ -46,7 +42,7 @@ make -s -C "$SAN/build" PG_CONFIG="$PG_CONFIG" \
     SHLIB_LINK="-fsanitize=undefined" || exit 1
 "${SUDO[@]}" make -s -C "$SAN/build" PG_CONFIG="$PG_CONFIG" install >/dev/null || exit 1
 reinstall() {
-    make -s PG_CONFIG="$PG_CONFIG" >/dev/null && "${SUDO[@]}" make -s PG_CONFIG="$PG_CONFIG" install >/dev/null
+    make -s PG_CONFIG="$PG_CONFIG" WERROR=1 >/dev/null && "${SUDO[@]}" make -s PG_CONFIG="$PG_CONFIG" install >/dev/null
 }
 trap 'reinstall; rm -rf "$SAN"' EXIT
 

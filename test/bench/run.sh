@@ -24,10 +24,7 @@ fi
 bash test/lib/deps.sh
 # shellcheck source=../lib/cluster.sh
 . test/lib/cluster.sh
-SUDO=()
-[ "$(id -u)" -eq 0 ] || SUDO=(sudo)
-make -s PG_CONFIG="$PG_BINDIR/pg_config"
-"${SUDO[@]}" make -s PG_CONFIG="$PG_BINDIR/pg_config" install >/dev/null
+pg_lease_build_install
 cluster_start
 PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d bench)
 "$PG_BINDIR/psql" -X -q -d postgres -c "CREATE DATABASE bench"

@@ -92,3 +92,22 @@ CONF
     export PGHOST=$CLUSTER_DIR PGPORT PGUSER=postgres
     unset PGDATABASE PGPASSWORD PGSERVICE
 }
+
+# Builds pg_lease (warnings are errors, as in CI) plus any further make
+# targets given, and installs the module and its scripts into $PG_BINDIR's
+# installation.  Refuses headers of another major version than the server
+# the tests will start: a minor-version difference is fine, a major one is
+# not.
+pg_lease_build_install() {
+    local pg_config="$PG_BINDIR/pg_config" headers server sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    headers=$("$pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+    server=$("$PG_BINDIR/postgres" -V | sed -E 's/^postgres \(PostgreSQL\) ([0-9]+).*/\1/')
+    if [ "$headers" != "$server" ]; then
+        echo "pg_lease: $pg_config is PostgreSQL $headers but $PG_BINDIR/postgres is PostgreSQL $server;" \
+            "build and test against one major version (set PG_BINDIR)" >&2
+        return 1
+    fi
+    make -s PG_CONFIG="$pg_config" WERROR=1 all "$@" || return 1
+    "${sudo[@]}" make -s PG_CONFIG="$pg_config" WERROR=1 install >/dev/null
+}

@@ -51,15 +51,11 @@ DB=pg_lease_torture
 if [ "$LONG" -eq 1 ] || [ -z "${CLUSTER_DIR:-}" ]; then
     # Our own throwaway cluster (make torture).
     bash test/lib/deps.sh || exit 1
-    SUDO=()
-    [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
-    make -s PG_CONFIG="$PG_BINDIR/pg_config" || exit 1
-    "${SUDO[@]}" make -s PG_CONFIG="$PG_BINDIR/pg_config" install >/dev/null || exit 1
-    make -s PG_CONFIG="$PG_BINDIR/pg_config" "$DRIVER" || exit 1
+    pg_lease_build_install "$DRIVER" || exit 1
     cluster_start || exit 1
     echo "pg_lease torture: throwaway cluster on socket $PGHOST port $PGPORT"
 fi
-[ -x "$DRIVER" ] || make -s PG_CONFIG="$PG_BINDIR/pg_config" "$DRIVER" || exit 1
+[ -x "$DRIVER" ] || make -s PG_CONFIG="$PG_BINDIR/pg_config" WERROR=1 "$DRIVER" || exit 1
 
 # Drops and creates the driver's database with the extension.
 fresh_db() {

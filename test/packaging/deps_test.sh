@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The dependency detection (test/lib/deps.sh) against a fake root: with every
+# proving file present nothing is missing; with one proving file removed, the
+# one package that ships it is named, and only it.  The expected package of
+# each file is written here independently of deps.sh's table, and every row
+# of that table must be one this test knows, so a new dependency cannot go
+# untested.  Prints TAP; exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+DEPS=test/lib/deps.sh
+
+# proving file -> the Debian package that ships it (dpkg -S on Debian 12)
+EXPECTED="
+/usr/lib/postgresql/15/lib/pgxs/src/makefiles/pgxs.mk              postgresql-client-15
+/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress        postgresql-client-15
+/usr/lib/postgresql/15/lib/pgxs/src/test/isolation/pg_isolation_regress postgresql-client-15
+/usr/include/postgresql/15/server/postgres.h                       postgresql-server-dev-15
+/usr/include/postgresql/libpq-fe.h                                 libpq-dev
+/usr/bin/gcc                                                       gcc
+/usr/bin/make                                                      make
+/usr/lib/postgresql/15/bin/postgres                                postgresql-15
+/usr/share/postgresql/15/extension/pgtap.control                   postgresql-15-pgtap
+/usr/bin/pg_prove                                                  libtap-parser-sourcehandler-pgtap-perl
+/usr/bin/git                                                       git
+/usr/bin/unzip                                                     unzip
+/usr/bin/valgrind                                                  valgrind
+/usr/bin/cppcheck                                                  cppcheck
+/usr/bin/clang-tidy                                                clang-tidy
+/usr/bin/dh                                                        debhelper
+/usr/bin/dpkg-buildpackage                                         dpkg-dev
+/usr/share/perl5/Debian/Debhelper/Sequence/pgxs.pm                 postgresql-server-dev-all
+/usr/bin/pg_buildext                                               postgresql-common
+/usr/bin/lintian                                                   lintian
+"
+
+n=0
+fails=0
+ok() {
+    n=$((n + 1))
+    if [ "$1" = 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        fails=$((fails + 1))
+    fi
+}
+
+ROOT=$(mktemp -d /tmp/pg_lease_deps.XXXXXX)
+trap 'rm -rf "$ROOT"' EXIT
+table=$(bash "$DEPS" --list)
+groups=$(awk '{ print $1 }' <<<"$table" | sort -u)
+
+# Every row of deps.sh's table names the package this test expects.
+while read -r group package file; do
+    want=$(awk -v f="$file" '$1 == f { print $2 }' <<<"$EXPECTED")
+    [ "$want" = "$package" ]
+    ok $? "deps.sh ($group) proves $package by $file (expected: ${want:-nothing})"
+done <<<"$table"
+
+# Everything present: nothing missing for any group.
+while read -r file _; do
+    [ -n "$file" ] || continue
+    mkdir -p "$ROOT$(dirname "$file")"
+    touch "$ROOT$file"
+done <<<"$EXPECTED"
+for g in $groups; do
+    out=$(bash "$DEPS" --check --root "$ROOT" "$g")
+    ok $? "group $g: nothing missing on a complete root${out:+ (said: $out)}"
+done
+
+# One file missing at a time: exactly its package, for every group using it.
+while read -r file package; do
+    [ -n "$file" ] || continue
+    mv "$ROOT$file" "$ROOT$file.away"
+    for g in $(awk -v f="$file" '$3 == f { print $1 }' <<<"$table" | sort -u); do
+        out=$(bash "$DEPS" --check --root "$ROOT" "$g")
+        status=$?
+        [ "$status" -eq 1 ] && [ "$out" = "$package" ]
+        ok $? "group $g without $file names exactly $package (said: $(echo $out))"
+    done
+    mv "$ROOT$file.away" "$ROOT$file"
+done <<<"$EXPECTED"
+
+# A misspelt group is an error, not "nothing missing".
+bash "$DEPS" --check --root "$ROOT" nosuchgroup >/dev/null 2>&1
+[ $? -eq 2 ]
+ok $? "an unknown group is refused (exit 2)"
+
+echo "1..$n"
+[ "$fails" -eq 0 ]
