@@ -15,11 +15,21 @@
 
 EXTENSION = pg_lease
 MODULE_big = pg_lease
-OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+# src/pg_lease.c is the module entry; src/leases/ is the shard-lease product,
+# src/bindings/ the channel-binding product, src/common/ what both use.
+SRCS = $(sort $(wildcard src/*.c src/*/*.c))
+OBJS = $(SRCS:.c=.o)
 
-# Install scripts live at the top level: pg_lease--<version>.sql is a release,
-# pg_lease--<from>--<to>.sql an upgrade.  A released script is never edited.
-DATA = $(sort $(wildcard pg_lease--*.sql))
+# The install script of the current version is built from the SQL parts,
+# grouped like the C (one source for every object; see CONTRIBUTING.md).
+# The released full scripts (pg_lease--0.1.0.sql, pg_lease--0.2.0.sql) and
+# every upgrade script pg_lease--<from>--<to>.sql live at the top level and
+# are never edited once released.
+EXTVERSION := $(shell sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease.control)
+SQL_PARTS = src/common/schema.sql src/leases/access.sql src/leases/leases.sql \
+	src/bindings/bindings.sql src/common/finish.sql
+DATA_built = pg_lease--$(EXTVERSION).sql
+DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql)))
 
 # pg_regress: sql/*.sql with expected/*.out; isolation: test/specs/*.spec
 # with test/expected/*.out.  Every file found is a test.
@@ -75,6 +85,11 @@ endif
 .PHONY: test demo deps clients bench sanitize lint lint-deps torture
 clients: $(DEMO) $(TORTURE)
 
+$(DATA_built): $(SQL_PARTS) pg_lease.control
+	{ echo '/* pg_lease--$(EXTVERSION).sql: a fresh install of $(EXTVERSION), generated from $(SQL_PARTS) by the Makefile.  Do not edit. */'; \
+	  echo; printf '%s\n' '\echo Use "CREATE EXTENSION pg_lease" to load this file. \quit'; \
+	  for part in $(SQL_PARTS); do echo; cat $$part; done; } >$@
+
 $(DEMO): test/demo/pg_lease_demo.c
 	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(LIBPQ_LIBS) -lpthread
 
@@ -113,7 +128,7 @@ lint: lint-deps
 	cppcheck $(CPPCHECK_FLAGS) $(LINT_INCLUDES) src/
 	@# clang-tidy counts the warnings it filtered out of PostgreSQL's headers
 	@# on stderr ("N warnings generated."); only its findings are shown.
-	clang-tidy --quiet $(sort $(wildcard src/*.c)) -- $(LINT_INCLUDES) -std=gnu11 \
+	clang-tidy --quiet $(SRCS) -- $(LINT_INCLUDES) -std=gnu11 \
 		>clang-tidy.log 2>&1; status=$$?; \
 		grep -v '^[0-9]* warnings\{0,1\} generated\.$$' clang-tidy.log; rm -f clang-tidy.log; exit $$status
 	@echo "pg_lease: lint clean (cppcheck $$(cppcheck --version | cut -d' ' -f2), $$(clang-tidy --version | grep -o 'version [0-9.]*'))"

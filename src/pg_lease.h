@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * pg_lease.h
+ * src/pg_lease.h
  *	  Limits and version shims shared by every pg_lease subsystem.
  *
  * Anything that differs between PostgreSQL major versions lives here and

@@ -32,7 +32,7 @@ SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,t
 -- every lease function: C, not STRICT (NULL is an error, not a silent NULL),
 -- a pinned search_path; SECURITY DEFINER except exactly the functions that
 -- check the caller's app (they need the caller's identity and run their SQL
--- as the owner themselves, src/privileges.c) and import_kcl_ex (it reads a
+-- as the owner themselves, src/leases/privileges.c) and import_kcl_ex (it reads a
 -- table the caller names with the caller's privileges)
 SELECT is(count(*)::int, 0, 'no lease function is STRICT')
   FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND proisstrict;

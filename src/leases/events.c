@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * events.c
+ * src/leases/events.c
  *	  Ownership events: the GUC parameters of every event-recording
  *	  statement, and lease.prune_events.
  *
@@ -12,10 +12,10 @@
 #include "fmgr.h"
 #include "utils/builtins.h"
 
-#include "args.h"
-#include "config.h"
-#include "events.h"
-#include "spi_util.h"
+#include "common/args.h"
+#include "common/config.h"
+#include "leases/events.h"
+#include "common/spi_util.h"
 
 /* Delete the events older than the given age. */
 static LeaseStatement prune_stmt = {

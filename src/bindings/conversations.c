@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * conversations.c
+ * src/bindings/conversations.c
  *	  Conversations and their channel bindings: start_conversation,
  *	  find_channel_conversation, admit_turn, end_conversation, and the
  *	  admission routine rotate_channel shares with start_conversation.
@@ -30,10 +30,10 @@
 #include "utils/fmgrprotos.h"
 #include "utils/tuplestore.h"
 
-#include "args.h"
-#include "config.h"
-#include "conversations.h"
-#include "spi_util.h"
+#include "common/args.h"
+#include "common/config.h"
+#include "bindings/conversations.h"
+#include "common/spi_util.h"
 
 /* Scope predicates; NULL vault/environment is "IS NULL", so it stays indexable. */
 #define VAULT_IS_VALUE	"c.vault_id OPERATOR(pg_catalog.=) $3"

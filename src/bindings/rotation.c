@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * rotation.c
+ * src/bindings/rotation.c
  *	  Channel rotation and its post-commit compensator.
  *
  * rotate_channel moves a channel's binding from a conversation to a fresh
@@ -39,12 +39,11 @@
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
 
-#include "args.h"
-#include "config.h"
-#include "conversations.h"
-#include "rotation.h"
-#include "spi_util.h"
-#include "subxact.h"
+#include "common/args.h"
+#include "common/config.h"
+#include "bindings/conversations.h"
+#include "common/spi_util.h"
+#include "bindings/subxact.h"
 
 /*
  * rotate_channel step 1: the conversation $6 in the caller's scope, locked,

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
- * config.c
- *	  Module entry point and the lease.* GUCs.
+ * src/common/config.c
+ *	  The lease.* settings (GUCs), defined when the module loads.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,9 +12,7 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
-#include "config.h"
-
-PG_MODULE_MAGIC;
+#include "common/config.h"
 
 int			lease_default_lease_duration_ms = 10000;
 int			lease_default_sandbox_limit = 20;
@@ -25,8 +23,6 @@ int			lease_rotation_lock_timeout_ms = 250;
 int			lease_handoff_timeout_ms = 30000;
 bool		lease_record_events = true;
 char	   *lease_notify_channel = NULL;
-
-void		_PG_init(void);
 
 /* lease.notify_channel must be usable as a LISTEN channel name. */
 static bool
@@ -147,11 +143,4 @@ lease_define_gucs(void)
 							   check_notify_channel, NULL, NULL);
 
 	MarkGUCPrefixReserved("lease");
-}
-
-/* Module load: register the GUCs. */
-void
-_PG_init(void)
-{
-	lease_define_gucs();
 }

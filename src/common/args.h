@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * args.h
+ * src/common/args.h
  *	  Argument checks shared by every SQL-callable pg_lease function.
  *
  * Every public function is declared non-STRICT so that a NULL where a value

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * spi_util.c
+ * src/common/spi_util.c
  *	  Prepared, kept SPI statements and the checks around running them.
  *
  *-------------------------------------------------------------------------
@@ -9,7 +9,7 @@
 
 #include "utils/guc.h"
 
-#include "spi_util.h"
+#include "common/spi_util.h"
 
 /* Connects to SPI. */
 void

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * args.c
+ * src/common/args.c
  *	  Argument checks shared by every SQL-callable pg_lease function.
  *
  *-------------------------------------------------------------------------
@@ -15,8 +15,8 @@
 #include "utils/fmgrprotos.h"
 #include "utils/timestamp.h"
 
-#include "args.h"
-#include "config.h"
+#include "common/args.h"
+#include "common/config.h"
 
 /* Raises 22004 naming the argument when it is NULL. */
 static void

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * leases.h
+ * src/leases/leases.h
  *	  SQL fragments shared by every statement that reads or changes a lease.
  *
  * Each macro expands to a piece of fixed SQL text about one row of

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * subxact.h
+ * src/bindings/subxact.h
  *	  Running a step in an internal subtransaction, and catching its error.
  *
  * This is what PL/pgSQL's BEGIN ... EXCEPTION block does (pl_exec.c,

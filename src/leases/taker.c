@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * taker.c
+ * src/leases/taker.c
  *	  The server-side lease taker: balanced take_leases, graceful handoff
  *	  requests and batch renewal.
  *
@@ -35,13 +35,12 @@
 #include "utils/datum.h"
 #include "utils/tuplestore.h"
 
-#include "args.h"
-#include "config.h"
-#include "events.h"
-#include "leases.h"
-#include "privileges.h"
-#include "spi_util.h"
-#include "taker.h"
+#include "common/args.h"
+#include "common/config.h"
+#include "leases/events.h"
+#include "leases/leases.h"
+#include "leases/privileges.h"
+#include "common/spi_util.h"
 
 /*
  * Loads: one row per owner of a lease in the stream, per target of a pending

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * conversations.h
+ * src/bindings/conversations.h
  *	  Conversations and their channel bindings: scopes, the binding lookup,
  *	  and admission (quota check + inserts under the fleet lock), shared by
  *	  start_conversation and rotate_channel.

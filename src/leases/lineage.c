@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * lineage.c
+ * src/leases/lineage.c
  *	  Shard lineage maintenance: removing ended leases once their children
  *	  have started, and deleting a lease outright.
  *
@@ -16,11 +16,10 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 
-#include "args.h"
-#include "leases.h"
-#include "lineage.h"
-#include "privileges.h"
-#include "spi_util.h"
+#include "common/args.h"
+#include "leases/leases.h"
+#include "leases/privileges.h"
+#include "common/spi_util.h"
 
 /*
  * Delete the ended leases of a stream no unstarted child names as a parent.

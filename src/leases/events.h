@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * events.h
+ * src/leases/events.h
  *	  Ownership events: lease.lease_events and pg_notify.
  *
  * Every statement that changes who owns a lease (or asks for a handoff) is

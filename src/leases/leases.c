@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * leases.c
+ * src/leases/leases.c
  *	  The lease core: create, take, renew, checkpoint, release and close.
  *
  * Each function checks its arguments, then runs exactly one SQL statement:
@@ -27,11 +27,11 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
-#include "args.h"
-#include "events.h"
-#include "leases.h"
-#include "privileges.h"
-#include "spi_util.h"
+#include "common/args.h"
+#include "leases/events.h"
+#include "leases/leases.h"
+#include "leases/privileges.h"
+#include "common/spi_util.h"
 
 /* Insert an unowned lease unless the key exists. */
 static LeaseStatement create_stmt = {

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * subxact.c
+ * src/bindings/subxact.c
  *	  Running a step in an internal subtransaction, and catching its error.
  *
  *-------------------------------------------------------------------------
@@ -11,7 +11,7 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
-#include "subxact.h"
+#include "bindings/subxact.h"
 
 /* Runs a step in an internal subtransaction; see subxact.h. */
 LeaseSubxactResult

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * privileges.h
+ * src/leases/privileges.h
  *	  Per-application access: who may act for an app_name, and running a
  *	  function's SQL as its owner.
  *
@@ -16,7 +16,7 @@
  * in between needs no cleanup: transaction and subtransaction abort restore
  * the user id saved when they began (AbortTransaction,
  * AbortSubTransaction), and an internal subtransaction begun after the
- * switch (src/subxact.c) restores the owner, which lease_exit_app() then
+ * switch (src/bindings/subxact.c) restores the owner, which lease_exit_app() then
  * replaces by the caller.
  *
  *-------------------------------------------------------------------------
@@ -26,7 +26,7 @@
 
 #include "fmgr.h"
 
-#include "spi_util.h"
+#include "common/spi_util.h"
 
 /* The caller's identity, saved while a function runs as its owner. */
 typedef struct LeaseCaller

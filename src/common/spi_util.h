@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * spi_util.h
+ * src/common/spi_util.h
  *	  Prepared, kept SPI statements and the checks around running them.
  *
  * Every statement pg_lease runs is a static LeaseStatement: fixed SQL text

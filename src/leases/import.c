@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * import.c
+ * src/leases/import.c
  *	  lease.import_kcl_ex: copy the leases of the Elixir kcl_ex Ecto
  *	  adapter's shard_lease table into lease.shard_leases.
  *
@@ -29,8 +29,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-#include "import.h"
-#include "spi_util.h"
+#include "common/spi_util.h"
 
 /* A required column of the source and the types it may have. */
 typedef struct KclColumn

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * privileges.c
+ * src/leases/privileges.c
  *	  Per-application access (lease.app_grants): the check every lease
  *	  function makes, lease.has_app_access, lease.grant_app and
  *	  lease.revoke_app.
@@ -18,9 +18,9 @@
 #include "utils/builtins.h"
 #include "utils/syscache.h"
 
-#include "args.h"
-#include "privileges.h"
-#include "spi_util.h"
+#include "common/args.h"
+#include "leases/privileges.h"
+#include "common/spi_util.h"
 
 /* The roles granted an app. */
 static LeaseStatement grantees_stmt = {

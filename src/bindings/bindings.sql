@@ -1,0 +1,226 @@
+-- src/bindings/bindings.sql: channel bindings: sandboxes, conversations, turns, quotas, rotation
+-- One part of pg_lease--<version>.sql (Makefile, SQL_PARTS); each change here
+-- needs its twin in the upgrade script pg_lease--<previous>--<version>.sql.
+
+----------------------------------------------------------------------------
+-- Channel bindings: sandboxes, conversations, turns, quotas, rotation
+----------------------------------------------------------------------------
+
+-- A sandbox is the compute a conversation's worker runs in.  Active
+-- (pending, starting, ready) sandboxes count against the fleet capacity and
+-- the tenant's limit; admission (src/bindings/conversations.c) inserts them `pending`,
+-- the worker infrastructure moves them on, end_conversation and
+-- restore_rotated_channel end them.
+CREATE TABLE lease.sandboxes (
+    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    user_id     text        NOT NULL,
+    status      text        NOT NULL DEFAULT 'pending',
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT sandboxes_status_check
+        CHECK (status IN ('pending', 'starting', 'ready', 'suspended', 'terminated', 'failed'))
+);
+
+COMMENT ON TABLE lease.sandboxes IS
+    'One row per sandbox; pending, starting and ready ones count against lease.fleet_capacity and the tenant''s limit.';
+
+-- Serves admission's quota counts (start_conversation, rotate_channel): the
+-- tenant's active sandboxes are an index range on user_id, the fleet's are
+-- the whole (small) index.  Its predicate is exactly the "active" status list
+-- the counting statement uses, so the planner can prove it applies.
+CREATE INDEX sandboxes_active_user_idx
+    ON lease.sandboxes (user_id)
+    WHERE status IN ('pending', 'starting', 'ready');
+
+CREATE TABLE lease.conversations (
+    id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    user_id         text        NOT NULL,
+    agent_id        text        NOT NULL,
+    vault_id        text,
+    environment_id  text,
+    channel_id      text,
+    sandbox_id      bigint      REFERENCES lease.sandboxes,
+    status          text        NOT NULL DEFAULT 'pending',
+    rotated_from    bigint      REFERENCES lease.conversations,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT conversations_status_check
+        CHECK (status IN ('pending', 'running', 'idle', 'failed', 'terminated')),
+    -- The invariant every function keeps, enforced by the table itself: a
+    -- channel is only ever bound to a live conversation.
+    CONSTRAINT conversations_binding_live_check
+        CHECK (channel_id IS NULL OR status IN ('pending', 'running', 'idle')),
+    CONSTRAINT conversations_not_rotated_from_itself_check
+        CHECK (rotated_from IS DISTINCT FROM id)
+);
+
+COMMENT ON TABLE lease.conversations IS
+    'One row per agent conversation; channel_id is the channel binding. Change it only through the lease.* functions.';
+COMMENT ON COLUMN lease.conversations.channel_id IS
+    'The channel bound to this conversation, NULL when unbound. At most one conversation per (user_id, agent_id, vault_id, environment_id) scope holds a channel.';
+COMMENT ON COLUMN lease.conversations.rotated_from IS
+    'The conversation this one replaced by rotate_channel, NULL for one started by start_conversation.';
+
+-- Binding uniqueness: at most one conversation holds a channel within one
+-- scope (user_id, agent_id, vault_id, environment_id), NULL vault/environment
+-- compared as equal (NULLS NOT DISTINCT).
+--
+-- It is a PARTIAL unique index on purpose, not a UNIQUE constraint.
+-- heap_update() takes FOR UPDATE on a row whose update changes a "key"
+-- column, and the key columns are those of unique indexes that are
+-- non-partial and have no expressions (RelationGetIndexAttrBitmap,
+-- INDEX_ATTR_BITMAP_KEY): the columns a foreign key can reference.  With a
+-- UNIQUE constraint on these columns, binding and unbinding a channel would
+-- take FOR UPDATE, which conflicts with the FOR KEY SHARE that every insert
+-- of a row referencing the conversation (lease.turns) takes, so a rotation
+-- would wait behind any open transaction that inserted a turn.  A partial
+-- index is not a key, so binding updates stay at FOR NO KEY UPDATE, which
+-- does not conflict with KEY SHARE (test/specs/rotation_fk_key_share.spec).
+--
+-- Serves find_channel_conversation, start_conversation's already_bound check
+-- and restore's binding writes (uniqueness).
+CREATE UNIQUE INDEX conversations_channel_binding_key
+    ON lease.conversations (user_id, agent_id, vault_id, environment_id, channel_id)
+    NULLS NOT DISTINCT
+    WHERE channel_id IS NOT NULL;
+
+COMMENT ON INDEX lease.conversations_channel_binding_key IS
+    'At most one conversation holds a channel per (user_id, agent_id, vault_id, environment_id), NULLs equal. Partial on purpose, not a UNIQUE constraint: columns of a partial unique index are not key columns, so binding updates take FOR NO KEY UPDATE, which does not conflict with the FOR KEY SHARE of foreign-key inserts (lease.turns).';
+
+-- Serves the foreign key from conversations.rotated_from (the rotation chain:
+-- which conversation replaced this one) and the RI checks on it.
+CREATE INDEX conversations_rotated_from_idx
+    ON lease.conversations (rotated_from)
+    WHERE rotated_from IS NOT NULL;
+
+-- Serves the foreign key conversations.sandbox_id (status changes of a
+-- sandbox find its conversation; RI checks on sandbox deletion).
+CREATE INDEX conversations_sandbox_idx
+    ON lease.conversations (sandbox_id);
+
+-- A turn: one unit of work admitted on a conversation (admit_turn).  Its
+-- insert takes FOR KEY SHARE on the conversation (the foreign key).
+CREATE TABLE lease.turns (
+    id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    conversation_id bigint      NOT NULL REFERENCES lease.conversations,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+-- Serves the foreign key turns.conversation_id (a conversation's turns).
+CREATE INDEX turns_conversation_idx
+    ON lease.turns (conversation_id);
+
+-- Per-tenant sandbox limits; a tenant without a row gets
+-- lease.default_sandbox_limit.
+CREATE TABLE lease.tenant_limits (
+    user_id       text NOT NULL PRIMARY KEY,
+    sandbox_limit int  NOT NULL,
+    CONSTRAINT tenant_limits_sandbox_limit_check CHECK (sandbox_limit >= 0)
+);
+
+-- The queue of post-commit compensations that failed: restore_rotated_channel
+-- writes a row when its restore raised an error (after rolling the restore
+-- back), retry_failed_compensations drains it.
+--
+-- At most one unresolved row per (previous, failed) pair: a restore of the
+-- same pair that fails again updates that row (reason, sqlstate,
+-- last_failed_at, attempts) instead of adding another.  occurred_at is the
+-- first failure, so the queue is drained oldest first.
+--
+-- No foreign keys to lease.conversations, on purpose: the row is written
+-- exactly when a conversation row is locked by someone else (a lock timeout),
+-- and a foreign-key check would then wait for FOR KEY SHARE on it behind a
+-- FOR UPDATE holder.  The ids are checked by restore_rotated_channel before
+-- anything is written.
+CREATE TABLE lease.compensation_failures (
+    id                        bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    previous_conversation_id  bigint      NOT NULL,
+    failed_conversation_id    bigint      NOT NULL,
+    channel_id                text,
+    reason                    text        NOT NULL,
+    sqlstate                  text        NOT NULL,
+    occurred_at               timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    last_failed_at            timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    attempts                  int         NOT NULL DEFAULT 1,
+    resolved_at               timestamptz,
+    CONSTRAINT compensation_failures_sqlstate_check CHECK (sqlstate ~ '^[0-9A-Z]{5}$'),
+    CONSTRAINT compensation_failures_attempts_check CHECK (attempts >= 1)
+);
+
+COMMENT ON COLUMN lease.compensation_failures.channel_id IS
+    'The channel the failed replacement held when the restore was attempted; NULL when it held none any more.';
+
+-- One unresolved failure per pair; serves restore_rotated_channel's
+-- record-or-update (ON CONFLICT) and its "mark resolved" update.
+CREATE UNIQUE INDEX compensation_failures_unresolved_key
+    ON lease.compensation_failures (previous_conversation_id, failed_conversation_id)
+    WHERE resolved_at IS NULL;
+
+-- Serves retry_failed_compensations: unresolved failures, oldest first.
+CREATE INDEX compensation_failures_queue_idx
+    ON lease.compensation_failures (occurred_at, id)
+    WHERE resolved_at IS NULL;
+
+SELECT pg_catalog.pg_extension_config_dump('lease.sandboxes', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.sandboxes_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.conversations', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.conversations_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.turns', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.turns_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.tenant_limits', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.compensation_failures', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.compensation_failures_id_seq', '');
+
+-- The channel functions are C, not STRICT (a NULL where a value is required
+-- is 22004 naming the argument), SECURITY DEFINER with search_path pinned,
+-- and run fixed schema-qualified SQL with parameters (src/bindings/).  They
+-- take no app_name, so no per-app check applies: a role granted EXECUTE on
+-- them acts for every tenant (docs/security.md).  The admission lock they take is
+-- transaction-scoped: call each in its own short transaction (autocommit).
+
+CREATE FUNCTION lease.start_conversation(
+    user_id text, agent_id text, vault_id text, environment_id text, channel_id text)
+RETURNS TABLE (outcome text, conversation_id bigint, detail text)
+AS 'MODULE_PATHNAME', 'lease_start_conversation'
+LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.find_channel_conversation(
+    user_id text, agent_id text, vault_id text, environment_id text, channel_id text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_find_channel_conversation'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.rotate_channel(
+    user_id text, agent_id text, vault_id text, environment_id text, channel_id text,
+    rotate_from bigint)
+RETURNS TABLE (outcome text, conversation_id bigint, previous_conversation_id bigint, detail text)
+AS 'MODULE_PATHNAME', 'lease_rotate_channel'
+LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.restore_rotated_channel(
+    previous_conversation_id bigint, failed_conversation_id bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'lease_restore_rotated_channel'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.retry_failed_compensations()
+RETURNS TABLE (previous_conversation_id bigint, failed_conversation_id bigint, outcome text)
+AS 'MODULE_PATHNAME', 'lease_retry_failed_compensations'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.admit_turn(conversation_id bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_admit_turn'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.end_conversation(conversation_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_end_conversation'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;

@@ -1,0 +1,319 @@
+-- src/leases/leases.sql: shard leases: the lease table, its functions, the taker, events, views, import
+-- One part of pg_lease--<version>.sql (Makefile, SQL_PARTS); each change here
+-- needs its twin in the upgrade script pg_lease--<previous>--<version>.sql.
+
+----------------------------------------------------------------------------
+-- Shard leases
+----------------------------------------------------------------------------
+
+CREATE TABLE lease.shard_leases (
+    app_name                        text        NOT NULL,
+    stream_name                     text        NOT NULL,
+    shard_id                        text        NOT NULL,
+    lease_owner                     text,
+    lease_count                     bigint      NOT NULL DEFAULT 0,
+    checkpoint                      text        NOT NULL DEFAULT 'TRIM_HORIZON',
+    checkpoint_sub_sequence         bigint      NOT NULL DEFAULT 0,
+    parent_shard_ids                text[]      NOT NULL DEFAULT '{}',
+    lease_expires_at                timestamptz,
+    owner_switches_since_checkpoint bigint      NOT NULL DEFAULT 0,
+    -- fencing token: bumped by every ownership change (take, transfer,
+    -- release, close), never by a renewal or a checkpoint
+    lease_epoch                     bigint      NOT NULL DEFAULT 0,
+    -- a graceful handoff: whom the lease is promised to, since when, until
+    -- when the holder may finish (lease.handoff_timeout), and the lease
+    -- duration the requester asked for (the transferred lease gets it, and
+    -- the request lapses that long after the deadline)
+    handoff_to                      text,
+    handoff_requested_at            timestamptz,
+    handoff_deadline                timestamptz,
+    handoff_lease_duration          interval,
+    -- two-phase checkpoint: what the owner intends to checkpoint next
+    pending_checkpoint              text,
+    created_at                      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at                      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (app_name, stream_name, shard_id),
+    CONSTRAINT shard_leases_lease_count_check CHECK (lease_count >= 0),
+    CONSTRAINT shard_leases_owner_expiry_check
+        CHECK ((lease_owner IS NULL) = (lease_expires_at IS NULL)),
+    CONSTRAINT shard_leases_handoff_check
+        CHECK (num_nulls(handoff_to, handoff_requested_at, handoff_deadline,
+                         handoff_lease_duration) IN (0, 4))
+)
+-- Renewals and checkpoints touch no indexed column: leave room on each page
+-- so they stay HOT updates.
+WITH (fillfactor = 70);
+
+COMMENT ON TABLE lease.shard_leases IS
+    'One row per shard lease (the model is the Kinesis Client Library lease table). Change it only through the lease.* functions.';
+
+-- Serves renew_leases (one owner's leases), take_leases (the live leases of a
+-- stream, counted per owner; the most-loaded worker's leases it asks to hand
+-- over) and the view worker_loads.  Renewals and checkpoints do not change
+-- lease_owner, so they remain HOT.
+CREATE INDEX shard_leases_owner_idx
+    ON lease.shard_leases (app_name, stream_name, lease_owner)
+    WHERE lease_owner IS NOT NULL;
+
+-- Serves take_leases claiming the leases promised to the caller whose
+-- handoff deadline has passed.  handoff_to changes only when a handoff is
+-- requested or completed, never on a renewal or a checkpoint, so those stay
+-- HOT.  (lease_expires_at is deliberately not indexed: every renewal changes
+-- it, and indexing it would make every renewal a non-HOT update.)
+CREATE INDEX shard_leases_handoff_idx
+    ON lease.shard_leases (app_name, stream_name, handoff_to)
+    WHERE handoff_to IS NOT NULL;
+
+SELECT pg_catalog.pg_extension_config_dump('lease.shard_leases', '');
+
+-- The functions that take an app_name are SECURITY INVOKER, with search_path
+-- pinned: the per-app check needs the caller's identity, which SECURITY
+-- DEFINER would replace by the owner's.  Each checks its arguments, then
+-- that the caller may act for the app (lease.has_app_access: 42501 if not),
+-- and only then runs its fixed, schema-qualified SQL as the function's
+-- owner, exactly as SECURITY DEFINER would (src/leases/privileges.c).  A worker
+-- role is granted EXECUTE on them and an app (lease.grant_app), never
+-- access to the table, so the only way to change a lease is through the
+-- protocol, and only for its apps.  They are not STRICT: a NULL where a
+-- value is required is an error (22004) naming the argument.
+
+CREATE FUNCTION lease.create_lease(
+    app_name text, stream_name text, shard_id text,
+    parent_shard_ids text[] DEFAULT '{}', checkpoint text DEFAULT 'TRIM_HORIZON')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_create_lease'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.take_lease(
+    app_name text, stream_name text, shard_id text, new_owner text,
+    lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_take_lease'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.renew_lease(
+    app_name text, stream_name text, shard_id text, owner text,
+    lease_count bigint, lease_duration interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_renew_lease'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint DEFAULT 0)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.release_lease(
+    app_name text, stream_name text, shard_id text, owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_release_lease'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.close_shard(
+    app_name text, stream_name text, shard_id text, owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_close_shard'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+----------------------------------------------------------------------------
+-- Fencing, two-phase checkpoints, lineage maintenance (src/leases/leases.c,
+-- src/leases/lineage.c)
+----------------------------------------------------------------------------
+
+-- The fenced checkpoint: written only while lease_epoch still equals
+-- fencing_token.  No defaults, so a call is never ambiguous with the
+-- six-argument function above.
+CREATE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint, fencing_token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.prepare_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    pending_checkpoint text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.cleanup_ended(app_name text, stream_name text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'lease_cleanup_ended'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.delete_lease(app_name text, stream_name text, shard_id text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_delete_lease'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+----------------------------------------------------------------------------
+-- The taker: balanced take_leases, batch renewal, graceful handoff
+-- (src/leases/taker.c)
+----------------------------------------------------------------------------
+
+CREATE FUNCTION lease.take_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, max_leases integer DEFAULT NULL,
+    max_steal integer DEFAULT 1)
+RETURNS TABLE(shard_id text, lease_count bigint, action text,
+              previous_owner text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_take_leases'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.renew_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL)
+RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text)
+AS 'MODULE_PATHNAME', 'lease_renew_leases'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.request_handoff(
+    app_name text, stream_name text, shard_id text, to_owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_request_handoff'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+----------------------------------------------------------------------------
+-- Ownership events (src/leases/events.c)
+----------------------------------------------------------------------------
+
+CREATE TABLE lease.lease_events (
+    event_id    bigserial   PRIMARY KEY,
+    occurred_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    app_name    text        NOT NULL,
+    stream_name text        NOT NULL,
+    shard_id    text        NOT NULL,
+    event       text        NOT NULL,
+    from_owner  text,
+    to_owner    text,
+    lease_count bigint      NOT NULL,
+    lease_epoch bigint      NOT NULL,
+    CONSTRAINT lease_events_event_check CHECK (event IN
+        ('take', 'expiry_takeover', 'steal', 'transfer', 'release', 'close',
+         'handoff_request'))
+);
+
+COMMENT ON TABLE lease.lease_events IS
+    'Every change of a lease''s ownership and every handoff request (lease.record_events); prune with lease.prune_events().';
+
+-- Serves prune_events (delete everything older than a point in time).
+CREATE INDEX lease_events_occurred_at_idx ON lease.lease_events (occurred_at);
+
+SELECT pg_catalog.pg_extension_config_dump('lease.lease_events', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.lease_events_event_id_seq', '');
+
+CREATE FUNCTION lease.prune_events(older_than interval)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_prune_events'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+----------------------------------------------------------------------------
+-- Observability views.  Not granted to PUBLIC: grant SELECT to a
+-- monitoring role (README "Privileges").
+----------------------------------------------------------------------------
+
+-- security_barrier views filtered by lease.has_app_access: a role granted
+-- SELECT sees the leases of its own apps only (the owner and superusers see
+-- every app), and the barrier keeps a caller's own (leaky) functions in a
+-- WHERE clause from seeing the other rows first.  The view reads the table
+-- as its owner; the filter runs as the caller.
+
+CREATE VIEW lease.lease_status WITH (security_barrier = true) AS
+SELECT l.app_name,
+       l.stream_name,
+       l.shard_id,
+       l.lease_owner,
+       CASE
+           WHEN l.checkpoint = 'SHARD_END' THEN 'ended'
+           WHEN EXISTS (SELECT 1 FROM lease.shard_leases AS p
+                         WHERE p.app_name = l.app_name
+                           AND p.stream_name = l.stream_name
+                           AND p.shard_id = ANY (l.parent_shard_ids)
+                           AND p.checkpoint <> 'SHARD_END') THEN 'blocked'
+           WHEN l.lease_owner IS NULL THEN 'unowned'
+           WHEN l.lease_expires_at <= pg_catalog.clock_timestamp() THEN 'expired'
+           WHEN h.pending THEN 'handoff_pending'
+           ELSE 'owned'
+       END AS state,
+       l.lease_expires_at - pg_catalog.clock_timestamp() AS time_to_expiry,
+       l.checkpoint,
+       l.checkpoint_sub_sequence,
+       l.pending_checkpoint,
+       l.lease_count,
+       l.lease_epoch,
+       CASE WHEN h.pending THEN l.handoff_to END AS handoff_to,
+       CASE WHEN h.pending THEN l.handoff_deadline END AS handoff_deadline,
+       l.owner_switches_since_checkpoint,
+       l.parent_shard_ids,
+       l.updated_at
+  FROM lease.shard_leases AS l,
+       LATERAL (SELECT l.handoff_to IS NOT NULL
+                       AND pg_catalog.clock_timestamp()
+                           < l.handoff_deadline + l.handoff_lease_duration AS pending) AS h
+ WHERE lease.has_app_access(l.app_name);
+
+COMMENT ON VIEW lease.lease_status IS
+    'One row per lease: state (owned, expired, unowned, ended, blocked, handoff_pending), time to expiry, checkpoint, fencing epoch, pending handoff.';
+
+CREATE VIEW lease.worker_loads WITH (security_barrier = true) AS
+SELECT app_name, stream_name, lease_owner, pg_catalog.count(*) AS live_leases
+  FROM lease.shard_leases
+ WHERE lease_owner IS NOT NULL
+   AND lease.has_app_access(app_name)
+   AND lease_expires_at > pg_catalog.clock_timestamp()
+ GROUP BY app_name, stream_name, lease_owner;
+
+COMMENT ON VIEW lease.worker_loads IS
+    'Live (unexpired) leases per owner and stream.';
+
+----------------------------------------------------------------------------
+-- Switching over from the Elixir kcl_ex Ecto adapter (src/leases/import.c)
+----------------------------------------------------------------------------
+
+-- SECURITY INVOKER on purpose, unlike every other function here: it reads a
+-- table the caller names, so it must run with the caller's own privileges
+-- (SELECT on the source, INSERT on lease.shard_leases).  It is an operator
+-- function; worker roles are not granted it.
+CREATE FUNCTION lease.import_kcl_ex(source regclass)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_import_kcl_ex'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+----------------------------------------------------------------------------
+-- Per-app visibility of the tables and views (README "Privileges")
+----------------------------------------------------------------------------
+
+-- Row-level security on the tables that hold app rows, for a role granted
+-- SELECT (lease_events, app_grants: operators) or INSERT (shard_leases: an
+-- import_kcl_ex caller that is not the owner): it sees and adds rows of its
+-- own apps only.  There is no UPDATE or DELETE policy, so no role but the
+-- owner can change rows even if granted the privilege.  The owner (and so
+-- every SECURITY DEFINER function and every function running its SQL as the
+-- owner) is not subject to it.
+ALTER TABLE lease.shard_leases ENABLE ROW LEVEL SECURITY;
+CREATE POLICY shard_leases_app_read ON lease.shard_leases
+    FOR SELECT USING (lease.has_app_access(app_name));
+CREATE POLICY shard_leases_app_insert ON lease.shard_leases
+    FOR INSERT WITH CHECK (lease.has_app_access(app_name));
+
+ALTER TABLE lease.lease_events ENABLE ROW LEVEL SECURITY;
+CREATE POLICY lease_events_app_read ON lease.lease_events
+    FOR SELECT USING (lease.has_app_access(app_name));
