@@ -91,14 +91,14 @@ lease_spi_rethrow_without_sql(const char *name, const char *sql, MemoryContext c
 /* SPI_execute_plan, with no SQL in the CONTEXT of an error it raises. */
 static pg_noinline int
 execute_plan(LeaseStatement *stmt, SPIPlanPtr plan, Datum *values, const char *nulls,
-			 long max_rows)
+			 bool read_only, long max_rows)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile int rc = 0;
 
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(plan, values, nulls, false, max_rows);
+		rc = SPI_execute_plan(plan, values, nulls, read_only, max_rows);
 	}
 	PG_CATCH();
 	{
@@ -112,7 +112,16 @@ execute_plan(LeaseStatement *stmt, SPIPlanPtr plan, Datum *values, const char *n
 uint64
 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows)
 {
-	int			rc = execute_plan(stmt, lease_spi_plan(stmt), values, nulls, max_rows);
+	return lease_spi_run_mode(stmt, values, nulls, false, max_rows);
+}
+
+/* lease_spi_run, read-only (SPI's read_only) when asked. */
+uint64
+lease_spi_run_mode(LeaseStatement *stmt, Datum *values, const char *nulls, bool read_only,
+				   long max_rows)
+{
+	int			rc = execute_plan(stmt, lease_spi_plan(stmt), values, nulls, read_only,
+								  max_rows);
 
 	if (rc != stmt->expected)
 		elog(ERROR, "pg_lease: \"%s\" returned %s, expected %s",

@@ -43,6 +43,14 @@ extern uint64 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nul
 							long max_rows);
 
 /*
+ * lease_spi_run with SPI's read_only flag: true from a STABLE function (it
+ * then runs in the caller's snapshot and makes no command-counter
+ * increment, as PostgreSQL requires of a non-volatile function's SPI).
+ */
+extern uint64 lease_spi_run_mode(LeaseStatement *stmt, Datum *values, const char *nulls,
+								 bool read_only, long max_rows);
+
+/*
  * Connects, runs one statement, disconnects; returns SPI_processed.  For
  * statements whose result rows carry nothing but their number.
  */

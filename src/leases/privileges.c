@@ -77,9 +77,10 @@ function_owner(FunctionCallInfo fcinfo)
  * True when `caller` may act for the app: it has the owner's privileges,
  * or those of a role granted the app.  Must run as the owner (it reads
  * lease.app_grants).  A grantee role that was dropped matches nobody.
+ * read_only: called from the STABLE has_app_access.
  */
 static bool
-caller_may_act_for(Oid caller, Oid owner, Datum app_name)
+caller_may_act_for(Oid caller, Oid owner, Datum app_name, bool read_only)
 {
 	bool		allowed = false;
 	uint64		rows;
@@ -88,7 +89,7 @@ caller_may_act_for(Oid caller, Oid owner, Datum app_name)
 		return true;
 
 	lease_spi_connect();
-	rows = lease_spi_run(&grantees_stmt, &app_name, NULL, 0);
+	rows = lease_spi_run_mode(&grantees_stmt, &app_name, NULL, read_only, 0);
 	for (uint64 row = 0; row < rows && !allowed; row++)
 	{
 		bool		isnull;
@@ -102,20 +103,21 @@ caller_may_act_for(Oid caller, Oid owner, Datum app_name)
 
 /* Switches to the function's owner; true when the caller may act for the app. */
 static bool
-become_owner_for_app(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller)
+become_owner_for_app(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller,
+					 bool read_only)
 {
 	Oid			owner = function_owner(fcinfo);
 
 	GetUserIdAndSecContext(&caller->userid, &caller->sec_context);
 	SetUserIdAndSecContext(owner, caller->sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	return caller_may_act_for(caller->userid, owner, app_name);
+	return caller_may_act_for(caller->userid, owner, app_name, read_only);
 }
 
 /* Checks the caller's access to the app, then runs as the owner. */
 void
 lease_enter_app(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller)
 {
-	if (!become_owner_for_app(fcinfo, app_name, caller))
+	if (!become_owner_for_app(fcinfo, app_name, caller, false))
 	{
 		lease_exit_app(caller);
 		ereport(ERROR,
@@ -175,7 +177,7 @@ lease_has_app_access(PG_FUNCTION_ARGS)
 											 PointerGetDatum(cache->app_name))))
 		PG_RETURN_BOOL(cache->allowed);
 
-	allowed = become_owner_for_app(fcinfo, app, &caller);
+	allowed = become_owner_for_app(fcinfo, app, &caller, true);
 	lease_exit_app(&caller);
 
 	if (cache == NULL)
