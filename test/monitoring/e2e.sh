@@ -13,7 +13,7 @@
 #   4. a release and a close move their counters; prune_events deletes
 #      every event and no counter goes down.
 # Every counter is compared with lease.lease_events as well.  The exporter
-# listens on 127.0.0.1 only, on a free port; the database connection is the
+# listens on 127.0.0.1 only, on a random free port; the database connection is the
 # Unix socket of the cluster in PGHOST/PGPORT (test/run.sh's throwaway
 # one, pg_lease installed).  Every wait is bounded; the exporter and the
 # renewers are killed by PID on exit.  Prints TAP; exit status 0 when every
@@ -151,11 +151,11 @@ for w in w1 w2; do
     renewer_pids+=($!)
 done
 
-# The exporter, on a free loopback port (picked, then bound by the exporter:
-# retried if another process took it in between).
+# The exporter, on a random loopback port (tried again on another when the
+# exporter cannot bind it).
 export DATA_SOURCE_NAME="host=$PGHOST port=$PGPORT user=$SCRAPER dbname=$DB sslmode=disable"
 for attempt in 1 2 3; do
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$((20000 + RANDOM % 40000))
     "$EXPORTER" --web.listen-address="127.0.0.1:$port" --extend.query-path="$QUERIES" \
         --disable-default-metrics --disable-settings-metrics \
         --no-collector.database --no-collector.bgwriter --log.level=warn \
