@@ -27,7 +27,7 @@ OBJS = $(SRCS:.c=.o)
 # are never edited once released.
 EXTVERSION := $(shell sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease.control)
 SQL_PARTS = src/common/schema.sql src/leases/access.sql src/leases/leases.sql \
-	src/bindings/bindings.sql src/common/finish.sql
+	src/bindings/bindings.sql src/leases/monitoring.sql src/common/finish.sql
 DATA_built = pg_lease--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql)))
 

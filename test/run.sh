@@ -7,7 +7,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-bash test/lib/deps.sh || exit 1
+# build test: what every suite needs; monitoring: the exporter, promtool
+# and curl of the suites `alerts` and `metrics` (docs/monitoring.md).
+bash test/lib/deps.sh build test monitoring || exit 1
 # shellcheck source=lib/cluster.sh
 . test/lib/cluster.sh
 
@@ -19,7 +21,7 @@ PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings demo torture bench upgrade dump}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings demo torture bench upgrade dump alerts metrics}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -123,6 +125,24 @@ suite_torture() {
     tally "$ok" "$bad" "torture"
 }
 
+# The alert rules (docs/monitoring/pg_lease_alerts.yml): promtool check
+# rules, then its unit tests (every rule firing and not firing); one count
+# each.
+suite_alerts() {
+    local ok=0 bad=0
+    if promtool check rules docs/monitoring/pg_lease_alerts.yml; then
+        ok=$((ok + 1))
+    else
+        bad=$((bad + 1))
+    fi
+    if promtool test rules test/monitoring/pg_lease_alerts_test.yml; then
+        ok=$((ok + 1))
+    else
+        bad=$((bad + 1))
+    fi
+    tally "$ok" "$bad" "alerts (promtool)"
+}
+
 # Runs one script suite (test/upgrade/*.sh): one pass or one failure.
 suite_script() {
     if PG_BINDIR="$PG_BINDIR" bash "$2"; then
@@ -144,6 +164,8 @@ for suite in $SUITES; do
         upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;
         deps) suite_script "dependency detection" test/packaging/deps_test.sh ;;
+        alerts) suite_alerts ;;
+        metrics) suite_script "metrics end to end (exporter)" test/monitoring/e2e.sh ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
 done

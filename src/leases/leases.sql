@@ -32,6 +32,12 @@ CREATE TABLE lease.shard_leases (
     pending_checkpoint              text,
     created_at                      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at                      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- when the checkpoint last changed (set by the trigger
+    -- shard_leases_checkpointed, src/leases/monitoring.sql): updated_at moves
+    -- with every renewal, so it cannot tell a worker that renews but no
+    -- longer checkpoints (docs/monitoring.md).  Last, so a fresh table
+    -- equals one upgraded from 0.2.0 (ALTER TABLE ... ADD COLUMN).
+    checkpointed_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
     PRIMARY KEY (app_name, stream_name, shard_id),
     CONSTRAINT shard_leases_lease_count_check CHECK (lease_count >= 0),
     CONSTRAINT shard_leases_owner_expiry_check

@@ -45,6 +45,9 @@ deb     postgresql-common                           /usr/bin/pg_buildext
 deb     lintian                                     /usr/bin/lintian
 dist    git                                         /usr/bin/git
 dist    unzip                                       /usr/bin/unzip
+monitoring prometheus-postgres-exporter             /usr/bin/prometheus-postgres-exporter
+monitoring prometheus                               /usr/bin/promtool
+monitoring curl                                     /usr/bin/curl
 "
 
 check_only=0
@@ -97,11 +100,36 @@ else
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Packaged services must not start: the postinst scripts of
+# prometheus-postgres-exporter and prometheus start their services
+# (invoke-rc.d, deb-systemd-invoke) unless /usr/sbin/policy-rc.d refuses.
+# When the machine has no policy-rc.d, one that refuses every start (exit
+# 101) is in place for this install only.
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# pg_lease test/lib/deps.sh: no service starts during this install\nexit 101\n' |
+        "${sudo[@]}" tee "$policy" >/dev/null && "${sudo[@]}" chmod 755 "$policy" && own_policy=1
+fi
+status=0
+"${sudo[@]}" apt-get update -qq || status=$?
+[ "$status" -ne 0 ] ||
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null || status=$?
+[ "$own_policy" -eq 0 ] || "${sudo[@]}" rm -f "$policy"
+[ "$status" -eq 0 ] || exit "$status"
 # Debian's postgresql-common may create and start a "main" cluster on
 # install; the tests never use it, and CI wants no services left running.
-# Packaged services (the exporter, prometheus) are stopped likewise.
 if command -v pg_ctlcluster >/dev/null 2>&1; then
     "${sudo[@]}" pg_ctlcluster "$PG_MAJOR" main stop >/dev/null 2>&1 || true
 fi
+# Should a service of a package installed just now have started anyway (a
+# policy-rc.d of the machine's own that allows it), it is stopped: the
+# tests start their own exporter on a loopback port.
+for svc in prometheus-postgres-exporter prometheus; do
+    case " ${need[*]} " in *" $svc "*) ;; *) continue ;; esac
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+        "${sudo[@]}" systemctl stop "$svc" || true
+    elif [ -x "/etc/init.d/$svc" ]; then
+        "${sudo[@]}" "/etc/init.d/$svc" stop >/dev/null 2>&1 || true
+    fi
+done

@@ -31,6 +31,9 @@ EXPECTED="
 /usr/share/perl5/Debian/Debhelper/Sequence/pgxs.pm                 postgresql-server-dev-all
 /usr/bin/pg_buildext                                               postgresql-common
 /usr/bin/lintian                                                   lintian
+/usr/bin/prometheus-postgres-exporter                              prometheus-postgres-exporter
+/usr/bin/promtool                                                  prometheus
+/usr/bin/curl                                                      curl
 "
 
 n=0

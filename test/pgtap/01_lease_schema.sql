@@ -1,6 +1,6 @@
 -- pgTAP: the lease core's schema: table, columns, types, keys, indexes.
 BEGIN;
-SELECT plan(16);
+SELECT plan(18);
 
 SELECT has_schema('lease', 'schema lease exists');
 SELECT has_table('lease', 'shard_leases', 'lease.shard_leases exists');
@@ -10,7 +10,8 @@ SELECT columns_are('lease', 'shard_leases', ARRAY[
     'app_name', 'stream_name', 'shard_id', 'lease_owner', 'lease_count', 'checkpoint',
     'checkpoint_sub_sequence', 'parent_shard_ids', 'lease_expires_at',
     'owner_switches_since_checkpoint', 'lease_epoch', 'handoff_to', 'handoff_requested_at',
-    'handoff_deadline', 'handoff_lease_duration', 'pending_checkpoint', 'created_at', 'updated_at'],
+    'handoff_deadline', 'handoff_lease_duration', 'pending_checkpoint', 'created_at', 'updated_at',
+    'checkpointed_at'],
     'shard_leases has exactly the documented columns');
 
 -- types, nullability and defaults, as pinned by the API
@@ -21,7 +22,7 @@ SELECT is(
        FROM pg_attribute a
        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
       WHERE a.attrelid = 'lease.shard_leases'::regclass AND a.attnum > 0 AND NOT a.attisdropped
-        AND a.attname NOT IN ('created_at', 'updated_at')),
+        AND a.attname NOT IN ('created_at', 'updated_at', 'checkpointed_at')),
     E'app_name text NOT NULL\n' ||
     E'stream_name text NOT NULL\n' ||
     E'shard_id text NOT NULL\n' ||
@@ -42,6 +43,8 @@ SELECT is(
 SELECT col_type_is('lease', 'shard_leases', 'created_at', 'timestamp with time zone', 'created_at is timestamptz');
 SELECT col_type_is('lease', 'shard_leases', 'updated_at', 'timestamp with time zone', 'updated_at is timestamptz');
 SELECT col_not_null('lease', 'shard_leases', 'updated_at', 'updated_at is NOT NULL');
+SELECT col_type_is('lease', 'shard_leases', 'checkpointed_at', 'timestamp with time zone', 'checkpointed_at is timestamptz');
+SELECT col_not_null('lease', 'shard_leases', 'checkpointed_at', 'checkpointed_at is NOT NULL');
 
 -- "all leases of one owner in one stream" is an index scan
 SELECT has_index('lease', 'shard_leases', 'shard_leases_owner_idx',

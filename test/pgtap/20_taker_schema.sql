@@ -13,7 +13,8 @@ SELECT is((SELECT count(*)::int FROM pg_index i, unnest(i.indkey) k
                 JOIN pg_attribute a ON a.attrelid = 'lease.shard_leases'::regclass AND a.attnum = k
            WHERE i.indrelid = 'lease.shard_leases'::regclass
              AND a.attname IN ('lease_count', 'lease_expires_at', 'checkpoint', 'checkpoint_sub_sequence',
-                               'pending_checkpoint', 'owner_switches_since_checkpoint', 'updated_at')),
+                               'pending_checkpoint', 'owner_switches_since_checkpoint', 'updated_at',
+                               'checkpointed_at')),
           0, 'no index on a column renewals or checkpoints change');
 SELECT has_check('lease', 'shard_leases', 'shard_leases has its handoff CHECK');
 

@@ -23,6 +23,11 @@ SELECT lease.take_lease('dump', 's', 'c', 'w1', NULL, '1 hour');
 SELECT lease.request_handoff('dump', 's', 'c', 'w2');
 SELECT * FROM lease.take_leases('dump', 's', 'w2', '1 hour');
 SELECT lease.release_lease('dump', 's', 'd', 'w2');
+-- Prune the parent's events (made old here): 0.3.0 adds them to
+-- lease.lease_event_totals.
+UPDATE lease.lease_events SET occurred_at = occurred_at - interval '2 days'
+ WHERE app_name = 'dump' AND shard_id = 'parent';
+SELECT lease.prune_events('1 day');
 
 -- Conversations, sandboxes, turns, rotations.
 INSERT INTO lease.tenant_limits (user_id, sandbox_limit) VALUES ('dump-u1', 10), ('dump-u2', 0);
