@@ -19,7 +19,7 @@ PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo torture bench upgrade dump}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap docs-coverage docs-examples demo torture bench upgrade dump}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -123,6 +123,20 @@ suite_torture() {
     tally "$ok" "$bad" "torture"
 }
 
+# Runs a script that counts its own checks and closes with "N passed, N
+# failed" (test/docs/*.sh), against this cluster; a script that printed no
+# such line counts as one failure.
+suite_counted() {
+    local log="$ROOT/$1.log" summary
+    PG_BINDIR="$PG_BINDIR" bash "$2" 2>&1 | tee "$log"
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -n "$summary" ]; then
+        tally "$(cut -d' ' -f1 <<<"$summary")" "$(cut -d' ' -f3 <<<"$summary")" "$1"
+    else
+        tally 0 1 "$1"
+    fi
+}
+
 # Runs one script suite (test/upgrade/*.sh): one pass or one failure.
 suite_script() {
     if PG_BINDIR="$PG_BINDIR" bash "$2"; then
@@ -137,6 +151,8 @@ for suite in $SUITES; do
         regress) suite_regress ;;
         isolation) suite_isolation ;;
         pgtap) suite_pgtap ;;
+        docs-coverage) suite_counted docs-coverage test/docs/coverage.sh ;;
+        docs-examples) suite_counted docs-examples test/docs/examples.sh ;;
         demo) suite_demo ;;
         torture) suite_torture ;;
         bench) suite_bench_quick ;;
