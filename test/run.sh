@@ -12,7 +12,6 @@ bash test/lib/deps.sh || exit 1
 . test/lib/cluster.sh
 
 PG_CONFIG="$PG_BINDIR/pg_config"
-PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 
 # make sanitize (test/sanitize.sh) installs its own build of the module and
 # runs a subset of the suites: PG_LEASE_NO_INSTALL=1, PG_LEASE_SUITES.
@@ -44,29 +43,28 @@ count_regress_output() {
     tally "$ok" "$((total - ok))" "$name"
 }
 
-# Runs pg_regress over sql/*.sql.
+# `make installcheck` is the one place pg_regress and pg_isolation_regress
+# are invoked (PGXS, the Makefile's REGRESS and ISOLATION); each suite runs
+# half of it against this cluster (PGHOST/PGPORT/PGUSER), with the other
+# list emptied on the command line.
+installcheck() {
+    make -s PG_CONFIG="$PG_CONFIG" installcheck "$@"
+}
+
+# Runs pg_regress over sql/*.sql (expected output in expected/).
 suite_regress() {
-    local tests
-    tests=$(for f in sql/*.sql; do basename "$f" .sql; done | sort)
     rm -rf results regression.diffs regression.out
-    "$PGXS_DIR/src/test/regress/pg_regress" --inputdir=. --bindir="$PG_BINDIR" \
-        --load-extension=pg_lease --dbname=pg_lease_regression \
-        --host="$PGHOST" --port="$PGPORT" --user=postgres \
-        $tests 2>&1 | tee "$ROOT/regress.log"
-    count_regress_output "$ROOT/regress.log" "pg_regress" "$(echo "$tests" | wc -w)"
+    installcheck ISOLATION= 2>&1 | tee "$ROOT/regress.log"
+    count_regress_output "$ROOT/regress.log" "pg_regress" "$(ls sql/*.sql | wc -l)"
     [ -f regression.diffs ] && cat regression.diffs
 }
 
-# Runs pg_isolation_regress over test/specs/*.spec.
+# Runs pg_isolation_regress over test/specs/*.spec (expected output in
+# test/expected/, results in output_iso/).
 suite_isolation() {
-    local tests
-    tests=$(for f in test/specs/*.spec; do basename "$f" .spec; done | sort)
     rm -rf output_iso
-    "$PGXS_DIR/src/test/isolation/pg_isolation_regress" --inputdir=test --outputdir=output_iso \
-        --bindir="$PG_BINDIR" --load-extension=pg_lease --dbname=pg_lease_isolation \
-        --host="$PGHOST" --port="$PGPORT" --user=postgres \
-        $tests 2>&1 | tee "$ROOT/isolation.log"
-    count_regress_output "$ROOT/isolation.log" "isolation" "$(echo "$tests" | wc -w)"
+    installcheck REGRESS= 2>&1 | tee "$ROOT/isolation.log"
+    count_regress_output "$ROOT/isolation.log" "isolation" "$(ls test/specs/*.spec | wc -l)"
     [ -f output_iso/regression.diffs ] && cat output_iso/regression.diffs
 }
 
