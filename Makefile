@@ -31,6 +31,10 @@ SQL_PARTS = src/common/schema.sql src/leases/access.sql src/leases/leases.sql \
 DATA_built = pg_lease--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql)))
 
+# The user documentation, installed into $(docdir)/extension/pg_lease/ (a
+# directory of its own: the page names are generic).
+DOCS = README.md $(sort $(wildcard docs/*.md))
+
 # pg_regress: sql/*.sql with expected/*.out; isolation: test/specs/*.spec
 # with test/expected/*.out.  Every file found is a test.
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
@@ -55,7 +59,7 @@ LIBPQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/inc
 LIBPQ_LIBS := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 CLIENT_CFLAGS = -O2 -g -Wall -Wextra $(WERROR_FLAG) -std=gnu11 $(LIBPQ_CFLAGS)
 
-EXTRA_CLEAN = test/results test/output_iso $(DEMO) $(TORTURE)
+EXTRA_CLEAN = output_iso $(DEMO) $(TORTURE) docs-coverage.log docs-examples.log
 
 # Debian ships one pg_config per major version; prefer 15's when it is there.
 ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
@@ -76,6 +80,7 @@ ifeq ($(shell [ "$(PG_MAJOR_BUILT)" -ge $(PG_LEASE_MIN_MAJOR) ] 2>/dev/null && e
 $(error pg_lease needs PostgreSQL $(PG_LEASE_MIN_MAJOR) or later; $(PG_CONFIG) is PostgreSQL $(PG_MAJOR_BUILT) (set PG_CONFIG to a newer pg_config))
 endif
 include $(PGXS)
+docmoduledir = extension/pg_lease
 else
 all install installcheck:
 	@echo "pg_lease: PostgreSQL server headers not found ($(PG_CONFIG) --includedir-server has no postgres.h); run 'make test' (installs them) or apt-get install postgresql-server-dev-$(or $(PG_MAJOR_BUILT),15)" >&2

@@ -1,6 +1,6 @@
 -- Helpers shared by the pg_regress suite (all files run in one database).
 CREATE SCHEMA lease_test;
--- test roles in 07_privileges call lease_test.try() too
+-- the roles of 14_binding_gucs, 23_events_status, 24_import_kcl_ex and 40_bad_input call lease_test.try() too
 GRANT USAGE ON SCHEMA lease_test TO PUBLIC;
 
 -- Runs a statement and returns its SQLSTATE and message, or 'ok'.

@@ -14,14 +14,13 @@ bash test/lib/deps.sh build test monitoring || exit 1
 . test/lib/cluster.sh
 
 PG_CONFIG="$PG_BINDIR/pg_config"
-PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 
 # make sanitize (test/sanitize.sh) installs its own build of the module and
 # runs a subset of the suites: PG_LEASE_NO_INSTALL=1, PG_LEASE_SUITES.
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings demo torture bench upgrade dump alerts metrics}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo torture bench upgrade dump alerts metrics}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -46,29 +45,28 @@ count_regress_output() {
     tally "$ok" "$((total - ok))" "$name"
 }
 
-# Runs pg_regress over sql/*.sql.
+# `make installcheck` is the one place pg_regress and pg_isolation_regress
+# are invoked (PGXS, the Makefile's REGRESS and ISOLATION); each suite runs
+# half of it against this cluster (PGHOST/PGPORT/PGUSER), with the other
+# list emptied on the command line.
+installcheck() {
+    make -s PG_CONFIG="$PG_CONFIG" installcheck "$@"
+}
+
+# Runs pg_regress over sql/*.sql (expected output in expected/).
 suite_regress() {
-    local tests
-    tests=$(for f in sql/*.sql; do basename "$f" .sql; done | sort)
     rm -rf results regression.diffs regression.out
-    "$PGXS_DIR/src/test/regress/pg_regress" --inputdir=. --bindir="$PG_BINDIR" \
-        --load-extension=pg_lease --dbname=pg_lease_regression \
-        --host="$PGHOST" --port="$PGPORT" --user=postgres \
-        $tests 2>&1 | tee "$ROOT/regress.log"
-    count_regress_output "$ROOT/regress.log" "pg_regress" "$(echo "$tests" | wc -w)"
+    installcheck ISOLATION= 2>&1 | tee "$ROOT/regress.log"
+    count_regress_output "$ROOT/regress.log" "pg_regress" "$(ls sql/*.sql | wc -l)"
     [ -f regression.diffs ] && cat regression.diffs
 }
 
-# Runs pg_isolation_regress over test/specs/*.spec.
+# Runs pg_isolation_regress over test/specs/*.spec (expected output in
+# test/expected/, results in output_iso/).
 suite_isolation() {
-    local tests
-    tests=$(for f in test/specs/*.spec; do basename "$f" .spec; done | sort)
     rm -rf output_iso
-    "$PGXS_DIR/src/test/isolation/pg_isolation_regress" --inputdir=test --outputdir=output_iso \
-        --bindir="$PG_BINDIR" --load-extension=pg_lease --dbname=pg_lease_isolation \
-        --host="$PGHOST" --port="$PGPORT" --user=postgres \
-        $tests 2>&1 | tee "$ROOT/isolation.log"
-    count_regress_output "$ROOT/isolation.log" "isolation" "$(echo "$tests" | wc -w)"
+    installcheck REGRESS= 2>&1 | tee "$ROOT/isolation.log"
+    count_regress_output "$ROOT/isolation.log" "isolation" "$(ls test/specs/*.spec | wc -l)"
     [ -f output_iso/regression.diffs ] && cat output_iso/regression.diffs
 }
 
@@ -143,6 +141,22 @@ suite_alerts() {
     tally "$ok" "$bad" "alerts (promtool)"
 }
 
+# Runs a script that counts its own checks and closes with "N passed, N
+# failed" (test/docs/*.sh), against this cluster; a script that printed no
+# such line counts as one failure.
+suite_counted() {
+    local log="$ROOT/$1.log" summary
+    # Its own closing line is kept out of this output: only the total at the
+    # end of make test has that shape (.ci/run reads it).
+    PG_BINDIR="$PG_BINDIR" bash "$2" 2>&1 | tee "$log" | grep -vE '^[0-9]+ passed, [0-9]+ failed$'
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -n "$summary" ]; then
+        tally "$(cut -d' ' -f1 <<<"$summary")" "$(cut -d' ' -f3 <<<"$summary")" "$1"
+    else
+        tally 0 1 "$1"
+    fi
+}
+
 # Runs one script suite (test/upgrade/*.sh): one pass or one failure.
 suite_script() {
     if PG_BINDIR="$PG_BINDIR" bash "$2"; then
@@ -157,6 +171,8 @@ for suite in $SUITES; do
         regress) suite_regress ;;
         isolation) suite_isolation ;;
         pgtap) suite_pgtap ;;
+        docs-coverage) suite_counted docs-coverage test/docs/coverage.sh ;;
+        docs-examples) suite_counted docs-examples test/docs/examples.sh ;;
         demo) suite_demo ;;
         torture) suite_torture ;;
         bench) suite_bench_quick ;;

@@ -3,7 +3,7 @@
 -- needs its twin in the upgrade script pg_lease--<previous>--<version>.sql.
 
 ----------------------------------------------------------------------------
--- Per-application access (src/leases/privileges.c; README "Privileges")
+-- Per-application access (src/leases/privileges.c; docs/security.md)
 ----------------------------------------------------------------------------
 
 -- Which roles may act for which app_name.  A role may act for an app when
@@ -11,7 +11,7 @@
 -- role's) or of a role granted the app here; every lease function, view and
 -- policy applies that one check (lease.has_app_access).  Roles are
 -- cluster-wide, so the extension creates none: an operator creates them and
--- grants apps with lease.grant_app() (README "Privileges" has the recipes).
+-- grants apps with lease.grant_app() (docs/security.md has the recipes).
 -- grantee holds a role OID: a dropped role's row matches nobody, and
 -- pg_dump writes regrole values by name, so a restore maps them again.
 CREATE TABLE lease.app_grants (

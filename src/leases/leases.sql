@@ -246,7 +246,7 @@ SET search_path = pg_catalog, pg_temp;
 
 ----------------------------------------------------------------------------
 -- Observability views.  Not granted to PUBLIC: grant SELECT to a
--- monitoring role (README "Privileges").
+-- monitoring role (docs/security.md).
 ----------------------------------------------------------------------------
 
 -- security_barrier views filtered by lease.has_app_access: a role granted
@@ -318,7 +318,7 @@ LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 ----------------------------------------------------------------------------
--- Per-app visibility of the tables and views (README "Privileges")
+-- Per-app visibility of the tables and views (docs/security.md)
 ----------------------------------------------------------------------------
 
 -- Row-level security on the tables that hold app rows, for a role granted

@@ -1,5 +1,5 @@
 -- pgTAP: privileges.  Nothing is granted to PUBLIC; a role with the grants
--- README "Privileges" lists can use the protocol and nothing else.
+-- docs/security.md lists can use the protocol and nothing else.
 BEGIN;
 SELECT plan(15);
 

@@ -1,5 +1,5 @@
 -- pgTAP: channel-binding privileges.  Nothing is granted to PUBLIC; a role
--- with the grants README "Privileges" lists can run the protocol and cannot
+-- with the grants docs/security.md lists can run the protocol and cannot
 -- write the tables.
 BEGIN;
 SELECT plan(16);

@@ -1,11 +1,11 @@
--- pgTAP: the role model (README "Privileges").  The three group roles are
--- built with the README recipes verbatim; login roles are members of one
+-- pgTAP: the role model (docs/security.md).  The three group roles are
+-- built with the recipes of docs/security.md verbatim; login roles are members of one
 -- and are granted apps.  Each can do exactly its documented set, for its
 -- own apps only, through every function and view.
 BEGIN;
 SELECT plan(74);
 
--- the README recipes
+-- the recipes of docs/security.md
 CREATE ROLE lease_worker NOLOGIN;
 GRANT USAGE ON SCHEMA lease TO lease_worker;
 GRANT EXECUTE ON FUNCTION

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Torture and crash recovery for pg_lease (README, "Torture and crash
+# Torture and crash recovery for pg_lease (CONTRIBUTING.md, "Torture and crash
 # recovery").
 #
 #   test/torture/run.sh --phase torture|crash   one phase against the running

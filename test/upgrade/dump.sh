@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The dump/restore test (README "Dumps"): a database using pg_lease, filled
+# The dump/restore test (docs/operations.md, "Dumps"): a database using pg_lease, filled
 # through the lease.* functions (test/upgrade/dump_fixture.sql), is dumped
 # with pg_dump -Fc and restored with pg_restore into a new database, where
 # CREATE EXTENSION comes from the dump.  Then:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The upgrade test (README "Upgrades"): for every released install script
+# The upgrade test (docs/operations.md, "Upgrades"): for every released install script
 # pg_lease--X.Y.Z.sql older than the control file's default_version, install
 # that version, run ALTER EXTENSION pg_lease UPDATE, and check that the
 # result equals a fresh CREATE EXTENSION pg_lease of the default version:
