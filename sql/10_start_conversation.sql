@@ -84,7 +84,7 @@ SELECT count(*) AS fleet_active FROM lease.sandboxes WHERE status IN ('pending',
 SET lease.fleet_capacity = :fleet_active;
 SELECT lease_test.digest() AS before \gset
 SELECT outcome, conversation_id,
-       detail = format('fleet capacity of %s active sandboxes reached', :fleet_active) AS fleet_detail
+       detail LIKE format('fleet capacity of %s active sandboxes reached; %%', :fleet_active) AS fleet_detail
   FROM lease.start_conversation('st-u4', 'agent', NULL, NULL, 'general');
 SELECT lease_test.digest() = :'before' AS nothing_written;
 -- already_bound is decided before the quotas: no admission is needed

@@ -51,7 +51,7 @@ SELECT (SELECT rotated_from FROM lease.conversations WHERE id = :newer) = :new A
 INSERT INTO lease.tenant_limits
 SELECT 'rot-u1', count(*) FROM lease.sandboxes WHERE user_id = 'rot-u1' AND status IN ('pending', 'starting', 'ready');
 SELECT lease_test.digest() AS before \gset
-SELECT outcome, conversation_id, previous_conversation_id = :newer AS echoed, detail ~ '^tenant limit of \d+ active sandboxes reached$' AS tenant_detail
+SELECT outcome, conversation_id, previous_conversation_id = :newer AS echoed, detail ~ '^tenant limit of \d+ active sandboxes reached; end one' AS tenant_detail
   FROM lease.rotate_channel('rot-u1', 'agent', NULL, NULL, 'general', :newer);
 SELECT lease_test.digest() = :'before' AS nothing_written,
        lease.find_channel_conversation('rot-u1', 'agent', NULL, NULL, 'general') = :newer AS still_bound;
@@ -60,7 +60,7 @@ DELETE FROM lease.tenant_limits WHERE user_id = 'rot-u1';
 SELECT lease_test.digest() AS before \gset
 SELECT count(*) AS fleet_active FROM lease.sandboxes WHERE status IN ('pending', 'starting', 'ready') \gset
 SET lease.fleet_capacity = :fleet_active;
-SELECT outcome, detail = format('fleet capacity of %s active sandboxes reached', :fleet_active) AS fleet_detail
+SELECT outcome, detail LIKE format('fleet capacity of %s active sandboxes reached; %%', :fleet_active) AS fleet_detail
   FROM lease.rotate_channel('rot-u1', 'agent', NULL, NULL, 'general', :newer);
 SELECT lease_test.digest() = :'before' AS nothing_written;
 RESET lease.fleet_capacity;

@@ -69,7 +69,20 @@ GRANT SELECT ON lease_test.shard_lease TO lease_test_importer;
 SET ROLE lease_test_importer;
 -- it may read the source now, but it may not write lease.shard_leases
 SELECT lease_test.try($$SELECT lease.import_kcl_ex('lease_test.shard_lease')$$);
+-- the errors in full: what to grant, and no SQL of pg_lease's as CONTEXT
+\set VERBOSITY default
+SELECT lease.import_kcl_ex('lease_test.shard_lease');
 RESET ROLE;
+REVOKE ALL ON lease_test.shard_lease FROM lease_test_importer;
+SET ROLE lease_test_importer;
+SELECT lease.import_kcl_ex('lease_test.shard_lease');
+RESET ROLE;
+-- an error the caller causes inside a lease function's own SQL (here a
+-- read-only transaction) names the statement, not its SQL text
+BEGIN READ ONLY;
+SELECT lease.take_lease('kx', 'orders', 'shardId-001', 'node-c');
+ROLLBACK;
+\set VERBOSITY terse
 REVOKE ALL ON lease_test.shard_lease FROM lease_test_importer;
 REVOKE ALL ON SCHEMA lease FROM lease_test_importer;
 REVOKE ALL ON FUNCTION lease.import_kcl_ex(regclass) FROM lease_test_importer;

@@ -19,7 +19,7 @@ PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo clients torture bench upgrade dump}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings demo clients torture bench upgrade dump}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -155,6 +155,7 @@ for suite in $SUITES; do
         clients) suite_clients ;;
         torture) suite_torture ;;
         bench) suite_bench_quick ;;
+        settings) suite_script "settings (before and after the module loads)" test/settings/settings.sh ;;
         upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;
         deps) suite_script "dependency detection" test/packaging/deps_test.sh ;;

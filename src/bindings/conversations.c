@@ -294,8 +294,12 @@ lease_admission_refusal(const LeaseAdmission *admission)
 {
 	Assert(admission->outcome == LEASE_ADMIT_REFUSED);
 	if (admission->fleet_full)
-		return psprintf("fleet capacity of %d active sandboxes reached", admission->limit);
-	return psprintf("tenant limit of %d active sandboxes reached", admission->limit);
+		return psprintf("fleet capacity of %d active sandboxes reached;"
+						" retry once conversations have ended (lease.end_conversation)",
+						admission->limit);
+	return psprintf("tenant limit of %d active sandboxes reached;"
+					" end one of the tenant's conversations (lease.end_conversation) and retry",
+					admission->limit);
 }
 
 /* Returns one row from a RETURNS TABLE function. */
@@ -345,7 +349,8 @@ lease_start_conversation(PG_FUNCTION_ARGS)
 			break;
 		case LEASE_ADMIT_ALREADY_BOUND:
 			outcome = "already_bound";
-			detail = "the channel is already bound in this scope";
+			detail = "the channel is already bound in this scope to the conversation returned;"
+				" use that one, or replace it with lease.rotate_channel()";
 			break;
 		case LEASE_ADMIT_REFUSED:
 			outcome = "refused";

@@ -305,7 +305,9 @@ lease_rotate_channel(PG_FUNCTION_ARGS)
 			break;
 		case ROTATION_BINDING_CHANGED:
 			outcome = "binding_changed";
-			detail = "binding changed; retry the rotation";
+			detail = "the channel is no longer bound to conversation rotate_from;"
+				" look up its conversation with lease.find_channel_conversation()"
+				" and rotate from that one";
 			break;
 		case ROTATION_REFUSED:
 			outcome = "refused";
@@ -446,7 +448,8 @@ check_rotation_pair(int64 previous_id, int64 failed_id)
 						failed_id, previous_id),
 				 isnull ? errdetail("It was not started by a rotation.")
 				 : errdetail("It was rotated from conversation " INT64_FORMAT ".",
-							 DatumGetInt64(rotated_from))));
+							 DatumGetInt64(rotated_from)),
+				 errhint("Pass the conversation_id and previous_conversation_id that rotate_channel returned.")));
 	channel = lease_spi_value(0, 2, &isnull);
 	return isnull ? NULL : TextDatumGetCString(channel);
 }

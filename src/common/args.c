@@ -52,12 +52,14 @@ check_bounded_text(text *value, const char *name, int limit)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty or blank", name),
 				 len == 0 ? errdetail("The value is empty.")
-				 : errdetail("The value is %d bytes of white space.", len)));
+				 : errdetail("The value is %d bytes of white space.", len),
+				 errhint("Pass the %s itself; white space alone names nothing.", name)));
 	if (len > limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s is too long", name),
-				 errdetail("The value is %d bytes; the limit is %d bytes.", len, limit)));
+				 errdetail("The value is %d bytes; the limit is %d bytes.", len, limit),
+				 errhint("Pass a %s of at most %d bytes (a longer name can be shortened to a hash of it).", name, limit)));
 }
 
 /* Checks one identifier value. */
@@ -122,7 +124,8 @@ lease_arg_nonneg_int64(FunctionCallInfo fcinfo, int argno, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be negative", name),
-				 errdetail("The value given is " INT64_FORMAT ".", value)));
+				 errdetail("The value given is " INT64_FORMAT ".", value),
+				 errhint("Pass zero or more for %s.", name)));
 	return value;
 }
 
@@ -138,7 +141,8 @@ lease_arg_nonneg_int32(FunctionCallInfo fcinfo, int argno, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be negative", name),
-				 errdetail("The value given is %d.", value)));
+				 errdetail("The value given is %d.", value),
+				 errhint("Pass zero or more for %s.", name)));
 	return value;
 }
 
@@ -195,7 +199,8 @@ lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be negative", name),
 				 errdetail("The value given is %s.",
-						   DatumGetCString(DirectFunctionCall1(interval_out, value)))));
+						   DatumGetCString(DirectFunctionCall1(interval_out, value))),
+				 errhint("Pass an interval of zero or more, e.g. '7 days'.")));
 	limit->month = LEASE_MAX_AGE_YEARS * MONTHS_PER_YEAR;
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, IntervalPGetDatum(limit))) > 0)
 		ereport(ERROR,
@@ -203,7 +208,8 @@ lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errmsg("%s is too long", name),
 				 errdetail("The value given is %s; the limit is %d years.",
 						   DatumGetCString(DirectFunctionCall1(interval_out, value)),
-						   LEASE_MAX_AGE_YEARS)));
+						   LEASE_MAX_AGE_YEARS),
+				 errhint("Pass at most %d years.", LEASE_MAX_AGE_YEARS)));
 	return value;
 }
 
@@ -227,13 +233,15 @@ lease_arg_duration(FunctionCallInfo fcinfo, int argno, const char *name)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be positive", name),
 				 errdetail("The value given is %s.",
-						   DatumGetCString(DirectFunctionCall1(interval_out, value)))));
+						   DatumGetCString(DirectFunctionCall1(interval_out, value))),
+				 errhint("Pass a positive interval, or NULL for lease.default_lease_duration.")));
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, limit)) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s is too long", name),
 				 errdetail("The value given is %s; the limit is 7 days.",
-						   DatumGetCString(DirectFunctionCall1(interval_out, value)))));
+						   DatumGetCString(DirectFunctionCall1(interval_out, value))),
+				 errhint("Pass at most 7 days; a worker renews a lease long before it expires.")));
 	return value;
 }
 
@@ -253,21 +261,24 @@ lease_arg_ident_array(FunctionCallInfo fcinfo, int argno, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be a one-dimensional array", name),
-				 errdetail("It has %d dimensions.", ARR_NDIM(array))));
+				 errdetail("It has %d dimensions.", ARR_NDIM(array)),
+				 errhint("Pass a flat list of shard ids, e.g. ARRAY['s-1', 's-2'].")));
 
 	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &nelems);
 	if (nelems > LEASE_MAX_PARENTS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s has too many elements", name),
-				 errdetail("It has %d elements; the limit is %d.", nelems, LEASE_MAX_PARENTS)));
+				 errdetail("It has %d elements; the limit is %d.", nelems, LEASE_MAX_PARENTS),
+				 errhint("A shard has at most %d parents; pass only its direct parents.", LEASE_MAX_PARENTS)));
 	for (int i = 0; i < nelems; i++)
 	{
 		if (nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("%s must not contain null elements", name),
-					 errdetail("Element %d is NULL.", i + 1)));
+					 errdetail("Element %d is NULL.", i + 1),
+					 errhint("Remove the NULL elements from %s.", name)));
 		lease_check_ident(DatumGetTextPP(elems[i]), name);
 	}
 	return PointerGetDatum(array);

@@ -32,6 +32,7 @@ check_notify_channel(char **newval, void **extra, GucSource source)
 	{
 		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
 		GUC_check_errdetail("A notification channel name is at most %d bytes.", NAMEDATALEN - 1);
+		GUC_check_errhint("Choose a shorter channel name, or '' to send no notifications.");
 		return false;
 	}
 	return true;

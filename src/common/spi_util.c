@@ -8,6 +8,7 @@
 #include "pg_lease.h"
 
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 #include "common/spi_util.h"
 
@@ -50,14 +51,69 @@ lease_spi_plan(LeaseStatement *stmt)
 	return plan;
 }
 
+/*
+ * Re-throws the error being handled with SPI's CONTEXT line for `sql`
+ * ("SQL statement \"...\"": kilobytes of pg_lease's own SQL) replaced by
+ * one naming the statement, `name`.  Errors a caller can cause surface
+ * inside that SQL (a read-only transaction, a lock or statement timeout, a
+ * serialization failure, row-level security), and the caller needs the
+ * message, not the statement.  The context lines of the caller's own code
+ * (a PL/pgSQL function calling pg_lease) are kept.  Call only in PG_CATCH,
+ * with `cxt` a memory context that outlives the error.
+ */
+void
+lease_spi_rethrow_without_sql(const char *name, const char *sql, MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	if (edata->context != NULL)
+	{
+		char	   *needle = psprintf("SQL statement \"%s\"", sql);
+		char	   *found = strstr(edata->context, needle);
+
+		if (found != NULL)
+		{
+			StringInfoData context;
+
+			initStringInfo(&context);
+			appendBinaryStringInfo(&context, edata->context, found - edata->context);
+			appendStringInfo(&context, "pg_lease statement \"%s\"", name);
+			appendStringInfoString(&context, found + strlen(needle));
+			edata->context = context.data;
+		}
+	}
+	ReThrowError(edata);
+}
+
+/* SPI_execute_plan, with no SQL in the CONTEXT of an error it raises. */
+static pg_noinline int
+execute_plan(LeaseStatement *stmt, SPIPlanPtr plan, Datum *values, const char *nulls,
+			 long max_rows)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile int rc = 0;
+
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(plan, values, nulls, false, max_rows);
+	}
+	PG_CATCH();
+	{
+		lease_spi_rethrow_without_sql(stmt->name, stmt->sql, cxt);
+	}
+	PG_END_TRY();
+	return rc;
+}
+
 /* Runs a prepared statement and checks its exact return code. */
 uint64
 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows)
 {
-	SPIPlanPtr	plan = lease_spi_plan(stmt);
-	int			rc;
+	int			rc = execute_plan(stmt, lease_spi_plan(stmt), values, nulls, max_rows);
 
-	rc = SPI_execute_plan(plan, values, nulls, false, max_rows);
 	if (rc != stmt->expected)
 		elog(ERROR, "pg_lease: \"%s\" returned %s, expected %s",
 			 stmt->name, SPI_result_code_string(rc),

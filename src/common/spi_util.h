@@ -58,6 +58,14 @@ extern uint64 lease_spi_exec(LeaseStatement *stmt, Datum *values, const char *nu
 extern uint64 lease_spi_run_with(LeaseStatement *stmt, Datum *values, const char *nulls,
 								 long max_rows, const char *guc, const char *value);
 
+/*
+ * In PG_CATCH around SPI: re-throws the error with SPI's CONTEXT line
+ * quoting `sql` replaced by one naming the statement; `cxt` must outlive
+ * the error.  Never returns.
+ */
+extern void lease_spi_rethrow_without_sql(const char *name, const char *sql,
+										  MemoryContext cxt) pg_attribute_noreturn();
+
 /* Column `col` (1-based) of result row `row`; *isnull set. */
 extern Datum lease_spi_value(uint64 row, int col, bool *isnull);
 

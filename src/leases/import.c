@@ -25,7 +25,10 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "catalog/namespace.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
@@ -130,6 +133,66 @@ check_kcl_columns(Oid relid, const char *relname)
 	}
 }
 
+/*
+ * Raises 42501 unless the caller may read the required columns of the
+ * source and insert into lease.shard_leases (INSERT ... ON CONFLICT, which
+ * needs SELECT too).  Checked before any SQL runs, so the error names what
+ * to grant rather than quoting the import's SQL.  Row-level security on
+ * lease.shard_leases (the operator's own apps) is applied by the insert.
+ */
+static void
+check_import_privileges(Oid relid, const char *relname)
+{
+	Oid			userid = GetUserId();
+	Oid			leases = get_relname_relid("shard_leases", get_namespace_oid("lease", false));
+
+	if (pg_class_aclcheck(relid, userid, ACL_SELECT) != ACLCHECK_OK)
+	{
+		for (size_t i = 0; i < lengthof(kcl_columns); i++)
+		{
+			AttrNumber	attnum = get_attnum(relid, kcl_columns[i].name);
+
+			if (pg_attribute_aclcheck(relid, attnum, userid, ACL_SELECT) != ACLCHECK_OK)
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("permission denied for table %s", get_rel_name(relid)),
+						 errdetail("import_kcl_ex reads %s with the caller's privileges.", relname),
+						 errhint("Grant the importing role SELECT on %s, or import as a role that may read it.",
+								 relname)));
+		}
+	}
+	if (!OidIsValid(leases))
+		elog(ERROR, "pg_lease: table lease.shard_leases does not exist");
+	if (pg_class_aclcheck(leases, userid, ACL_SELECT) != ACLCHECK_OK ||
+		pg_class_aclcheck(leases, userid, ACL_INSERT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table shard_leases"),
+				 errdetail("import_kcl_ex writes lease.shard_leases with the caller's privileges."),
+				 errhint("Grant the importing role SELECT and INSERT on lease.shard_leases (the operator recipe), or import as the extension owner.")));
+}
+
+/* Runs the import's SQL; its text never reaches an error's CONTEXT. */
+static uint64
+run_import_sql(const char *name, const char *sql, bool read_only, int expected)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile int rc = 0;
+
+	PG_TRY();
+	{
+		rc = SPI_execute(sql, read_only, 0);
+	}
+	PG_CATCH();
+	{
+		lease_spi_rethrow_without_sql(name, sql, cxt);
+	}
+	PG_END_TRY();
+	if (rc != expected)
+		elog(ERROR, "pg_lease: %s returned %s", name, SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
 PG_FUNCTION_INFO_V1(lease_import_kcl_ex);
 
 /* lease.import_kcl_ex: how many leases were imported (0 when run again). */
@@ -142,7 +205,6 @@ lease_import_kcl_ex(PG_FUNCTION_ARGS)
 	char	   *relname;
 	const char *qualified;
 	StringInfoData sql;
-	int			rc;
 	bool		isnull;
 	int64		bad;
 	uint64		imported;
@@ -157,7 +219,8 @@ lease_import_kcl_ex(PG_FUNCTION_ARGS)
 	if (relkind == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
+				 errmsg("relation with OID %u does not exist", relid),
+				 errhint("Pass the kcl_ex shard_lease table by name, e.g. 'public.shard_lease'.")));
 	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE &&
 		relkind != RELKIND_VIEW && relkind != RELKIND_MATVIEW &&
 		relkind != RELKIND_FOREIGN_TABLE)
@@ -171,18 +234,18 @@ lease_import_kcl_ex(PG_FUNCTION_ARGS)
 	if (nspname == NULL || relname == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
+				 errmsg("relation with OID %u does not exist", relid),
+				 errhint("Pass the kcl_ex shard_lease table by name, e.g. 'public.shard_lease'.")));
 	/* the only way the relation reaches the SQL text */
 	qualified = quote_qualified_identifier(nspname, relname);
 	check_kcl_columns(relid, qualified);
+	check_import_privileges(relid, qualified);
 
 	lease_spi_connect();
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, kcl_check_sql, qualified);
-	rc = SPI_execute(sql.data, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "pg_lease: import_kcl_ex check returned %s", SPI_result_code_string(rc));
+	run_import_sql("import_kcl_ex: check the rows", sql.data, true, SPI_OK_SELECT);
 	bad = DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	if (bad > 0)
 		ereport(ERROR,
@@ -190,14 +253,11 @@ lease_import_kcl_ex(PG_FUNCTION_ARGS)
 				 errmsg(INT64_FORMAT " rows of %s cannot be imported", bad, qualified),
 				 errdetail("Every row needs a non-blank shard_id, app_name and stream_name of at most %d bytes, a lease_owner of at most %d bytes, a checkpoint of at most %d bytes and a non-negative lease_count.",
 						   LEASE_MAX_IDENT_BYTES, LEASE_MAX_IDENT_BYTES, LEASE_MAX_CHECKPOINT_BYTES),
-				 errhint("Nothing was imported.")));
+				 errhint("Nothing was imported: fix those rows, or import from a view that leaves them out, and run it again.")));
 
 	resetStringInfo(&sql);
 	appendStringInfo(&sql, kcl_insert_sql, qualified);
-	rc = SPI_execute(sql.data, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "pg_lease: import_kcl_ex insert returned %s", SPI_result_code_string(rc));
-	imported = SPI_processed;
+	imported = run_import_sql("import_kcl_ex: insert the leases", sql.data, false, SPI_OK_INSERT);
 
 	lease_spi_finish();
 	PG_RETURN_INT64((int64) imported);

@@ -177,8 +177,22 @@ SET search_path = pg_catalog, pg_temp;
 CREATE FUNCTION lease.renew_leases(
     app_name text, stream_name text, owner text,
     lease_duration interval DEFAULT NULL)
-RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text)
+RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
 AS 'MODULE_PATHNAME', 'lease_renew_leases'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- What a worker may read about its own leases (src/leases/my_leases.c): the
+-- leases the owner holds (expired ones too, until someone takes them) and
+-- those a pending handoff promises to it, with the fencing token, the
+-- checkpoint, the time left by the database clock, the handoff in either
+-- direction and the unfinished parents.  Changes nothing.
+CREATE FUNCTION lease.my_leases(app_name text, stream_name text, owner text)
+RETURNS TABLE(shard_id text, lease_count bigint, lease_epoch bigint,
+              checkpoint text, checkpoint_sub_sequence bigint,
+              pending_checkpoint text, expires_in interval,
+              handoff_to text, handoff_from text, waiting_on text[])
+AS 'MODULE_PATHNAME', 'lease_my_leases'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 

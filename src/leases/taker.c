@@ -199,7 +199,10 @@ static LeaseStatement request_stmt = {
 
 /*
  * Renew every lease $3 holds in the stream (guarded on ownership: a lease
- * taken away is simply absent), reporting pending handoff requests.
+ * taken away is simply absent), reporting pending handoff requests and each
+ * lease's fencing token.  A lease handed to $3 by its holder's
+ * release_lease is held by $3 already, so it shows up here with the epoch
+ * the transfer gave it.
  */
 static LeaseStatement renew_all_stmt = {
 	.name = "renew_leases",
@@ -213,8 +216,9 @@ static LeaseStatement renew_all_stmt = {
 	"    AND l.lease_owner OPERATOR(pg_catalog.=) $3"
 	"  RETURNING l.shard_id, l.lease_count,"
 	"            CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"                 THEN l.handoff_to END AS handoff_to)"
-	" SELECT c.shard_id, c.lease_count, c.handoff_to FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\"",
+	"                 THEN l.handoff_to END AS handoff_to, l.lease_epoch)"
+	" SELECT c.shard_id, c.lease_count, c.handoff_to, c.lease_epoch"
+	"   FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\"",
 	.nargs = 4,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID},
 	.expected = SPI_OK_SELECT
@@ -410,7 +414,8 @@ PG_FUNCTION_INFO_V1(lease_renew_leases);
 
 /*
  * lease.renew_leases: renews every lease the owner holds in the stream;
- * handoff_to is set where a handoff has been requested.
+ * handoff_to is set where a handoff has been requested, lease_epoch is the
+ * fencing token of each.
  */
 Datum
 lease_renew_leases(PG_FUNCTION_ARGS)
@@ -430,10 +435,10 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 	lease_spi_run(&renew_all_stmt, values, NULL, 0);
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
-		Datum		out[3];
-		bool		nulls[3];
+		Datum		out[4];
+		bool		nulls[4];
 
-		for (int col = 0; col < 3; col++)
+		for (int col = 0; col < 4; col++)
 			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 	}

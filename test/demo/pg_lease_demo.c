@@ -10,7 +10,11 @@
  * process with two connections, like a Kinesis Client Library worker: a
  * renewer thread (lease.renew_leases every lease_duration/3) and a record
  * processor (lease.take_leases each balancing round, then batches of
- * simulated records per owned shard, each followed by a checkpoint).  What
+ * simulated records per owned shard, each followed by a fenced checkpoint:
+ * lease.update_checkpoint with the lease_epoch its take_leases or
+ * renew_leases last reported, so a worker that lost a lease, even one it
+ * then got back under the same name, can never write over the checkpoint of
+ * the ownership that came in between).  What
  * the processors do is logged into shared memory, so the report is the
  * clients' own view: which record ranges each worker processed and which of
  * them a checkpoint acknowledged.
@@ -296,6 +300,8 @@ typedef struct Held
 	int			handoff;		/* a handoff was requested */
 	int			pos_valid;		/* pos read from the lease since we got it */
 	int64_t		pos;			/* last record checkpointed */
+	int64_t		epoch;			/* the fencing token take_leases / renew_leases reported */
+	int64_t		pos_epoch;		/* the token pos was read under: every checkpoint is fenced with it */
 } Held;
 
 static Held held[MAX_SHARDS];
@@ -329,7 +335,7 @@ renewer_main(void *arg)
 	while (worker_running())
 	{
 		PGresult   *res = run(conn,
-							  "SELECT shard_id, lease_count, handoff_to"
+							  "SELECT shard_id, lease_count, handoff_to, lease_epoch"
 							  "  FROM lease.renew_leases($1, $2, $3, $4::interval)",
 							  4, params);
 		int			seen[MAX_SHARDS] = {0};
@@ -342,11 +348,21 @@ renewer_main(void *arg)
 			for (int r = 0; r < PQntuples(res); r++)
 			{
 				int			s = shard_index(PQgetvalue(res, r, 0));
+				int64_t		epoch = strtoll(PQgetvalue(res, r, 3), NULL, 10);
 
 				if (s < 0)
 					continue;
 				seen[s] = 1;
+				/*
+				 * A lease that is new to us (a transfer from its holder's
+				 * release_lease arrives this way) or held under another
+				 * epoch than we knew (lost and got back in between): its
+				 * position must be read again.
+				 */
+				if (!held[s].owned || held[s].epoch != epoch)
+					held[s].pos_valid = 0;
 				held[s].owned = 1;
+				held[s].epoch = epoch;
 				held[s].handoff = !PQgetisnull(res, r, 2);
 			}
 			for (int s = 0; s < nshards; s++)
@@ -385,19 +401,28 @@ log_range(int shard, int64_t first, int64_t last)
 	return i;
 }
 
-/* Reads where a newly held shard is; false when it is not ours after all or has ended. */
+/*
+ * Reads where a newly held shard is, through lease.my_leases (what a worker
+ * role may call); false when it is not ours after all, is ours under another
+ * epoch than take_leases / renew_leases reported (the renewer or the next
+ * balancing round brings the new one), or has ended.
+ */
 static bool
 load_position(PGconn *conn, int s)
 {
-	const char *params[3] = {app_name, STREAM_NAME, shard_defs[s].id};
-	PGresult   *res = run(conn,
-						  "SELECT checkpoint, lease_owner FROM lease.shard_leases"
-						  " WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3",
-						  3, params);
+	char		epoch[32];
+	const char *params[5] = {app_name, STREAM_NAME, me_name, shard_defs[s].id, epoch};
+	PGresult   *res;
 	bool		ok = false;
 
-	if (res != NULL && PQntuples(res) == 1 && !PQgetisnull(res, 0, 1) &&
-		strcmp(PQgetvalue(res, 0, 1), me_name) == 0)
+	pthread_mutex_lock(&held_mu);
+	snprintf(epoch, sizeof(epoch), "%" PRId64, held[s].epoch);
+	pthread_mutex_unlock(&held_mu);
+	res = run(conn,
+			  "SELECT checkpoint FROM lease.my_leases($1, $2, $3)"
+			  " WHERE shard_id = $4 AND handoff_from IS NULL AND lease_epoch = $5::bigint",
+			  5, params);
+	if (res != NULL && PQntuples(res) == 1)
 	{
 		const char *ck = PQgetvalue(res, 0, 0);
 
@@ -405,6 +430,7 @@ load_position(PGconn *conn, int s)
 		{
 			held[s].pos = (strcmp(ck, "TRIM_HORIZON") == 0 || strcmp(ck, "LATEST") == 0)
 				? 0 : strtoll(ck, NULL, 10);
+			held[s].pos_epoch = strtoll(epoch, NULL, 10);
 			held[s].pos_valid = 1;
 			ok = true;
 		}
@@ -414,15 +440,20 @@ load_position(PGconn *conn, int s)
 	return ok;
 }
 
-/* Is this worker still the owner of record (to tell a spurious failure from a lost lease)? */
+/*
+ * Does this worker still hold the lease, under the given fencing token when
+ * there is one (to tell a spurious failure from a lost lease)?  Asked
+ * through lease.my_leases, as a worker role would.
+ */
 static bool
-still_owner(PGconn *conn, int s)
+still_owner(PGconn *conn, int s, const char *epoch)
 {
-	const char *params[4] = {app_name, STREAM_NAME, shard_defs[s].id, me_name};
+	const char *params[5] = {app_name, STREAM_NAME, me_name, shard_defs[s].id, epoch};
 	PGresult   *res = run(conn,
-						  "SELECT 1 FROM lease.shard_leases WHERE app_name = $1 AND stream_name = $2"
-						  " AND shard_id = $3 AND lease_owner = $4",
-						  4, params);
+						  "SELECT 1 FROM lease.my_leases($1, $2, $3)"
+						  " WHERE shard_id = $4 AND handoff_from IS NULL"
+						  "   AND ($5::bigint IS NULL OR lease_epoch = $5::bigint)",
+						  5, params);
 	bool		owner = res != NULL && PQntuples(res) == 1;
 
 	if (res != NULL)
@@ -459,7 +490,8 @@ balance(PGconn *conn)
 {
 	const char *params[4] = {app_name, STREAM_NAME, me_name, lease_interval};
 	PGresult   *res = run(conn,
-						  "SELECT shard_id, action FROM lease.take_leases($1, $2, $3, $4::interval, NULL, 2)",
+						  "SELECT shard_id, action, lease_epoch"
+						  "  FROM lease.take_leases($1, $2, $3, $4::interval, NULL, 2)",
 						  4, params);
 
 	if (res == NULL)
@@ -480,6 +512,7 @@ balance(PGconn *conn)
 			held[s].owned = 1;
 			held[s].handoff = 0;
 			held[s].pos_valid = 0;
+			held[s].epoch = strtoll(PQgetvalue(res, r, 2), NULL, 10);
 			pthread_mutex_unlock(&held_mu);
 			shm->w[me].taken++;
 		}
@@ -489,17 +522,25 @@ balance(PGconn *conn)
 	PQclear(res);
 }
 
-/* Writes the checkpoint for a processed batch; returns WHY_NONE when acknowledged. */
+/*
+ * Writes the checkpoint for a processed batch, fenced with the token the
+ * batch started under (pg_lease) or guarded on the lease_count read before
+ * it (legacy); returns WHY_NONE when acknowledged.
+ */
 static int
-checkpoint_batch(PGconn *conn, int s, int64_t last, const char *legacy_count)
+checkpoint_batch(PGconn *conn, int s, int64_t last, const char *legacy_count, int64_t epoch)
 {
 	char		ck[32];
-	const char *params[6] = {app_name, STREAM_NAME, shard_defs[s].id, me_name, ck, legacy_count};
+	char		token[32];
+	const char *params[6] = {app_name, STREAM_NAME, shard_defs[s].id, me_name, ck,
+	legacy_count != NULL ? legacy_count : token};
 	bool		written;
 
 	snprintf(ck, sizeof(ck), "%" PRId64, last);
+	snprintf(token, sizeof(token), "%" PRId64, epoch);
 	if (legacy_count == NULL)
-		written = call_true(conn, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5)", 5, params);
+		written = call_true(conn, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)",
+							6, params);
 	else
 	{
 		/* the client-side pattern: conditional write guarded on the lease_count read earlier */
@@ -517,7 +558,7 @@ checkpoint_batch(PGconn *conn, int s, int64_t last, const char *legacy_count)
 	}
 	if (written)
 		return WHY_NONE;
-	return still_owner(conn, s) ? WHY_SPURIOUS : WHY_LOST;
+	return still_owner(conn, s, legacy_count == NULL ? token : NULL) ? WHY_SPURIOUS : WHY_LOST;
 }
 
 /* Reads lease_count before a batch (legacy mode only); false when the lease is gone. */
@@ -547,6 +588,7 @@ work_shard(PGconn *conn, int s, bool legacy)
 	int64_t		first, last;
 	long		slot;
 	char		count[32];
+	int64_t		epoch;
 	int			why;
 
 	pthread_mutex_lock(&held_mu);
@@ -584,6 +626,12 @@ work_shard(PGconn *conn, int s, bool legacy)
 		return;
 	}
 
+	/*
+	 * The position and the token it was read under go together: if the
+	 * lease changed hands since, the fenced checkpoint is refused and the
+	 * position is read again.
+	 */
+	epoch = held[s].pos_epoch;
 	first = held[s].pos + 1;
 	last = held[s].pos + opt.batch;
 	if (shard_defs[s].end > 0 && last > shard_defs[s].end)
@@ -592,7 +640,7 @@ work_shard(PGconn *conn, int s, bool legacy)
 	sleep_ms(opt.work_ms);		/* "process" the records */
 	shm->w[me].batches++;
 
-	why = checkpoint_batch(conn, s, last, legacy ? count : NULL);
+	why = checkpoint_batch(conn, s, last, legacy ? count : NULL, epoch);
 	if (why == WHY_NONE)
 	{
 		if (slot >= 0)

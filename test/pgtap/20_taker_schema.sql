@@ -1,7 +1,7 @@
 -- pgTAP: the taker's schema and signatures: indexes, the events table, the
 -- views, and every new function's arguments and return type.
 BEGIN;
-SELECT plan(24);
+SELECT plan(27);
 
 SELECT has_index('lease', 'shard_leases', 'shard_leases_handoff_idx',
                  ARRAY['app_name', 'stream_name', 'handoff_to'], 'the handoff index exists');
@@ -41,7 +41,14 @@ SELECT is((SELECT pg_get_function_arguments('lease.renew_leases(text,text,text,i
           'app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval',
           'renew_leases arguments');
 SELECT is((SELECT pg_get_function_result('lease.renew_leases(text,text,text,interval)'::regprocedure)),
-          'TABLE(shard_id text, lease_count bigint, handoff_to text)', 'renew_leases result');
+          'TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)',
+          'renew_leases result: the fencing token last');
+SELECT function_returns('lease', 'my_leases', ARRAY['text', 'text', 'text'], 'setof record');
+SELECT is((SELECT pg_get_function_arguments('lease.my_leases(text,text,text)'::regprocedure)),
+          'app_name text, stream_name text, owner text', 'my_leases arguments, no defaults');
+SELECT is((SELECT pg_get_function_result('lease.my_leases(text,text,text)'::regprocedure)),
+          'TABLE(shard_id text, lease_count bigint, lease_epoch bigint, checkpoint text, checkpoint_sub_sequence bigint, pending_checkpoint text, expires_in interval, handoff_to text, handoff_from text, waiting_on text[])',
+          'my_leases result');
 SELECT function_returns('lease', 'request_handoff', ARRAY['text', 'text', 'text', 'text'], 'boolean');
 -- the fenced overload has no defaults, so a 5- or 6-argument call is never ambiguous
 SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,text,text,text,bigint,bigint)'::regprocedure)),

@@ -1,7 +1,7 @@
 -- pgTAP: the taker's privileges.  The views and the events table are not
 -- PUBLIC; import_kcl_ex runs with the caller's privileges.
 BEGIN;
-SELECT plan(10);
+SELECT plan(12);
 
 SELECT table_privs_are('lease', 'lease_events', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on lease_events');
 SELECT table_privs_are('lease', 'lease_status', 'public', ARRAY[]::text[], 'PUBLIC cannot read lease_status');
@@ -15,6 +15,7 @@ GRANT EXECUTE ON FUNCTION
     lease.create_lease(text, text, text, text[], text),
     lease.take_leases(text, text, text, interval, integer, integer),
     lease.renew_leases(text, text, text, interval),
+    lease.my_leases(text, text, text),
     lease.release_lease(text, text, text, text),
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint)
     TO tap_taker_worker;
@@ -32,6 +33,10 @@ SELECT lease.create_lease('taptk', 's', 'a');
 SELECT is((SELECT count(*)::int FROM lease.take_leases('taptk', 's', 'w1')), 1, 'a worker takes its share');
 SELECT is((SELECT count(*)::int FROM lease.renew_leases('taptk', 's', 'w1')), 1, 'a worker renews its leases');
 SELECT is(lease.update_checkpoint('taptk', 's', 'a', 'w1', '5', 0, 1), true, 'a worker checkpoints with its token');
+SELECT results_eq($$SELECT shard_id, lease_epoch, checkpoint FROM lease.my_leases('taptk', 's', 'w1')$$,
+                  $$VALUES ('a'::text, 1::bigint, '5'::text)$$, 'a worker reads its own leases');
+SELECT is((SELECT lease_epoch FROM lease.renew_leases('taptk', 's', 'w1')), 1::bigint,
+          'renew_leases gives the worker its token');
 SELECT throws_ok($$SELECT * FROM lease.lease_events$$, '42501', NULL, 'a worker cannot read the events');
 RESET ROLE;
 

@@ -3,7 +3,7 @@
 -- and are granted apps.  Each can do exactly its documented set, for its
 -- own apps only, through every function and view.
 BEGIN;
-SELECT plan(72);
+SELECT plan(74);
 
 -- the README recipes
 CREATE ROLE lease_worker NOLOGIN;
@@ -18,7 +18,8 @@ GRANT EXECUTE ON FUNCTION
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
     lease.take_leases(text, text, text, interval, integer, integer),
-    lease.renew_leases(text, text, text, interval)
+    lease.renew_leases(text, text, text, interval),
+    lease.my_leases(text, text, text)
     TO lease_worker;
 
 CREATE ROLE lease_app NOLOGIN;
@@ -66,6 +67,7 @@ SELECT lease.grant_app('rm-a', 'tap_rm_w1'), lease.grant_app('rm-b', 'tap_rm_w2'
 SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C"),
           ARRAY['lease.close_shard(text,text,text,text)',
                 'lease.create_lease(text,text,text,text[],text)',
+                'lease.my_leases(text,text,text)',
                 'lease.prepare_checkpoint(text,text,text,text,text)',
                 'lease.release_lease(text,text,text,text)',
                 'lease.renew_lease(text,text,text,text,bigint,interval)',
@@ -131,6 +133,8 @@ SELECT is(lease.update_checkpoint('rm-a', 's', '0', 'w1', '6', 0, 1), true, 'wor
 SELECT is((SELECT count(*)::int FROM lease.take_leases('rm-a', 's', 'w1')), 1, 'worker balances its app');
 SELECT is((SELECT count(*)::int FROM lease.renew_leases('rm-a', 's', 'w1')), 2, 'worker renews its leases');
 SELECT is(lease.release_lease('rm-a', 's', '1', 'w1'), true, 'worker releases');
+SELECT is((SELECT array_agg(shard_id || ':' || lease_epoch) FROM lease.my_leases('rm-a', 's', 'w1')),
+          ARRAY['0:1'], 'worker reads its own leases and their tokens');
 -- ... and nothing of another app, through any function
 SELECT throws_ok(stmt, '42501', 'permission denied for app rm-b', 'worker, other app: ' || stmt)
   FROM unnest(ARRAY[
@@ -143,7 +147,8 @@ SELECT throws_ok(stmt, '42501', 'permission denied for app rm-b', 'worker, other
     $$SELECT lease.release_lease('rm-b', 's', '0', 'w2')$$,
     $$SELECT lease.close_shard('rm-b', 's', '0', 'w2')$$,
     $$SELECT * FROM lease.take_leases('rm-b', 's', 'w1')$$,
-    $$SELECT * FROM lease.renew_leases('rm-b', 's', 'w2')$$]) AS stmt;
+    $$SELECT * FROM lease.renew_leases('rm-b', 's', 'w2')$$,
+    $$SELECT * FROM lease.my_leases('rm-b', 's', 'w2')$$]) AS stmt;
 -- ... nor the admin functions, the channel functions or the views
 SELECT throws_ok(stmt, '42501', NULL, 'worker: ' || stmt)
   FROM unnest(ARRAY[
