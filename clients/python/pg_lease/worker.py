@@ -91,6 +91,7 @@ class Worker:
         self.running = {}         # shard_id -> epoch its processor was started with
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.error = None         # what stopped the renewer, raised by run()
 
     def stop(self):
         self.stopping.set()
@@ -124,7 +125,12 @@ class Worker:
 
     def _renewer(self):
         while not self.stopping.wait(self.lease_duration / 3):
-            self._renew_once()
+            try:
+                self._renew_once()
+            except Exception as e:    # an error the rules say to raise: stop the worker with it
+                self.journal("renewer_failed", error=repr(e))
+                self.error = e
+                self.stopping.set()
 
     # -- the processing loop ----------------------------------------------
 
@@ -201,7 +207,8 @@ class Worker:
         return True
 
     def run(self):
-        """Runs until stop(); then shuts every processor down and releases every lease."""
+        """Runs until stop(); then shuts every processor down and releases every lease.
+        Raises what stopped the renewer, if an error did (a privilege, a bug)."""
         self.journal("started", lease_duration=self.lease_duration, margin=self.margin)
         renewer = threading.Thread(target=self._renewer, daemon=True)
         renewer.start()
@@ -236,3 +243,5 @@ class Worker:
                 self.journal("call_failed", shard=shard, error=str(e))
         self.db.close()
         self.renew_db.close()
+        if self.error is not None:
+            raise self.error
