@@ -20,7 +20,7 @@ PG_CONFIG="$PG_BINDIR/pg_config"
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo torture bench upgrade dump alerts metrics}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients torture bench upgrade dump alerts metrics}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -109,6 +109,20 @@ suite_bench_quick() {
     fi
 }
 
+# The Python and Node clients (test/clients/run.sh): one count per TAP line;
+# a run that failed without saying which test counts as one failure.
+suite_clients() {
+    local ok bad
+    bash test/clients/run.sh 2>&1 | tee "$ROOT/clients.log"
+    local status=${PIPESTATUS[0]}
+    ok=$(grep -c '^ok ' "$ROOT/clients.log")
+    bad=$(grep -c '^not ok ' "$ROOT/clients.log")
+    if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then
+        bad=1
+    fi
+    tally "$ok" "$bad" "clients (Python and Node workers on one stream)"
+}
+
 # Runs the short torture and crash-recovery phases (test/torture/run.sh),
 # one count per driver run.  The crash phase restarts this cluster.
 suite_torture() {
@@ -174,6 +188,7 @@ for suite in $SUITES; do
         docs-coverage) suite_counted docs-coverage test/docs/coverage.sh ;;
         docs-examples) suite_counted docs-examples test/docs/examples.sh ;;
         demo) suite_demo ;;
+        clients) suite_clients ;;
         torture) suite_torture ;;
         bench) suite_bench_quick ;;
         settings) suite_script "settings (before and after the module loads)" test/settings/settings.sh ;;

@@ -35,6 +35,9 @@ test    postgresql-$PG_MAJOR-pgtap                  $PGSHARE/extension/pgtap.con
 test    libtap-parser-sourcehandler-pgtap-perl      /usr/bin/pg_prove
 test    git                                         /usr/bin/git
 test    unzip                                       /usr/bin/unzip
+clients python3-psycopg2                            /usr/lib/python3/dist-packages/psycopg2/__init__.py
+clients nodejs                                      /usr/bin/node
+clients nodejs                                      /usr/bin/npm
 sanitize valgrind                                   /usr/bin/valgrind
 lint    cppcheck                                    /usr/bin/cppcheck
 lint    clang-tidy                                  /usr/bin/clang-tidy

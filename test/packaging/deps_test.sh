@@ -23,6 +23,9 @@ EXPECTED="
 /usr/bin/pg_prove                                                  libtap-parser-sourcehandler-pgtap-perl
 /usr/bin/git                                                       git
 /usr/bin/unzip                                                     unzip
+/usr/lib/python3/dist-packages/psycopg2/__init__.py                python3-psycopg2
+/usr/bin/node                                                      nodejs
+/usr/bin/npm                                                       nodejs
 /usr/bin/valgrind                                                  valgrind
 /usr/bin/cppcheck                                                  cppcheck
 /usr/bin/clang-tidy                                                clang-tidy

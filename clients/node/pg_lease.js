@@ -1,0 +1,243 @@
+'use strict';
+// The worker loop: take, renew, process, fenced checkpoints, handoff.
+//
+// The same loop as the Python client (clients/python/pg_lease/worker.py), a
+// port of the demo client (test/demo/pg_lease_demo.c) following
+// docs/client-rules.md: a renewal timer on its own connection, a processing
+// loop on another, the local deadline, graceful handoff, and every checkpoint
+// fenced with the lease_epoch learned from take_leases or renew_leases.
+const fs = require('fs');
+const { performance } = require('perf_hooks');
+const { Session, Ambiguous, Unavailable, sleep } = require('./session');
+const { rotateChannel } = require('./channels');
+
+const SHARD_END = 'SHARD_END';
+const LEASE_LOST = 'lease lost';
+const HANDED_OFF = 'handed off';
+const SHARD_ENDED = 'shard ended';
+const WORKER_STOPPED = 'worker stopped';
+
+const TAKE = 'SELECT shard_id, action, lease_epoch FROM lease.take_leases($1, $2, $3, $4::interval, NULL, $5::integer)';
+const RENEW = 'SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases($1, $2, $3, $4::interval)';
+const MINE = 'SELECT shard_id, lease_epoch, checkpoint, handoff_from FROM lease.my_leases($1, $2, $3)';
+const CHECKPOINT = 'SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)';
+const RELEASE = 'SELECT lease.release_lease($1, $2, $3, $4)';
+const CLOSE = 'SELECT lease.close_shard($1, $2, $3, $4)';
+
+// Seconds on a monotonic clock, and its wall-clock equivalent.
+const now = () => performance.now() / 1000;
+const wall = (mono) => Date.now() / 1000 - (now() - mono);
+
+// What the user supplies; one object serves every shard the worker holds.
+// Each method may return a promise.
+class RecordProcessor {
+  // The worker now processes shardId, from checkpoint (the last acknowledged one).
+  initialize(shardId, checkpoint) {}
+  // Process the next batch; return its checkpoint, null (nothing to do), or SHARD_END.
+  process(shardId) { return null; }
+  // The worker stopped processing shardId: LEASE_LOST, HANDED_OFF, SHARD_ENDED or WORKER_STOPPED.
+  shutdown(shardId, reason) {}
+}
+
+// Appends what the server acknowledged, one JSON line per event (O_APPEND: survives a SIGKILL).
+function journal(path, owner) {
+  const fd = path ? fs.openSync(path, 'a') : null;
+  return (ev, fields = {}) => {
+    if (fd !== null) fs.writeSync(fd, JSON.stringify({ ...fields, ev, w: owner, t: Date.now() / 1000 }) + '\n');
+  };
+}
+
+class Worker {
+  constructor(config, appName, streamName, owner, processor,
+              { leaseDuration = 10, margin = null, balanceEvery = null, maxSteal = 1, journalPath = null } = {}) {
+    this.key = [appName, streamName];
+    this.owner = owner;
+    this.processor = processor;
+    this.leaseDuration = leaseDuration;
+    this.margin = margin === null ? leaseDuration / 5 : margin;
+    this.balanceEvery = balanceEvery || leaseDuration / 3;
+    this.maxSteal = maxSteal;
+    this.interval = `${Math.round(leaseDuration * 1000)} milliseconds`;
+    this.journal = journal(journalPath, owner);
+    this.db = new Session(config, owner);
+    this.renewDb = new Session(config, `${owner} renewer`);
+    this.held = new Map();        // shardId -> { epoch, sent, learned, handoffTo, lost }
+    this.forgotten = new Map();   // shardId -> when it was dropped here
+    this.running = new Map();     // shardId -> epoch its processor was started with
+    this.stopping = false;
+  }
+
+  stop() { this.stopping = true; }
+
+  // -- the renewer -------------------------------------------------------
+
+  async renewOnce() {
+    const sent = now();
+    let rows;
+    try {
+      rows = await this.renewDb.call(RENEW, [...this.key, this.owner, this.interval]);
+    } catch (e) {
+      if (!(e instanceof Unavailable || e instanceof Ambiguous)) throw e;
+      this.journal('renew_failed', { error: e.message });
+      return;
+    }
+    const seen = new Set();
+    const acked = {};
+    for (const [shard, handoffTo, epochText] of rows) {
+      const epoch = Number(epochText);
+      seen.add(shard);
+      let lease = this.held.get(shard);
+      if ((this.forgotten.get(shard) ?? -1) > sent || (lease && lease.learned > sent)) continue;
+      if (!lease || lease.epoch !== epoch) {
+        lease = { epoch, sent, learned: now(), handoffTo: null, lost: false };
+        this.held.set(shard, lease);
+      }
+      lease.sent = sent;
+      lease.handoffTo = handoffTo;
+      acked[shard] = epoch;
+    }
+    for (const [shard, lease] of this.held) {
+      if (!seen.has(shard) && lease.learned < sent) lease.lost = true;
+    }
+    this.journal('renewed', { sent: wall(sent), leases: acked });
+  }
+
+  async renewer() {
+    while (!this.stopping) {
+      await sleep(this.leaseDuration * 1000 / 3);
+      if (!this.stopping) await this.renewOnce();
+    }
+  }
+
+  // -- the processing loop -----------------------------------------------
+
+  async balance() {
+    const sent = now();
+    let rows;
+    try {
+      rows = await this.db.call(TAKE, [...this.key, this.owner, this.interval, this.maxSteal]);
+    } catch (e) {
+      if (!(e instanceof Unavailable || e instanceof Ambiguous)) throw e;
+      this.journal('take_failed', { error: e.message });
+      return;
+    }
+    const learned = now();
+    for (const [shard, action, epochText] of rows) {
+      if (action === 'taken') {
+        const epoch = Number(epochText);
+        this.held.set(shard, { epoch, sent, learned, handoffTo: null, lost: false });
+        this.journal('taken', { shard, epoch, sent: wall(sent) });
+      }
+    }
+  }
+
+  // Shuts the shard's processor down; forgets the lease unless keepLease.
+  async drop(shard, reason, why, keepLease = false) {
+    if (this.running.has(shard)) {
+      this.running.delete(shard);
+      await this.processor.shutdown(shard, reason);
+    }
+    if (!keepLease) {
+      this.held.delete(shard);
+      this.forgotten.set(shard, now());
+    }
+    this.journal('shutdown', { shard, reason, why });
+  }
+
+  // Starts the processor from the checkpoint; false when my_leases disagrees.
+  async start(shard, epoch) {
+    for (const [rowShard, rowEpoch, checkpoint, handoffFrom] of await this.db.call(MINE, [...this.key, this.owner])) {
+      if (rowShard === shard && handoffFrom === null && Number(rowEpoch) === epoch) {
+        if (checkpoint === SHARD_END) return false;
+        await this.processor.initialize(shard, checkpoint);
+        this.running.set(shard, epoch);
+        this.journal('initialized', { shard, epoch, checkpoint });
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // One step for one shard; true when a batch was processed.
+  async work(shard, lease) {
+    const key = [...this.key, shard, this.owner];
+    if (this.running.has(shard) && this.running.get(shard) !== lease.epoch) {
+      // it changed hands meanwhile (e.g. expired and taken again): restart from the checkpoint
+      await this.drop(shard, LEASE_LOST, 'epoch changed', true);
+      return false;
+    }
+    if (lease.lost) { await this.drop(shard, LEASE_LOST, 'not renewed'); return false; }
+    if (now() >= lease.sent + this.leaseDuration - this.margin) {
+      await this.drop(shard, LEASE_LOST, 'local deadline');
+      return false;
+    }
+    if (!this.running.has(shard) && !(await this.start(shard, lease.epoch))) {
+      await this.drop(shard, LEASE_LOST, 'not in my_leases');
+      return false;
+    }
+    if (lease.handoffTo !== null) {
+      // every processed batch is checkpointed already: hand it over
+      this.journal('released', { shard, ok: await this.db.one(RELEASE, key), to: lease.handoffTo });
+      await this.drop(shard, HANDED_OFF, `handoff to ${lease.handoffTo}`);
+      return false;
+    }
+    const checkpoint = await this.processor.process(shard);
+    if (checkpoint === null || checkpoint === undefined) return false;
+    if (checkpoint === SHARD_END) {
+      const closed = await this.db.one(CLOSE, key);
+      this.journal('closed', { shard, ok: closed });
+      await this.drop(shard, closed ? SHARD_ENDED : LEASE_LOST, 'closed');
+      return true;
+    }
+    const ok = await this.db.one(CHECKPOINT, [...key, checkpoint, lease.epoch]);
+    this.journal('checkpoint', { shard, epoch: lease.epoch, checkpoint, ok });
+    if (!ok) await this.drop(shard, LEASE_LOST, 'checkpoint refused');
+    return true;
+  }
+
+  // Runs until stop(); then shuts every processor down and releases every lease.
+  async run() {
+    this.journal('started', { lease_duration: this.leaseDuration, margin: this.margin });
+    const renewer = this.renewer();
+    let nextBalance = 0;
+    while (!this.stopping) {
+      if (now() >= nextBalance) {
+        await this.balance();
+        nextBalance = now() + this.balanceEvery;
+      }
+      let busy = false;
+      for (const [shard, lease] of [...this.held]) {
+        if (this.stopping) break;
+        try {
+          busy = (await this.work(shard, lease)) || busy;
+        } catch (e) {
+          if (!(e instanceof Unavailable || e instanceof Ambiguous)) throw e;
+          this.journal('call_failed', { shard, error: e.message });
+        }
+      }
+      // yield to the renewal timer even when every shard is busy
+      await sleep(busy ? 0 : 20);
+    }
+    await renewer;
+    const held = [...this.held.keys()].sort();
+    this.journal('stopping', { held });
+    for (const shard of held) {
+      if (this.running.has(shard)) {
+        this.running.delete(shard);
+        await this.processor.shutdown(shard, WORKER_STOPPED);
+      }
+      try {
+        this.journal('released', { shard, ok: await this.db.one(RELEASE, [...this.key, shard, this.owner]) });
+      } catch (e) {
+        this.journal('call_failed', { shard, error: e.message });
+      }
+    }
+    this.db.close();
+    this.renewDb.close();
+  }
+}
+
+module.exports = {
+  Worker, RecordProcessor, Session, Ambiguous, Unavailable, rotateChannel,
+  SHARD_END, LEASE_LOST, HANDED_OFF, SHARD_ENDED, WORKER_STOPPED,
+};

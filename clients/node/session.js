@@ -1,0 +1,70 @@
+'use strict';
+// One autocommit connection that follows docs/client-rules.md.
+const { Client } = require('pg');
+const rules = require('./rules');
+
+// The connection was lost after the call was sent: it may or may not have committed.
+class Ambiguous extends Error {}
+// The call did not go through after its retries; nothing is known to have happened.
+class Unavailable extends Error {}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+class Session {
+  // config: a node-postgres connection string or config object.
+  constructor(config, applicationName = 'pg_lease') {
+    this.config = typeof config === 'string' ? { connectionString: config } : { ...config };
+    this.config.application_name = applicationName;
+    this.client = null;
+  }
+
+  async connect() {
+    if (this.client === null) {
+      const client = new Client(this.config);
+      client.on('error', () => { if (this.client === client) this.client = null; });
+      await client.connect();
+      this.client = client;
+    }
+    return this.client;
+  }
+
+  close() {
+    if (this.client !== null) {
+      this.client.end().catch(() => {});
+      this.client = null;
+    }
+  }
+
+  // Rows (arrays) of one statement.  Throws Ambiguous (only when not
+  // repeatSafe), Unavailable, or the driver's error for anything the rules
+  // say to raise.
+  async call(sql, params = [], repeatSafe = true) {
+    for (let attempt = 0; attempt < rules.TRIES; attempt++) {
+      if (attempt) await sleep(rules.backoff(attempt));
+      let client;
+      try {
+        client = await this.connect();
+      } catch (e) {
+        this.close();
+        continue;                     // could not connect: nothing was sent
+      }
+      try {
+        const res = await client.query({ text: sql, values: params, rowMode: 'array' });
+        return res.rows;
+      } catch (e) {
+        const kind = rules.classify(e.code);
+        if (kind === 'raise') throw e;
+        if (kind !== 'repeat') this.close();
+        if (kind === 'ambiguous' && !repeatSafe) throw new Ambiguous(e.message);
+      }
+    }
+    throw new Unavailable(sql.split('(')[0]);
+  }
+
+  // The first column of the only row.
+  async one(sql, params = [], repeatSafe = true) {
+    return (await this.call(sql, params, repeatSafe))[0][0];
+  }
+}
+
+module.exports = { Session, Ambiguous, Unavailable, sleep };

@@ -1,0 +1,13 @@
+"""pg_lease clients for Python (psycopg2): a worker loop and a channel-rotation helper.
+
+docs/clients/python.md shows a complete worker; docs/client-rules.md is what
+the retries follow.
+"""
+from .channels import RotationResult, rotate_channel
+from .session import Ambiguous, Session, Unavailable
+from .worker import (HANDED_OFF, LEASE_LOST, SHARD_END, SHARD_ENDED, WORKER_STOPPED,
+                     RecordProcessor, Worker)
+
+__all__ = ["Worker", "RecordProcessor", "Session", "Ambiguous", "Unavailable",
+           "rotate_channel", "RotationResult", "SHARD_END", "LEASE_LOST",
+           "HANDED_OFF", "SHARD_ENDED", "WORKER_STOPPED"]

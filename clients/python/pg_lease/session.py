@@ -1,0 +1,67 @@
+"""One autocommit connection that follows docs/client-rules.md."""
+import time
+
+import psycopg2
+
+from . import rules
+
+
+class Ambiguous(Exception):
+    """The connection was lost after the call was sent: it may or may not have committed."""
+
+
+class Unavailable(Exception):
+    """The call did not go through after its retries; nothing is known to have happened."""
+
+
+class Session:
+    """Runs pg_lease calls, each its own transaction, retrying per the rules."""
+
+    def __init__(self, dsn, application_name="pg_lease"):
+        self.dsn = dsn
+        self.application_name = application_name
+        self.conn = None
+
+    def connect(self):
+        if self.conn is None or self.conn.closed:
+            self.conn = psycopg2.connect(self.dsn, application_name=self.application_name)
+            self.conn.autocommit = True
+        return self.conn
+
+    def close(self):
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except psycopg2.Error:
+                pass
+            self.conn = None
+
+    def call(self, sql, params=(), repeat_safe=True):
+        """Rows of one statement.  Raises Ambiguous (only when not repeat_safe),
+        Unavailable, or the driver's error for anything the rules say to raise."""
+        for attempt in range(rules.TRIES):
+            if attempt:
+                time.sleep(rules.backoff(attempt))
+            try:
+                conn = self.connect()
+            except psycopg2.OperationalError:
+                continue                  # could not connect: nothing was sent
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(sql, params)
+                    return cur.fetchall()
+            except psycopg2.Error as e:
+                kind = rules.classify(e.pgcode)
+                if conn.closed and kind != "reconnect":
+                    kind = "ambiguous"    # the driver lost the connection
+                if kind == "raise":
+                    raise
+                if kind != "repeat":
+                    self.close()
+                if kind == "ambiguous" and not repeat_safe:
+                    raise Ambiguous(str(e).strip()) from e
+        raise Unavailable(sql.split("(")[0])
+
+    def one(self, sql, params=(), repeat_safe=True):
+        """The first column of the only row."""
+        return self.call(sql, params, repeat_safe)[0][0]

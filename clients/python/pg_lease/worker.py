@@ -1,0 +1,247 @@
+"""The worker loop: take, renew, process, fenced checkpoints, handoff.
+
+A port of the demo client (test/demo/pg_lease_demo.c) following
+docs/client-rules.md: a renewal thread on its own connection, a processing
+loop on another, the local deadline, graceful handoff, and every checkpoint
+fenced with the lease_epoch learned from take_leases or renew_leases.
+"""
+import json
+import os
+import threading
+import time
+
+from .session import Ambiguous, Session, Unavailable
+
+SHARD_END = "SHARD_END"
+LEASE_LOST = "lease lost"
+HANDED_OFF = "handed off"
+SHARD_ENDED = "shard ended"
+WORKER_STOPPED = "worker stopped"
+
+TAKE = "SELECT shard_id, action, lease_epoch FROM lease.take_leases(%s, %s, %s, %s::interval, NULL, %s)"
+RENEW = "SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases(%s, %s, %s, %s::interval)"
+MINE = ("SELECT shard_id, lease_epoch, checkpoint, handoff_from"
+        "  FROM lease.my_leases(%s, %s, %s)")
+CHECKPOINT = "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s)"
+RELEASE = "SELECT lease.release_lease(%s, %s, %s, %s)"
+CLOSE = "SELECT lease.close_shard(%s, %s, %s, %s)"
+
+
+class RecordProcessor:
+    """What the user supplies; one object serves every shard the worker holds."""
+
+    def initialize(self, shard_id, checkpoint):
+        """The worker now processes shard_id, from checkpoint (the last acknowledged one)."""
+
+    def process(self, shard_id):
+        """Process the next batch; return its checkpoint, None (nothing to do), or SHARD_END."""
+        return None
+
+    def shutdown(self, shard_id, reason):
+        """The worker stopped processing shard_id: LEASE_LOST, HANDED_OFF, SHARD_ENDED or WORKER_STOPPED."""
+
+
+class _Lease:
+    """What the worker knows of one lease it holds."""
+
+    def __init__(self, epoch, sent, learned):
+        self.epoch = epoch        # the fencing token
+        self.sent = sent          # when the last acknowledged take/renewal was sent (monotonic)
+        self.learned = learned    # when this epoch became known here (monotonic)
+        self.handoff_to = None
+        self.lost = False
+
+
+class Journal:
+    """Appends what the server acknowledged, one JSON line per event (O_APPEND: survives a SIGKILL)."""
+
+    def __init__(self, path, owner):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if path else None
+        self.owner = owner
+
+    def __call__(self, event, **fields):
+        if self.fd is not None:
+            fields.update(ev=event, w=self.owner, t=time.time())
+            os.write(self.fd, (json.dumps(fields) + "\n").encode())
+
+
+def _wall(mono):
+    return time.time() - (time.monotonic() - mono)
+
+
+class Worker:
+    """Runs the loop for one owner on one stream until stop() (or SIGTERM, if the caller wires it)."""
+
+    def __init__(self, dsn, app_name, stream_name, owner, processor,
+                 lease_duration=10.0, margin=None, balance_every=None,
+                 max_steal=1, journal=None):
+        self.key = (app_name, stream_name)
+        self.owner = owner
+        self.processor = processor
+        self.lease_duration = float(lease_duration)
+        self.margin = self.lease_duration / 5 if margin is None else float(margin)
+        self.balance_every = balance_every or self.lease_duration / 3
+        self.max_steal = max_steal
+        self.interval = "%d milliseconds" % int(self.lease_duration * 1000)
+        self.journal = Journal(journal, owner)
+        self.db = Session(dsn, owner)
+        self.renew_db = Session(dsn, owner + " renewer")
+        self.held = {}            # shard_id -> _Lease, shared with the renewer
+        self.forgotten = {}       # shard_id -> when it was dropped here (monotonic)
+        self.running = {}         # shard_id -> epoch its processor was started with
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.error = None         # what stopped the renewer, raised by run()
+
+    def stop(self):
+        self.stopping.set()
+
+    # -- the renewer ------------------------------------------------------
+
+    def _renew_once(self):
+        sent = time.monotonic()
+        try:
+            rows = self.renew_db.call(RENEW, self.key + (self.owner, self.interval))
+        except (Unavailable, Ambiguous) as e:
+            self.journal("renew_failed", error=str(e))
+            return
+        acked = {}
+        with self.lock:
+            seen = set()
+            for shard, handoff_to, epoch in rows:
+                seen.add(shard)
+                lease = self.held.get(shard)
+                if self.forgotten.get(shard, -1) > sent or (lease and lease.learned > sent):
+                    continue      # this answer predates what we know now
+                if lease is None or lease.epoch != epoch:
+                    lease = self.held[shard] = _Lease(epoch, sent, time.monotonic())
+                lease.sent = sent
+                lease.handoff_to = handoff_to
+                acked[shard] = epoch
+            for shard, lease in self.held.items():
+                if shard not in seen and lease.learned < sent:
+                    lease.lost = True
+        self.journal("renewed", sent=_wall(sent), leases=acked)
+
+    def _renewer(self):
+        while not self.stopping.wait(self.lease_duration / 3):
+            try:
+                self._renew_once()
+            except Exception as e:    # an error the rules say to raise: stop the worker with it
+                self.journal("renewer_failed", error=repr(e))
+                self.error = e
+                self.stopping.set()
+
+    # -- the processing loop ----------------------------------------------
+
+    def _balance(self):
+        sent = time.monotonic()
+        try:
+            rows = self.db.call(TAKE, self.key + (self.owner, self.interval, self.max_steal))
+        except (Unavailable, Ambiguous) as e:
+            self.journal("take_failed", error=str(e))
+            return
+        learned = time.monotonic()
+        with self.lock:
+            for shard, action, epoch in rows:
+                if action == "taken":
+                    self.held[shard] = _Lease(epoch, sent, learned)
+                    self.journal("taken", shard=shard, epoch=epoch, sent=_wall(sent))
+
+    def _drop(self, shard, reason, why, keep_lease=False):
+        """Shuts the shard's processor down; forgets the lease unless keep_lease."""
+        if shard in self.running:
+            del self.running[shard]
+            self.processor.shutdown(shard, reason)
+        if not keep_lease:
+            with self.lock:
+                self.held.pop(shard, None)
+                self.forgotten[shard] = time.monotonic()
+        self.journal("shutdown", shard=shard, reason=reason, why=why)
+
+    def _start(self, shard, epoch):
+        """Starts the processor from the checkpoint; False when my_leases disagrees."""
+        for row_shard, row_epoch, checkpoint, handoff_from in self.db.call(MINE, self.key + (self.owner,)):
+            if row_shard == shard and handoff_from is None and row_epoch == epoch:
+                if checkpoint == SHARD_END:
+                    return False
+                self.processor.initialize(shard, checkpoint)
+                self.running[shard] = epoch
+                self.journal("initialized", shard=shard, epoch=epoch, checkpoint=checkpoint)
+                return True
+        return False
+
+    def _work(self, shard, lease):
+        """One step for one shard; True when a batch was processed."""
+        key = self.key + (shard, self.owner)
+        if shard in self.running and self.running[shard] != lease.epoch:
+            # it changed hands meanwhile (e.g. expired and taken again): restart from the checkpoint
+            self._drop(shard, LEASE_LOST, "epoch changed", keep_lease=True)
+            return False
+        if lease.lost:
+            self._drop(shard, LEASE_LOST, "not renewed")
+            return False
+        if time.monotonic() >= lease.sent + self.lease_duration - self.margin:
+            self._drop(shard, LEASE_LOST, "local deadline")
+            return False
+        if shard not in self.running and not self._start(shard, lease.epoch):
+            self._drop(shard, LEASE_LOST, "not in my_leases")
+            return False
+        if lease.handoff_to is not None:
+            # every processed batch is checkpointed already: hand it over
+            self.journal("released", shard=shard, ok=self.db.one(RELEASE, key), to=lease.handoff_to)
+            self._drop(shard, HANDED_OFF, "handoff to " + lease.handoff_to)
+            return False
+        checkpoint = self.processor.process(shard)
+        if checkpoint is None:
+            return False
+        if checkpoint == SHARD_END:
+            closed = self.db.one(CLOSE, key)
+            self.journal("closed", shard=shard, ok=closed)
+            self._drop(shard, SHARD_ENDED if closed else LEASE_LOST, "closed")
+            return True
+        ok = self.db.one(CHECKPOINT, key + (checkpoint, lease.epoch))
+        self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, ok=ok)
+        if not ok:
+            self._drop(shard, LEASE_LOST, "checkpoint refused")
+        return True
+
+    def run(self):
+        """Runs until stop(); then shuts every processor down and releases every lease.
+        Raises what stopped the renewer, if an error did (a privilege, a bug)."""
+        self.journal("started", lease_duration=self.lease_duration, margin=self.margin)
+        renewer = threading.Thread(target=self._renewer, daemon=True)
+        renewer.start()
+        next_balance = 0.0
+        while not self.stopping.is_set():
+            if time.monotonic() >= next_balance:
+                self._balance()
+                next_balance = time.monotonic() + self.balance_every
+            with self.lock:
+                held = list(self.held.items())
+            busy = False
+            for shard, lease in held:
+                if self.stopping.is_set():
+                    break
+                try:
+                    busy = self._work(shard, lease) or busy
+                except (Unavailable, Ambiguous) as e:
+                    self.journal("call_failed", shard=shard, error=str(e))
+            if not busy:
+                time.sleep(0.02)
+        renewer.join()
+        with self.lock:
+            held = sorted(self.held)
+        self.journal("stopping", held=held)
+        for shard in held:
+            if shard in self.running:
+                del self.running[shard]
+                self.processor.shutdown(shard, WORKER_STOPPED)
+            try:
+                self.journal("released", shard=shard, ok=self.db.one(RELEASE, self.key + (shard, self.owner)))
+            except (Unavailable, Ambiguous) as e:
+                self.journal("call_failed", shard=shard, error=str(e))
+        self.db.close()
+        self.renew_db.close()
+        if self.error is not None:
+            raise self.error

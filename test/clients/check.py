@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""The fleet checker: the invariants of the demo, over what the workers recorded.
+
+    check.py DIR DSN --killed W,.. --joined W,.. --live "W W .."
+
+DIR holds, per worker W, W.records (one JSON line per record processed:
+shard, seq, time) and W.journal (one JSON line per thing the server
+acknowledged: takes and renewals with their send times and epochs,
+processor starts with their checkpoint, checkpoints with ok true/false,
+releases, closes, shutdowns), plus "fairness" (the harness's last look at
+the live leases before the stop).  The server's final state is read only to
+compare it with the journals.
+
+Invariants:
+  - no checkpoint refused (no spurious failure, no lease lost by a live worker);
+  - nothing processed twice, except the unacknowledged tail of a killed worker
+    (records after its last acknowledged checkpoint of that shard);
+  - no gaps: every record up to a shard's final checkpoint was processed, and
+    the server's checkpoint is the last one a worker was told was written;
+  - no two owners at once: per shard, the spans in which a worker processed
+    it (from its processor start to its last record) never overlap another
+    worker's, and the fencing epoch grows from one owner to the next;
+  - the local deadline: every record was processed less than one lease
+    duration after the send time of an acknowledged take/renewal of that
+    shard by that worker;
+  - ended shards closed, their children processed from the start;
+  - both languages and both joining workers processed records;
+  - fair shares at the end, no takeable lease unheld.
+"""
+import argparse
+import collections
+import glob
+import json
+import os
+import sys
+
+import psycopg2
+
+ap = argparse.ArgumentParser()
+ap.add_argument("dir")
+ap.add_argument("dsn")
+ap.add_argument("--killed", default="")
+ap.add_argument("--joined", default="")
+ap.add_argument("--live", default="")
+args = ap.parse_args()
+killed = set(filter(None, args.killed.split(",")))
+joined = set(filter(None, args.joined.split(",")))
+
+failures = []
+
+
+def check(ok, what):
+    print("  %s %s" % ("ok" if ok else "FAIL", what))
+    if not ok:
+        failures.append(what)
+
+
+def load(pattern):
+    out = {}
+    for path in sorted(glob.glob(os.path.join(args.dir, pattern))):
+        name = os.path.basename(path).rsplit(".", 1)[0]
+        with open(path) as f:
+            # a SIGKILL may cut the last line short
+            out[name] = [json.loads(l) for l in f if l.endswith("\n")]
+    return out
+
+
+journals = load("*.journal")
+records = load("*.records")
+workers = sorted(journals)
+print("# workers: %s" % " ".join(workers))
+
+lease_duration = {w: next(e["lease_duration"] for e in j if e["ev"] == "started") for w, j in journals.items()}
+
+# -- checkpoints ------------------------------------------------------------
+refused = [(w, e) for w, j in journals.items() for e in j if e["ev"] == "checkpoint" and not e["ok"]]
+acked = collections.defaultdict(list)       # (worker, shard) -> [(t, seq)]
+for w, j in journals.items():
+    for e in j:
+        if e["ev"] == "checkpoint" and e["ok"]:
+            acked[(w, e["shard"])].append((e["t"], int(e["checkpoint"])))
+n_checkpoints = sum(len(v) for v in acked.values())
+check(not refused, "no checkpoint refused: %d acknowledged, %d refused %s"
+      % (n_checkpoints, len(refused), refused[:3]))
+
+# -- duplicates and gaps --------------------------------------------------------
+by_shard = collections.defaultdict(list)    # shard -> [(t, worker, seq)]
+for w, rs in records.items():
+    for r in rs:
+        by_shard[r["shard"]].append((r["t"], w, r["seq"]))
+total = sum(len(v) for v in by_shard.values())
+dups_tail = 0
+dups_bad = []
+for shard, rs in by_shard.items():
+    seen = {}
+    for t, w, seq in sorted(rs):
+        if seq in seen:
+            pw = seen[seq]
+            covered = any(c >= seq for _, c in acked[(pw, shard)])
+            if pw in killed and not covered:
+                dups_tail += 1
+            else:
+                dups_bad.append((shard, seq, pw, w))
+        seen[seq] = w
+check(not dups_bad, "nothing processed twice but a killed worker's unacknowledged tail:"
+      " %d records, %d again from a killed worker's tail, %d other repeats %s"
+      % (total, dups_tail, len(dups_bad), dups_bad[:3]))
+
+conn = psycopg2.connect(args.dsn)
+conn.autocommit = True
+cur = conn.cursor()
+cur.execute("SELECT shard_id, checkpoint, parent_shard_ids FROM lease.shard_leases"
+            " WHERE app_name = 'clients' AND stream_name = 'orders' ORDER BY shard_id")
+server = {s: (c, p) for s, c, p in cur.fetchall()}
+closed = {e["shard"] for j in journals.values() for e in j if e["ev"] == "closed" and e["ok"]}
+gaps = []
+mismatch = []
+for shard, (server_ckpt, _) in server.items():
+    last_acked = max([c for (w, s), v in acked.items() if s == shard for _, c in v], default=0)
+    want = "SHARD_END" if shard in closed else (str(last_acked) if last_acked else "TRIM_HORIZON")
+    if server_ckpt != want:
+        mismatch.append((shard, server_ckpt, want))
+    done = {seq for _, _, seq in by_shard.get(shard, [])}
+    missing = [seq for seq in range(1, last_acked + 1) if seq not in done]
+    if missing:
+        gaps.append((shard, missing[:5]))
+check(not gaps, "no gaps: every record up to each shard's last acknowledged checkpoint was processed %s" % gaps[:3])
+check(not mismatch, "the server's checkpoints are the last ones the workers were told were written %s"
+      % mismatch[:3])
+
+# -- ended shards ---------------------------------------------------------------
+ended = sorted(s for s in server if "-end" in s)
+check(set(ended) <= closed and all(server[s][0] == "SHARD_END" for s in ended),
+      "the ended shards %s were closed by their owners" % ended)
+for shard in ended:
+    n = int(shard.rsplit("-end", 1)[1])
+    done = {seq for _, _, seq in by_shard.get(shard, [])}
+    check(done == set(range(1, n + 1)), "%s: exactly records 1..%d processed" % (shard, n))
+children = [s for s, (_, parents) in server.items() if parents]
+for shard in children:
+    rs = sorted(by_shard.get(shard, []))
+    parents_end = max([t for p in server[shard][1] for t, _, _ in by_shard.get(p, [])], default=0)
+    check(bool(rs) and rs[0][2] == 1 and rs[0][0] > parents_end,
+          "%s (child of %s) processed from record 1, after its parents ended" % (shard, server[shard][1]))
+
+# -- no two owners at once; epochs; the local deadline ----------------------------
+spans = collections.defaultdict(list)       # shard -> [(start, end, worker, epoch)]
+deadline_bad = []
+for w, j in journals.items():
+    inits = [e for e in j if e["ev"] == "initialized"]
+    acks = collections.defaultdict(list)    # (shard, epoch) -> [sent]
+    for e in j:
+        if e["ev"] == "taken":
+            acks[(e["shard"], e["epoch"])].append(e["sent"])
+        elif e["ev"] == "renewed":
+            for s, ep in e["leases"].items():
+                acks[(s, ep)].append(e["sent"])
+    mine = collections.defaultdict(list)
+    for r in records.get(w, []):
+        mine[r["shard"]].append(r["t"])
+    for k, e in enumerate(inits):
+        later = [x["t"] for x in inits[k + 1:] if x["shard"] == e["shard"]]
+        until = min(later) if later else float("inf")
+        ts = [t for t in mine[e["shard"]] if e["t"] <= t < until]
+        if ts:
+            spans[e["shard"]].append((e["t"], max(ts), w, e["epoch"]))
+        sent = sorted(acks[(e["shard"], e["epoch"])])
+        for t in ts:
+            before = [s for s in sent if s <= t]
+            if not before or t >= before[-1] + lease_duration[w]:
+                deadline_bad.append((w, e["shard"], t))
+overlaps = []
+epochs_bad = []
+for shard, ss in spans.items():
+    ss.sort()
+    for i, (start, end, w, ep) in enumerate(ss):
+        for pstart, pend, pw, pep in ss[:i]:
+            if pw != w and pend >= start:
+                overlaps.append((shard, pw, pend, w, start))
+            if pw != w and pep >= ep:
+                epochs_bad.append((shard, pw, pep, w, ep))
+n_spans = sum(len(v) for v in spans.values())
+check(not overlaps, "no two owners at once: %d processing spans, none overlapping another worker's %s"
+      % (n_spans, overlaps[:3]))
+check(not epochs_bad, "the fencing epoch grows from one owner of a shard to the next %s" % epochs_bad[:3])
+check(not deadline_bad, "every record processed within a lease duration of an acknowledged take/renewal %s"
+      % deadline_bad[:3])
+
+# -- both languages, joiners, fairness ------------------------------------------------
+per_worker = {w: len(records.get(w, [])) for w in workers}
+print("# records per worker: %s" % per_worker)
+check(any(per_worker[w] for w in workers if w.startswith("py-")) and
+      any(per_worker[w] for w in workers if w.startswith("node-")),
+      "Python and Node workers both processed the stream")
+check(all(per_worker.get(w, 0) > 0 for w in joined), "the joining workers %s got leases and processed" % sorted(joined))
+handoffs = [e for j in journals.values() for e in j if e["ev"] == "released" and e.get("to")]
+check(len(handoffs) > 0, "the joining workers got their share through %d graceful handoffs" % len(handoffs))
+with open(os.path.join(args.dir, "fairness")) as f:
+    fairness = f.read().strip()
+check(fairness.endswith(" fair"), "fair shares at the end, no takeable lease unheld (%s)" % fairness)
+
+print("# %s" % ("every invariant held" if not failures else "%d invariant(s) BROKEN" % len(failures)))
+sys.exit(1 if failures else 0)

@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# The clients suite (make test, PG_LEASE_SUITES=clients): the Python and Node
+# clients against the running throwaway cluster (PGHOST, PGPORT from
+# test/lib/cluster.sh).  Prints TAP ("ok N - ...", "not ok N - ..."); exits
+# non-zero on any failure.
+#
+#   1. the docs show the tested code: each "write a worker" page's code block
+#      is byte-for-byte the example worker the fleet runs;
+#   2. both clients' retry tables name the SQLSTATEs of docs/client-rules.md;
+#   3. the channel-rotation helper of each client: a started replacement
+#      stays, a replacement that fails to start is restored;
+#   4. the fleet: Python and Node workers on one stream at the same time, one
+#      of each killed (SIGKILL) mid-run, one of each joining later, then a
+#      checker over what the workers recorded (test/clients/check.py).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+PY=/usr/bin/python3          # Debian's python3-psycopg2 is for Debian's python3
+NODE=/usr/bin/node
+PSQL="${PG_BINDIR:-/usr/lib/postgresql/15/bin}/psql"
+DB=pg_lease_clients
+LEASE_SECONDS=${CLIENTS_LEASE_SECONDS:-3}
+# when the harness starts looking for fair shares (then up to 8 s more)
+SETTLE_AT=${CLIENTS_SETTLE_AT:-18}
+
+n=0
+fails=0
+ok() {
+    n=$((n + 1))
+    if [ "$1" = 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        fails=$((fails + 1))
+    fi
+}
+
+bash test/lib/deps.sh clients || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
+(cd clients/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+ok $? "npm ci installs node-postgres from clients/node/package-lock.json" || true
+[ -d clients/node/node_modules/pg ] || { echo "1..$n"; exit 1; }
+
+# 1. The pages show exactly the code that runs.
+doc_block() {   # the first fenced block of the given language in a page
+    awk -v lang="$2" '$0 == "```" lang { inside = 1; next } inside && $0 == "```" { exit } inside { print }' "$1"
+}
+for pair in "docs/clients/python.md python clients/python/example_worker.py" \
+            "docs/clients/node.md js clients/node/example_worker.js"; do
+    set -- $pair
+    diff <(doc_block "$1" "$2") "$3" >/dev/null
+    ok $? "$1 shows $3 verbatim"
+    lines=$(wc -l <"$3")
+    [ "$lines" -lt 100 ]
+    ok $? "$3 is a complete worker in under a hundred lines ($lines)"
+done
+
+# 2. One table of retry rules, followed by both clients.
+rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
+    grep -oE '\b(40001|40P01|55P03|57014|53300|57P0[1-3]|25006)\b' "$1" | sort -u
+}
+diff <(rules_codes docs/client-rules.md) <(rules_codes clients/python/pg_lease/rules.py) >/dev/null &&
+    diff <(rules_codes docs/client-rules.md) <(rules_codes clients/node/rules.js) >/dev/null
+ok $? "docs/client-rules.md, rules.py and rules.js name the same SQLSTATEs"
+$PY - <<'EOF'
+import sys
+sys.path.insert(0, "clients/python")
+from pg_lease import rules
+cases = {"40001": "repeat", "40P01": "repeat", "55P03": "repeat", "57014": "repeat",
+         "53300": "reconnect", "57P03": "reconnect", "25006": "reconnect",
+         "57P01": "ambiguous", "57P02": "ambiguous", "08006": "ambiguous", None: "ambiguous",
+         "22023": "raise", "42501": "raise", "XX000": "raise"}
+bad = {k: rules.classify(k) for k, v in cases.items() if rules.classify(k) != v}
+sys.exit(1 if bad else 0)
+EOF
+ok $? "rules.py classifies every SQLSTATE of the table as the page says"
+$NODE -e '
+const rules = require("./clients/node/rules.js");
+const cases = {"40001": "repeat", "40P01": "repeat", "55P03": "repeat", "57014": "repeat",
+  "53300": "reconnect", "57P03": "reconnect", "25006": "reconnect",
+  "57P01": "ambiguous", "57P02": "ambiguous", "08006": "ambiguous", "": "ambiguous",
+  "22023": "raise", "42501": "raise", "XX000": "raise"};
+for (const [k, v] of Object.entries(cases)) if (rules.classify(k || undefined) !== v) process.exit(1);'
+ok $? "rules.js classifies every SQLSTATE of the table as the page says"
+
+# The database: the extension, a worker role per the README recipe (it may
+# call the lease functions, not read any table), an application role.
+"$PSQL" -X -q -v ON_ERROR_STOP=1 -d postgres <<SQL >/dev/null
+DROP DATABASE IF EXISTS $DB;
+CREATE DATABASE $DB;
+\c $DB
+SET client_min_messages = warning;
+CREATE EXTENSION pg_lease;
+DO \$\$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'clients_worker') THEN
+        CREATE ROLE clients_worker LOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'clients_app') THEN
+        CREATE ROLE clients_app LOGIN;
+    END IF;
+END \$\$;
+GRANT USAGE ON SCHEMA lease TO clients_worker, clients_app;
+GRANT EXECUTE ON FUNCTION
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
+    lease.release_lease(text, text, text, text),
+    lease.close_shard(text, text, text, text),
+    lease.take_leases(text, text, text, interval, integer, integer),
+    lease.renew_leases(text, text, text, interval),
+    lease.my_leases(text, text, text)
+    TO clients_worker;
+GRANT EXECUTE ON FUNCTION
+    lease.start_conversation(text, text, text, text, text),
+    lease.find_channel_conversation(text, text, text, text, text),
+    lease.rotate_channel(text, text, text, text, text, bigint),
+    lease.restore_rotated_channel(bigint, bigint)
+    TO clients_app;
+SELECT lease.grant_app('clients', 'clients_worker');
+SQL
+ok $? "a database with pg_lease, a worker role and an application role"
+# URLs: libpq (psycopg2) and node-postgres both read them
+url() { echo "postgresql:///$DB?host=$PGHOST&port=$PGPORT&user=$1"; }
+WORKER_DSN=$(url clients_worker)
+APP_DSN=$(url clients_app)
+ADMIN_DSN=$(url postgres)
+
+# 3. The channel-rotation helper, one tenant per language.
+$PY test/clients/rotation_test.py "$APP_DSN" "$ADMIN_DSN"
+ok $? "Python rotate_channel: started replacement kept, failed one restored"
+$NODE test/clients/rotation_test.js "$APP_DSN" "$ADMIN_DSN"
+ok $? "Node rotateChannel: started replacement kept, failed one restored"
+
+OUT=$(mktemp -d /tmp/pg_lease_clients.XXXXXX)
+trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$OUT"' EXIT
+
+# The SQL-only worker of docs/clients/sql.md, as the page shows it: two on
+# one stream, the second joining later; every record exactly once, the
+# server's checkpoints are the last records processed, all released at the stop.
+doc_block docs/clients/sql.md bash >"$OUT/sql_worker.sh"
+"$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB \
+    -c "SELECT lease.create_lease('clients', 'sql-orders', 'shard-' || i) FROM generate_series(1, 4) AS i" >/dev/null
+mkdir "$OUT/sql"
+PGDATABASE=$DB PGUSER=clients_worker PATH="$(dirname "$PSQL"):$PATH" bash "$OUT/sql_worker.sh" clients sql-orders sql-a "$OUT/sql" &
+sql_a=$!
+sleep 2
+PGDATABASE=$DB PGUSER=clients_worker PATH="$(dirname "$PSQL"):$PATH" bash "$OUT/sql_worker.sh" clients sql-orders sql-b "$OUT/sql" &
+sql_b=$!
+sleep 6
+kill -TERM $sql_a $sql_b
+wait $sql_a $sql_b
+$PY - "$OUT/sql" "$ADMIN_DSN" <<'EOF'
+import collections, glob, sys
+import psycopg2
+seen = collections.defaultdict(list)
+workers = collections.Counter()
+for path in glob.glob(sys.argv[1] + "/*.records"):
+    for line in open(path):
+        shard, seq = line.split()
+        seen[shard].append(int(seq))
+        workers[path] += 1
+cur = psycopg2.connect(sys.argv[2]).cursor()
+cur.execute("SELECT shard_id, checkpoint, lease_owner FROM lease.shard_leases"
+            " WHERE app_name = 'clients' AND stream_name = 'sql-orders'")
+rows = cur.fetchall()
+bad = [(s, c, o) for s, c, o in rows
+       if o is not None or sorted(seen[s]) != list(range(1, int(c) + 1))]
+print("# SQL workers: records %s, checkpoints %s" % (dict(workers), {s: c for s, c, _ in rows}))
+sys.exit(1 if bad or len(rows) != 4 or len(workers) != 2 else 0)
+EOF
+ok $? "the SQL-only worker of docs/clients/sql.md: two on a stream, each record once, checkpoints fenced, all released"
+
+# 4. The fleet.
+"$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB <<'SQL' >/dev/null
+SELECT lease.create_lease('clients', 'orders', pg_catalog.format('s%s', pg_catalog.lpad(i::text, 2, '0')))
+  FROM pg_catalog.generate_series(1, 13) AS i;
+SELECT lease.create_lease('clients', 'orders', 'p-end40');                     -- ends after 40 records
+SELECT lease.create_lease('clients', 'orders', 'q-end60');                     -- ends after 60
+SELECT lease.create_lease('clients', 'orders', 'c1', '{p-end40}');             -- split child of p
+SELECT lease.create_lease('clients', 'orders', 'c2', '{p-end40}');
+SQL
+declare -A PIDS
+start_worker() {   # name
+    case $1 in
+        py-*) (cd clients/python && exec $PY example_worker.py "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS") \
+                  2>"$OUT/$1.stderr" & ;;
+        node-*) $NODE clients/node/example_worker.js "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
+                  2>"$OUT/$1.stderr" & ;;
+    esac
+    PIDS[$1]=$!
+}
+# The live leases per owner, and whether every live worker holds a fair share
+# (floor or ceil of the takeable leases over the live workers) with no
+# takeable lease unheld.
+fair_sql() {
+    cat <<SQL
+WITH t AS (SELECT l.shard_id, l.lease_owner, l.lease_expires_at > clock_timestamp() AS live
+             FROM lease.shard_leases l
+            WHERE l.app_name = 'clients' AND l.stream_name = 'orders' AND l.checkpoint <> 'SHARD_END'
+              AND NOT EXISTS (SELECT 1 FROM lease.shard_leases p
+                               WHERE p.app_name = l.app_name AND p.stream_name = l.stream_name
+                                 AND p.shard_id = ANY (l.parent_shard_ids) AND p.checkpoint <> 'SHARD_END')),
+     w AS (SELECT unnest(string_to_array('$1', ' ')) AS owner),
+     c AS (SELECT w.owner, count(t.shard_id) FILTER (WHERE t.live) AS n FROM w LEFT JOIN t ON t.lease_owner = w.owner GROUP BY w.owner),
+     f AS (SELECT count(*) AS takeable, count(*) FILTER (WHERE NOT live OR lease_owner IS NULL) AS unheld FROM t)
+SELECT (SELECT string_agg(owner || '=' || n, ' ' ORDER BY owner) FROM c)
+       || ' takeable=' || f.takeable || ' unheld=' || f.unheld
+       || CASE WHEN f.unheld = 0 AND (SELECT bool_and(n BETWEEN f.takeable / (SELECT count(*) FROM w)
+                                                        AND (f.takeable + (SELECT count(*) FROM w) - 1) / (SELECT count(*) FROM w))
+                                      FROM c)
+               THEN ' fair' ELSE ' unfair' END
+  FROM f
+SQL
+}
+
+echo "# fleet: py-1 py-2 node-1 node-2 start; py-1 killed at 5 s, node-1 at 7 s; py-3 and node-3 join at 10 s; stop once fair, from ${SETTLE_AT} s"
+t0=$SECONDS
+for w in py-1 py-2 node-1 node-2; do start_worker $w; done
+sleep 5
+kill -KILL "${PIDS[py-1]}"; wait "${PIDS[py-1]}" 2>/dev/null
+echo "# $((SECONDS - t0)) s: py-1 killed"
+sleep 2
+kill -KILL "${PIDS[node-1]}"; wait "${PIDS[node-1]}" 2>/dev/null
+echo "# $((SECONDS - t0)) s: node-1 killed"
+sleep 3
+start_worker py-3
+start_worker node-3
+echo "# $((SECONDS - t0)) s: py-3 and node-3 joined"
+LIVE="node-2 node-3 py-2 py-3"
+sleep $((SETTLE_AT - 10))
+# fair shares at the end: wait up to 8 s for the fleet to settle
+snapshot=
+for _ in $(seq 1 16); do
+    snapshot=$("$PSQL" -X -qAt -d $DB -c "$(fair_sql "$LIVE")")
+    case $snapshot in *' fair') break ;; esac
+    sleep 0.5
+done
+echo "# $((SECONDS - t0)) s: live leases: $snapshot"
+echo "$snapshot" >"$OUT/fairness"
+for w in $LIVE; do kill -TERM "${PIDS[$w]}"; done
+stopped=0
+for w in $LIVE; do wait "${PIDS[$w]}" && stopped=$((stopped + 1)); done
+[ "$stopped" -eq 4 ]
+ok $? "the four live workers stopped gracefully on SIGTERM"
+for f in "$OUT"/*.stderr; do
+    [ -s "$f" ] && { echo "# $(basename "$f"):"; sed 's/^/#   /' "$f" | head -20; }
+done
+$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1 --joined py-3,node-3
+ok $? "fleet invariants (test/clients/check.py over the workers' journals and record logs)"
+
+# The checker can fail: the same history with a record processed again by a
+# live worker, a refused checkpoint, and two owners of one shard at once.
+mkdir "$OUT/tampered" && cp "$OUT"/*.journal "$OUT"/*.records "$OUT/fairness" "$OUT/tampered/" &&
+    $PY test/clients/tamper.py "$OUT/tampered"
+verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1 --joined py-3,node-3 2>&1)
+status=$?
+[ "$status" -eq 1 ] && grep -q 'FAIL nothing processed twice' <<<"$verdict" &&
+    grep -q 'FAIL no checkpoint refused' <<<"$verdict" && grep -q 'FAIL no two owners at once' <<<"$verdict"
+ok $? "the checker rejects a repeat by a live worker, a refused checkpoint, two owners at once"
+
+echo "1..$n"
+[ "$fails" -eq 0 ]
