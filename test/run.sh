@@ -19,7 +19,9 @@ PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo torture bench upgrade dump}
+# deb installs the Debian package into the system PostgreSQL and puts the
+# files there back afterwards; it runs last all the same.
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo torture bench upgrade dump deb}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -143,6 +145,7 @@ for suite in $SUITES; do
         upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;
         deps) suite_script "dependency detection" test/packaging/deps_test.sh ;;
+        deb) suite_script "deb package" test/packaging/deb_test.sh ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
 done
