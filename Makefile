@@ -15,6 +15,8 @@
 #   make deb        the Debian package postgresql-15-pg-lease (debian/: pg_buildext,
 #                   dh --with pgxs_loop), built from HEAD under /tmp into build/deb/;
 #                   fails unless lintian is clean (docs/packaging.md)
+#   make dist       the PGXN archive build/pg_lease-<version>.zip: git archive of
+#                   HEAD, META.json checked against the PGXN Meta Spec
 
 EXTENSION = pg_lease
 MODULE_big = pg_lease
@@ -75,7 +77,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: test demo deps clients bench sanitize lint lint-deps torture deb
+.PHONY: test demo deps clients bench sanitize lint lint-deps torture deb dist
 clients: $(DEMO) $(TORTURE)
 
 $(DEMO): test/demo/pg_lease_demo.c
@@ -131,3 +133,7 @@ torture:
 # make deb: test/packaging/build_deb.sh (DEB_OUTDIR, DEB_BUILD_CHECK=1)
 deb:
 	bash test/packaging/build_deb.sh
+
+# make dist: test/packaging/make_dist.sh (DIST_OUTDIR)
+dist:
+	bash test/packaging/make_dist.sh

@@ -45,6 +45,8 @@ deb     postgresql-common                           /usr/bin/pg_buildext
 deb     lintian                                     /usr/bin/lintian
 dist    git                                         /usr/bin/git
 dist    unzip                                       /usr/bin/unzip
+dist    python3-minimal                             /usr/bin/python3
+dist    libpython3.11-stdlib                        /usr/lib/python3.11/json/__init__.py
 "
 
 check_only=0

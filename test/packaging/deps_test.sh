@@ -31,6 +31,8 @@ EXPECTED="
 /usr/share/perl5/Debian/Debhelper/Sequence/pgxs.pm                 postgresql-server-dev-all
 /usr/bin/pg_buildext                                               postgresql-common
 /usr/bin/lintian                                                   lintian
+/usr/bin/python3                                                   python3-minimal
+/usr/lib/python3.11/json/__init__.py                               libpython3.11-stdlib
 "
 
 n=0
