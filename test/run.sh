@@ -19,9 +19,10 @@ PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-# deb installs the Debian package into the system PostgreSQL and puts the
-# files there back afterwards; it runs last all the same.
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo torture bench upgrade dump deb}
+# dist and deb install other builds of pg_lease (the archive's into
+# PG_BINDIR's PostgreSQL, the package into the system one) and put the
+# installed files back afterwards; they run last all the same.
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo torture bench upgrade dump dist deb}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -145,6 +146,7 @@ for suite in $SUITES; do
         upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;
         deps) suite_script "dependency detection" test/packaging/deps_test.sh ;;
+        dist) suite_script "PGXN archive" test/packaging/dist_test.sh ;;
         deb) suite_script "deb package" test/packaging/deb_test.sh ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
