@@ -12,6 +12,11 @@
 #   make lint       cppcheck and clang-tidy (.clang-tidy) over src/
 #   make torture    the long torture and crash-recovery run, its own throwaway
 #                   cluster (test/torture/run.sh --long; `make test` runs a short one)
+#   make deb        the Debian package postgresql-15-pg-lease (debian/: pg_buildext,
+#                   dh --with pgxs_loop), built from HEAD under /tmp into build/deb/;
+#                   fails unless lintian is clean (docs/packaging.md)
+#   make dist       the PGXN archive build/pg_lease-<version>.zip: git archive of
+#                   HEAD, META.json checked against the PGXN Meta Spec
 
 EXTENSION = pg_lease
 MODULE_big = pg_lease
@@ -87,7 +92,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: test demo deps clients bench sanitize lint lint-deps torture
+.PHONY: test demo deps clients bench sanitize lint lint-deps torture deb dist
 clients: $(DEMO) $(TORTURE)
 
 $(DATA_built): $(SQL_PARTS) pg_lease.control
@@ -144,3 +149,11 @@ $(TORTURE): $(TORTURE).c
 # make torture ARGS='--clients 16 --seconds 600 --seed 42'
 torture:
 	bash test/torture/run.sh --long $(ARGS)
+
+# make deb: test/packaging/build_deb.sh (DEB_OUTDIR, DEB_BUILD_CHECK=1)
+deb:
+	bash test/packaging/build_deb.sh
+
+# make dist: test/packaging/make_dist.sh (DIST_OUTDIR)
+dist:
+	bash test/packaging/make_dist.sh

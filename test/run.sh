@@ -20,7 +20,10 @@ PG_CONFIG="$PG_BINDIR/pg_config"
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients torture bench upgrade dump alerts metrics}
+# dist and deb install other builds of pg_lease (the archive's into
+# PG_BINDIR's PostgreSQL, the package into the system one) and put the
+# installed files back afterwards; they run last all the same.
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients torture bench upgrade dump alerts metrics dist deb}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -197,6 +200,8 @@ for suite in $SUITES; do
         deps) suite_script "dependency detection" test/packaging/deps_test.sh ;;
         alerts) suite_alerts ;;
         metrics) suite_script "metrics end to end (exporter)" test/monitoring/e2e.sh ;;
+        dist) suite_script "PGXN archive" test/packaging/dist_test.sh ;;
+        deb) suite_script "deb package" test/packaging/deb_test.sh ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
 done

@@ -56,13 +56,16 @@ cluster_start_wrapped() {
 }
 
 # Creates and starts a cluster; exports PGHOST, PGPORT, PGUSER for clients.
+# It replaces the caller's EXIT trap with one that stops the cluster and then
+# runs $CLUSTER_EXIT_HOOK, where a caller with cleanup of its own puts it
+# (set before cluster_start, the hook runs even if initdb is interrupted).
 cluster_start() {
     CLUSTER_DIR=$(mktemp -d /tmp/pg_lease.XXXXXX)
     chmod 755 "$CLUSTER_DIR"
     if [ "$(id -u)" -eq 0 ]; then
         chown postgres: "$CLUSTER_DIR"
     fi
-    trap cluster_stop EXIT
+    trap 'cluster_stop; eval "${CLUSTER_EXIT_HOOK:-}"' EXIT
     # The port only names the socket file in our private directory.
     PGPORT=$((20000 + RANDOM % 20000))
     cluster_as_owner "$PG_BINDIR/initdb" -D "$CLUSTER_DIR/data" -U postgres \

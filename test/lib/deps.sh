@@ -51,6 +51,8 @@ dist    unzip                                       /usr/bin/unzip
 monitoring prometheus-postgres-exporter             /usr/bin/prometheus-postgres-exporter
 monitoring prometheus                               /usr/bin/promtool
 monitoring curl                                     /usr/bin/curl
+dist    python3-minimal                             /usr/bin/python3
+dist    libpython3.11-stdlib                        /usr/lib/python3.11/json/__init__.py
 "
 
 check_only=0

@@ -37,6 +37,8 @@ EXPECTED="
 /usr/bin/prometheus-postgres-exporter                              prometheus-postgres-exporter
 /usr/bin/promtool                                                  prometheus
 /usr/bin/curl                                                      curl
+/usr/bin/python3                                                   python3-minimal
+/usr/lib/python3.11/json/__init__.py                               libpython3.11-stdlib
 "
 
 n=0
