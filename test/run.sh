@@ -20,6 +20,8 @@ PG_CONFIG="$PG_BINDIR/pg_config"
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
+# settings before docs-examples: the worker guide's ALTER SYSTEM leaves the
+# server a lease.* placeholder (test/docs/examples.sh).
 SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo torture bench upgrade dump alerts metrics}
 
 cluster_start || exit 1

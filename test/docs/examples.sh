@@ -17,7 +17,12 @@
 # Each page gets its own database; roles a page creates are dropped after it
 # (roles are cluster-wide), and what it changed with ALTER SYSTEM is put back
 # (so that the suites after it, and the next page, see the cluster's own
-# configuration).  Prints one line per page and closes with
+# configuration).  One trace stays: once a reload has read a lease.* setting
+# from postgresql.auto.conf, the server keeps a placeholder of that name
+# (empty after the RESET; the module's default once it loads), so a later
+# session can ALTER SYSTEM SET it without loading the module.  That is why
+# test/run.sh runs the settings suite, which checks the refusal, before
+# this one.  Prints one line per page and closes with
 # "N passed, N failed" (one per page).  Runs against $PGHOST/$PGPORT when set
 # (test/run.sh's cluster), otherwise starts a throwaway cluster.
 #
