@@ -37,8 +37,12 @@ DATA_built = pg_lease--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql)))
 
 # The user documentation, installed into $(docdir)/extension/pg_lease/ (a
-# directory of its own: the page names are generic).
-DOCS = README.md $(sort $(wildcard docs/*.md))
+# directory of its own: the page names are generic), with the monitoring
+# files an operator copies from there: the postgres_exporter queries file and
+# the Prometheus alert rules (docs/monitoring.md).  PGXS installs every file
+# into that one directory, flat.
+DOCS = README.md $(sort $(wildcard docs/*.md)) \
+	$(sort $(wildcard docs/monitoring/*.yml docs/monitoring/*.yaml))
 
 # pg_regress: sql/*.sql with expected/*.out; isolation: test/specs/*.spec
 # with test/expected/*.out.  Every file found is a test.

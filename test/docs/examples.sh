@@ -15,7 +15,14 @@
 # (timestamps, intervals, random ids) are not displayed.
 #
 # Each page gets its own database; roles a page creates are dropped after it
-# (roles are cluster-wide).  Prints one line per page and closes with
+# (roles are cluster-wide), and what it changed with ALTER SYSTEM is put back
+# (so that the suites after it, and the next page, see the cluster's own
+# configuration).  One trace stays: once a reload has read a lease.* setting
+# from postgresql.auto.conf, the server keeps a placeholder of that name
+# (empty after the RESET; the module's default once it loads), so a later
+# session can ALTER SYSTEM SET it without loading the module.  That is why
+# test/run.sh runs the settings suite, which checks the refusal, before
+# this one.  Prints one line per page and closes with
 # "N passed, N failed" (one per page).  Runs against $PGHOST/$PGPORT when set
 # (test/run.sh's cluster), otherwise starts a throwaway cluster.
 #
@@ -97,6 +104,35 @@ roles() {
     "${PSQL[@]}" -At -d postgres -c "SELECT rolname FROM pg_catalog.pg_roles ORDER BY 1"
 }
 
+# The settings of postgresql.auto.conf (ALTER SYSTEM), NAME<tab>VALUE.
+auto_conf() {
+    "${PSQL[@]}" -AtF $'\t' -d postgres -c "SELECT name, setting FROM pg_catalog.pg_file_settings
+        WHERE sourcefile LIKE '%/postgresql.auto.conf' ORDER BY seqno"
+}
+
+# Puts back the ALTER SYSTEM settings of $1 (an auto_conf listing) where
+# they differ now, and reloads.  RESET of a lease.* setting needs the module
+# loaded in the session (PostgreSQL 15), hence the LOAD.
+restore_auto_conf() {
+    local now name value
+    now=$(auto_conf)
+    [ "$now" = "$(cat "$1")" ] && return 0
+    {
+        echo "LOAD 'pg_lease';"
+        cut -f1 "$1" <(printf '%s\n' "$now") | sort -u | while read -r name; do
+            [ -n "$name" ] || continue
+            if grep -q "^$name"$'\t' "$1"; then
+                value=$(grep "^$name"$'\t' "$1" | tail -n 1 | cut -f2-)
+                printf 'ALTER SYSTEM SET "%s" = %s;\n' "$name" "$(printf '%s' "$value" | sed "s/'/''/g; s/.*/'&'/")"
+            else
+                printf 'ALTER SYSTEM RESET "%s";\n' "$name"
+            fi
+        done
+        echo "SELECT pg_catalog.pg_reload_conf();"
+    } | "${PSQL[@]}" -q -d postgres -v ON_ERROR_STOP=1 >/dev/null ||
+        echo "== could not put back the ALTER SYSTEM settings of $2"
+}
+
 for page in "${pages[@]}"; do
     dir=$work/$(echo "$page" | tr '/.' '__')
     rm -rf "$dir"
@@ -105,6 +141,7 @@ for page in "${pages[@]}"; do
     [ "$blocks" -gt 0 ] || continue
     db=docs_$(basename "$page" .md | tr -c 'a-zA-Z0-9\n' '_' | tr 'A-Z' 'a-z')
     roles >"$dir/roles.before"
+    auto_conf >"$dir/auto_conf.before"
     "${PSQL[@]}" -q -d postgres -c "SET client_min_messages = warning" \
         -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" &&
         "${PSQL[@]}" -q -d "$db" -c "CREATE EXTENSION pg_lease" || {
@@ -136,6 +173,7 @@ for page in "${pages[@]}"; do
     roles | comm -13 "$dir/roles.before" - | while read -r r; do
         echo 'DROP ROLE :"r"' | "${PSQL[@]}" -q -d postgres -v r="$r" >/dev/null
     done
+    restore_auto_conf "$dir/auto_conf.before" "$page"
     if [ "$bad" -eq 0 ]; then
         passed=$((passed + 1)); echo "== $page: $blocks example blocks as shown"
     else
