@@ -20,10 +20,11 @@ PG_CONFIG="$PG_BINDIR/pg_config"
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-# settings before docs-examples: the worker guide's ALTER SYSTEM leaves the
-# server a lease.* placeholder (test/docs/examples.sh).  dist and deb install other builds of pg_lease (the archive's into
-# PG_BINDIR's PostgreSQL, the package into the system one) and put the
-# installed files back afterwards; they run last all the same.
+# settings runs before docs-examples: the worker guide's ALTER SYSTEM leaves
+# the server a lease.* placeholder (test/docs/examples.sh).  dist and deb
+# install other builds of pg_lease (the archive's into PG_BINDIR's
+# PostgreSQL, the package into the system one) and put the installed files
+# back afterwards; they run last all the same.
 SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients torture bench upgrade dump alerts metrics dist deb}
 
 cluster_start || exit 1
