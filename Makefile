@@ -10,10 +10,16 @@
 #   make sanitize   pg_regress + isolation against a UBSan build of the module,
 #                   the server under valgrind memcheck; fails on any report
 #   make lint       cppcheck and clang-tidy (.clang-tidy) over src/
+#   make scale      the API through a PL/Proxy router over pg_auto_failover partitions, under failover
+#   make router-sql regenerate the router extension script from pg_lease's catalog
 #   make torture    the long torture and crash-recovery run, its own throwaway
 #                   cluster (test/torture/run.sh --long; `make test` runs a short one)
 
-EXTENSION = pg_lease
+# pg_lease_router (pg_lease_router.control) is the second extension: the
+# same lease.* API as PL/Proxy functions on a router in front of pg_lease
+# partitions (docs/scale-out.md).  It has no C; its install script is
+# generated from pg_lease's catalog (make router-sql) and committed.
+EXTENSION = pg_lease pg_lease_router
 MODULE_big = pg_lease
 # src/pg_lease.c is the module entry; src/leases/ is the shard-lease product,
 # src/bindings/ the channel-binding product, src/common/ what both use.
@@ -29,7 +35,8 @@ EXTVERSION := $(shell sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease
 SQL_PARTS = src/common/schema.sql src/leases/access.sql src/leases/leases.sql \
 	src/bindings/bindings.sql src/common/finish.sql
 DATA_built = pg_lease--$(EXTVERSION).sql
-DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql)))
+DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql))) \
+	pg_lease_router--$(EXTVERSION).sql
 
 # pg_regress: sql/*.sql with expected/*.out; isolation: test/specs/*.spec
 # with test/expected/*.out.  Every file found is a test.
@@ -82,7 +89,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: test demo deps clients bench sanitize lint lint-deps torture
+.PHONY: test demo deps clients bench sanitize lint lint-deps torture router-sql scale
 clients: $(DEMO) $(TORTURE)
 
 $(DATA_built): $(SQL_PARTS) pg_lease.control
@@ -95,6 +102,18 @@ $(DEMO): test/demo/pg_lease_demo.c
 
 deps:
 	bash test/lib/deps.sh
+
+# make router-sql: regenerate pg_lease_router--$(EXTVERSION).sql from the
+# catalog of a throwaway database with this pg_lease installed (after any
+# change to pg_lease's functions or views; the router test fails until then).
+router-sql:
+	bash test/router/router_test.sh --generate
+
+# make scale: the fleet through a router over two pg_auto_failover
+# partitions during a switchover, a SIGKILL and a rejoin; a report
+# (test/scale/run.sh; make test runs a short one).
+scale:
+	bash test/scale/run.sh $(ARGS)
 
 test:
 	bash test/run.sh

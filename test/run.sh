@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-bash test/lib/deps.sh || exit 1
+bash test/lib/deps.sh build test scale || exit 1
 # shellcheck source=lib/cluster.sh
 . test/lib/cluster.sh
 
@@ -19,7 +19,7 @@ PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo torture bench upgrade dump}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo torture bench upgrade dump router}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -143,6 +143,7 @@ for suite in $SUITES; do
         upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;
         deps) suite_script "dependency detection" test/packaging/deps_test.sh ;;
+        router) suite_script "router (pg_lease_router)" test/router/router_test.sh ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
 done
