@@ -58,11 +58,12 @@ PG_CFLAGS = -Wall -Wextra $(WERROR_FLAG) -Wno-unused-parameter
 # the torture driver.
 DEMO = test/demo/pg_lease_demo
 TORTURE = test/torture/pg_lease_torture
+FLEET = test/scale/pg_lease_fleet
 LIBPQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
 LIBPQ_LIBS := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 CLIENT_CFLAGS = -O2 -g -Wall -Wextra $(WERROR_FLAG) -std=gnu11 $(LIBPQ_CFLAGS)
 
-EXTRA_CLEAN = test/results test/output_iso $(DEMO) $(TORTURE)
+EXTRA_CLEAN = test/results test/output_iso $(DEMO) $(TORTURE) $(FLEET)
 
 # Debian ships one pg_config per major version; prefer 15's when it is there.
 ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
@@ -89,8 +90,12 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: test demo deps clients bench sanitize lint lint-deps torture router-sql scale
-clients: $(DEMO) $(TORTURE)
+.PHONY: test demo deps clients bench sanitize lint lint-deps torture router-sql scale scale-client
+clients: $(DEMO) $(TORTURE) $(FLEET)
+scale-client: $(FLEET)
+
+$(FLEET): $(FLEET).c
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(LIBPQ_LIBS)
 
 $(DATA_built): $(SQL_PARTS) pg_lease.control
 	{ echo '/* pg_lease--$(EXTVERSION).sql: a fresh install of $(EXTVERSION), generated from $(SQL_PARTS) by the Makefile.  Do not edit. */'; \

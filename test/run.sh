@@ -19,7 +19,7 @@ PGXS_DIR=$(dirname "$("$PG_CONFIG" --pgxs)")/../..
 if [ -z "${PG_LEASE_NO_INSTALL:-}" ]; then
     pg_lease_build_install clients || exit 1
 fi
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo torture bench upgrade dump router}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap demo torture bench upgrade dump router scale}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -123,6 +123,18 @@ suite_torture() {
     tally "$ok" "$bad" "torture"
 }
 
+# make scale, short: the fleet through the router over two pg_auto_failover
+# partitions during a switchover, a SIGKILL and a rejoin (its own cluster).
+suite_scale() {
+    if PG_BINDIR="$PG_BINDIR" bash test/scale/run.sh --short >"$ROOT/scale.log" 2>&1; then
+        grep -E '^(partition [0-9] \(|errors by|acknowledged|double|channels|scale: ok)' "$ROOT/scale.log"
+        tally 1 0 "scale (make scale --short)"
+    else
+        tail -n 60 "$ROOT/scale.log"
+        tally 0 1 "scale (make scale --short)"
+    fi
+}
+
 # Runs one script suite (test/upgrade/*.sh): one pass or one failure.
 suite_script() {
     if PG_BINDIR="$PG_BINDIR" bash "$2"; then
@@ -144,6 +156,7 @@ for suite in $SUITES; do
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;
         deps) suite_script "dependency detection" test/packaging/deps_test.sh ;;
         router) suite_script "router (pg_lease_router)" test/router/router_test.sh ;;
+        scale) suite_scale ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
 done
