@@ -10,6 +10,8 @@
 #   make sanitize   pg_regress + isolation against a UBSan build of the module,
 #                   the server under valgrind memcheck; fails on any report
 #   make lint       cppcheck and clang-tidy (.clang-tidy) over src/
+#   make scale      the API through a PL/Proxy router over pg_auto_failover partitions, under failover
+#   make router-sql regenerate the router extension script from pg_lease's catalog
 #   make torture    the long torture and crash-recovery run, its own throwaway
 #                   cluster (test/torture/run.sh --long; `make test` runs a short one)
 #   make deb        the Debian package postgresql-15-pg-lease (debian/: pg_buildext,
@@ -18,7 +20,11 @@
 #   make dist       the PGXN archive build/pg_lease-<version>.zip: git archive of
 #                   HEAD, META.json checked against the PGXN Meta Spec
 
-EXTENSION = pg_lease
+# pg_lease_router (pg_lease_router.control) is the second extension: the
+# same lease.* API as PL/Proxy functions on a router in front of pg_lease
+# partitions (docs/scale-out.md).  It has no C; its install script is
+# generated from pg_lease's catalog (make router-sql) and committed.
+EXTENSION = pg_lease pg_lease_router
 MODULE_big = pg_lease
 # src/pg_lease.c is the module entry; src/leases/ is the shard-lease product,
 # src/bindings/ the channel-binding product, src/common/ what both use.
@@ -34,7 +40,8 @@ EXTVERSION := $(shell sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease
 SQL_PARTS = src/common/schema.sql src/leases/access.sql src/leases/leases.sql \
 	src/bindings/bindings.sql src/leases/monitoring.sql src/common/finish.sql
 DATA_built = pg_lease--$(EXTVERSION).sql
-DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql)))
+DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql))) \
+	pg_lease_router--$(EXTVERSION).sql
 
 # The user documentation, installed into $(docdir)/extension/pg_lease/ (a
 # directory of its own: the page names are generic), with the monitoring
@@ -64,11 +71,12 @@ PG_CFLAGS = -Wall -Wextra $(WERROR_FLAG) -Wno-unused-parameter
 # the torture driver.
 DEMO = test/demo/pg_lease_demo
 TORTURE = test/torture/pg_lease_torture
+FLEET = test/scale/pg_lease_fleet
 LIBPQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
 LIBPQ_LIBS := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 CLIENT_CFLAGS = -O2 -g -Wall -Wextra $(WERROR_FLAG) -std=gnu11 $(LIBPQ_CFLAGS)
 
-EXTRA_CLEAN = output_iso $(DEMO) $(TORTURE) docs-coverage.log docs-examples.log
+EXTRA_CLEAN = output_iso $(DEMO) $(TORTURE) $(FLEET) docs-coverage.log docs-examples.log
 
 # Debian ships one pg_config per major version; prefer 15's when it is there.
 ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
@@ -96,8 +104,12 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: test demo deps clients bench sanitize lint lint-deps torture deb dist
-clients: $(DEMO) $(TORTURE)
+.PHONY: test demo deps clients bench sanitize lint lint-deps torture deb dist router-sql scale scale-client
+clients: $(DEMO) $(TORTURE) $(FLEET)
+scale-client: $(FLEET)
+
+$(FLEET): $(FLEET).c
+	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(LIBPQ_LIBS)
 
 $(DATA_built): $(SQL_PARTS) pg_lease.control
 	{ echo '/* pg_lease--$(EXTVERSION).sql: a fresh install of $(EXTVERSION), generated from $(SQL_PARTS) by the Makefile.  Do not edit. */'; \
@@ -109,6 +121,18 @@ $(DEMO): test/demo/pg_lease_demo.c
 
 deps:
 	bash test/lib/deps.sh
+
+# make router-sql: regenerate pg_lease_router--$(EXTVERSION).sql from the
+# catalog of a throwaway database with this pg_lease installed (after any
+# change to pg_lease's functions or views; the router test fails until then).
+router-sql:
+	bash test/router/router_test.sh --generate
+
+# make scale: the fleet through a router over two pg_auto_failover
+# partitions during a switchover, a SIGKILL and a rejoin; a report
+# (test/scale/run.sh; make test runs a short one).
+scale:
+	bash test/scale/run.sh $(ARGS)
 
 test:
 	bash test/run.sh

@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 # build test: what every suite needs; monitoring: the exporter, promtool
-# and curl of the suites `alerts` and `metrics` (docs/monitoring.md).
-bash test/lib/deps.sh build test monitoring || exit 1
+# and curl of the suites `alerts` and `metrics` (docs/monitoring.md);
+# scale: PL/Proxy and pg_auto_failover (suites `router` and `scale`).
+bash test/lib/deps.sh build test monitoring scale || exit 1
 # shellcheck source=lib/cluster.sh
 . test/lib/cluster.sh
 
@@ -25,7 +26,7 @@ fi
 # install other builds of pg_lease (the archive's into PG_BINDIR's
 # PostgreSQL, the package into the system one) and put the installed files
 # back afterwards; they run last all the same.
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients torture bench upgrade dump alerts metrics dist deb}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients torture bench upgrade dump alerts metrics router scale dist deb}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -176,6 +177,18 @@ suite_counted() {
     fi
 }
 
+# make scale, short: the fleet through the router over two pg_auto_failover
+# partitions during a switchover, a SIGKILL and a rejoin (its own cluster).
+suite_scale() {
+    if PG_BINDIR="$PG_BINDIR" bash test/scale/run.sh --short >"$ROOT/scale.log" 2>&1; then
+        grep -E '^(partition [0-9] \(|errors by|acknowledged|double|channels|scale: ok)' "$ROOT/scale.log"
+        tally 1 0 "scale (make scale --short)"
+    else
+        tail -n 60 "$ROOT/scale.log"
+        tally 0 1 "scale (make scale --short)"
+    fi
+}
+
 # Runs one script suite (test/upgrade/*.sh): one pass or one failure.
 suite_script() {
     if PG_BINDIR="$PG_BINDIR" bash "$2"; then
@@ -204,6 +217,8 @@ for suite in $SUITES; do
         metrics) suite_script "metrics end to end (exporter)" test/monitoring/e2e.sh ;;
         dist) suite_script "PGXN archive" test/packaging/dist_test.sh ;;
         deb) suite_script "deb package" test/packaging/deb_test.sh ;;
+        router) suite_script "router (pg_lease_router)" test/router/router_test.sh ;;
+        scale) suite_scale ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
 done

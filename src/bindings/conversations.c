@@ -23,11 +23,13 @@
  */
 #include "pg_lease.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 
 #include "common/args.h"
@@ -96,11 +98,14 @@ static LeaseStatement quota_stmt = {
 };
 
 /* A pending sandbox and a pending conversation on it, bound to $5 (or unbound). */
+#define LEASE_ADMIT_SANDBOX \
+	"WITH s AS (INSERT INTO lease.sandboxes (user_id, status) VALUES ($1, 'pending')" \
+	"           RETURNING id)"
+
 static LeaseStatement admit_stmt = {
 	.name = "insert the sandbox and the conversation",
 	.sql =
-	"WITH s AS (INSERT INTO lease.sandboxes (user_id, status) VALUES ($1, 'pending')"
-	"           RETURNING id)"
+	LEASE_ADMIT_SANDBOX
 	" INSERT INTO lease.conversations"
 	"   (user_id, agent_id, vault_id, environment_id, channel_id, sandbox_id, status, rotated_from)"
 	" SELECT $1, $2, $3, $4, $5, s.id, 'pending', $6 FROM s"
@@ -109,6 +114,46 @@ static LeaseStatement admit_stmt = {
 	.argtypes = LEASE_SCOPE_ARGTYPES,
 	.expected = SPI_OK_INSERT_RETURNING
 };
+
+/*
+ * The same, from 0.3.0 on (lease.conversation_id_partition exists): the id
+ * is the identity sequence's next value n, or n * id_stride + id_offset when
+ * the table holds its row (a partition behind the pg_lease_router router:
+ * its ids are then unique across partitions and name the partition that
+ * made them).  Either way a new id is at least n, so it is above every id
+ * made before.
+ */
+static LeaseStatement admit_routable_stmt = {
+	.name = "insert the sandbox and the conversation with a routable id",
+	.sql =
+	LEASE_ADMIT_SANDBOX
+	" INSERT INTO lease.conversations"
+	"   (id, user_id, agent_id, vault_id, environment_id, channel_id, sandbox_id, status, rotated_from)"
+	" OVERRIDING SYSTEM VALUE"
+	" SELECT COALESCE((SELECT n.v OPERATOR(pg_catalog.*) CAST(p.id_stride AS pg_catalog.int8)"
+	"                         OPERATOR(pg_catalog.+) p.id_offset"
+	"                    FROM lease.conversation_id_partition AS p), n.v),"
+	"        $1, $2, $3, $4, $5, s.id, 'pending', $6"
+	"   FROM s, LATERAL (SELECT pg_catalog.nextval(CAST('lease.conversations_id_seq' AS pg_catalog.regclass)) AS v) AS n"
+	" RETURNING id",
+	.nargs = LEASE_SCOPE_NARGS,
+	.argtypes = LEASE_SCOPE_ARGTYPES,
+	.expected = SPI_OK_INSERT_RETURNING
+};
+
+/*
+ * True when the installed schema has lease.conversation_id_partition (0.3.0
+ * and later); a database still at an older version until ALTER EXTENSION
+ * UPDATE keeps plain ids.
+ */
+static bool
+has_id_partition_table(void)
+{
+	Oid			nsp = get_namespace_oid("lease", true);
+
+	return OidIsValid(nsp) &&
+		OidIsValid(get_relname_relid("conversation_id_partition", nsp));
+}
 
 /* admit_turn: the conversation's sandbox, read without a lock (it never changes). */
 static LeaseStatement turn_target_stmt = {
@@ -282,7 +327,8 @@ lease_admit(const LeaseScope *scope, bool has_channel, Datum channel_id,
 	}
 
 	lease_scope_params(scope, has_channel, channel_id, has_from, rotated_from, values, nulls);
-	if (lease_spi_run(&admit_stmt, values, nulls, 0) != 1)
+	if (lease_spi_run(has_id_partition_table() ? &admit_routable_stmt : &admit_stmt,
+					  values, nulls, 0) != 1)
 		elog(ERROR, "pg_lease: admission inserted no conversation");
 	result->outcome = LEASE_ADMIT_STARTED;
 	result->conversation_id = DatumGetInt64(lease_spi_value(0, 1, &isnull));

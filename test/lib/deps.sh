@@ -41,6 +41,9 @@ clients nodejs                                      /usr/bin/npm
 sanitize valgrind                                   /usr/bin/valgrind
 lint    cppcheck                                    /usr/bin/cppcheck
 lint    clang-tidy                                  /usr/bin/clang-tidy
+scale   postgresql-$PG_MAJOR-plproxy                $PGSHARE/extension/plproxy.control
+scale   postgresql-$PG_MAJOR-auto-failover          $PGSHARE/extension/pgautofailover.control
+scale   pg-auto-failover-cli                        /usr/bin/pg_autoctl
 deb     debhelper                                   /usr/bin/dh
 deb     dpkg-dev                                    /usr/bin/dpkg-buildpackage
 deb     postgresql-server-dev-all                   /usr/share/perl5/Debian/Debhelper/Sequence/pgxs.pm

@@ -29,6 +29,9 @@ EXPECTED="
 /usr/bin/valgrind                                                  valgrind
 /usr/bin/cppcheck                                                  cppcheck
 /usr/bin/clang-tidy                                                clang-tidy
+/usr/share/postgresql/15/extension/plproxy.control                 postgresql-15-plproxy
+/usr/share/postgresql/15/extension/pgautofailover.control          postgresql-15-auto-failover
+/usr/bin/pg_autoctl                                                pg-auto-failover-cli
 /usr/bin/dh                                                        debhelper
 /usr/bin/dpkg-buildpackage                                         dpkg-dev
 /usr/share/perl5/Debian/Debhelper/Sequence/pgxs.pm                 postgresql-server-dev-all

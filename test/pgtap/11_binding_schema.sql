@@ -113,7 +113,7 @@ SELECT has_index('lease', 'turns', 'turns_conversation_idx', ARRAY['conversation
 SELECT ok((SELECT ARRAY['lease.compensation_failures', 'lease.compensation_failures_id_seq',
                          'lease.conversations', 'lease.conversations_id_seq', 'lease.sandboxes',
                          'lease.sandboxes_id_seq', 'lease.tenant_limits', 'lease.turns',
-                         'lease.turns_id_seq']::regclass[]::oid[] <@ extconfig
+                         'lease.turns_id_seq', 'lease.conversation_id_partition']::regclass[]::oid[] <@ extconfig
              FROM pg_extension WHERE extname = 'pg_lease'),
           'binding tables and their sequences are marked for pg_dump');
 

@@ -45,7 +45,8 @@ SELECT is((SELECT count(*)::int FROM lease.lease_events e JOIN hostile h ON e.ap
           'the events are all still there');
 SELECT tables_are('lease', ARRAY['shard_leases', 'lease_events', 'sandboxes', 'conversations', 'turns',
                                  'tenant_limits', 'compensation_failures', 'app_grants',
-                                 'lease_event_totals'],
+                                 'lease_event_totals',
+                                 'conversation_id_partition'],
                   'every table of the extension is still there');
 
 SELECT * FROM finish();

@@ -55,6 +55,7 @@ dump_round() {
         psql_do -d "$SRC" -c "ALTER EXTENSION pg_lease UPDATE" &&
             psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_grants.sql || return 1
     fi
+    psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_id_partition.sql || return 1
 
     # 1. Every table and sequence in the schema is marked for dumping.
     unmarked=$(psql_do -d "$SRC" -At -c "
@@ -111,6 +112,7 @@ SQL
     check "restored tenant limit still applies" "${limit%% *}" 'refused:tenant'
     check "restored owner renews its lease" "${r[7]:-}" 2
     check "restored fencing token still accepted" "${r[8]:-}" t
+    check "restored conversation id setting still applies (id % 2 = 1)" "$(( ${r[0]:-0} % 2 ))" 1
 
     psql_do -d postgres -c "DROP DATABASE $SRC" -c "DROP DATABASE $DST"
 }

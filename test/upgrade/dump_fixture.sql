@@ -85,7 +85,9 @@ DECLARE
     n bigint;
 BEGIN
     FOR t IN SELECT c.oid FROM pg_class c
-              WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind = 'r' LOOP
+              WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind = 'r'
+                -- a setting, 0.3.0 and later: dump.sh fills it (dump_id_partition.sql)
+                AND c.relname <> 'conversation_id_partition' LOOP
         EXECUTE format('SELECT count(*) FROM %s', t) INTO n;
         IF n = 0 THEN
             RAISE EXCEPTION 'dump fixture: % has no rows', t;

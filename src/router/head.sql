@@ -1,0 +1,66 @@
+-- The router's own objects: the routing functions (schema lease_router) and
+-- its one setting.  The partitions are the foreign server `pg_lease`
+-- (SQL/MED, FOREIGN DATA WRAPPER plproxy), created by the operator
+-- (docs/scale-out.md, "Deploying").
+
+CREATE SCHEMA lease_router;
+COMMENT ON SCHEMA lease_router IS
+    'pg_lease_router internals: routing functions and the proxies the lease.* functions and views call.';
+-- PL/Proxy evaluates the routing functions as the caller, and the SQL
+-- wrappers call the proxies as the caller: the schema and its functions are
+-- usable by every role.  They grant nothing: each call runs on a partition
+-- as the calling role, where pg_lease checks its privileges.
+GRANT USAGE ON SCHEMA lease_router TO PUBLIC;
+
+-- Conversations made before the partitions had routable ids
+-- (lease.conversation_id_partition on each partition): ids below `below`
+-- live on partition `partition_index`.  Empty by default.
+CREATE TABLE lease_router.legacy_conversations (
+    only_row        boolean NOT NULL DEFAULT true PRIMARY KEY,
+    below           bigint  NOT NULL,
+    partition_index integer NOT NULL,
+    CONSTRAINT legacy_conversations_only_row_check CHECK (only_row),
+    CONSTRAINT legacy_conversations_partition_check CHECK (partition_index >= 0)
+);
+SELECT pg_catalog.pg_extension_config_dump('lease_router.legacy_conversations', '');
+GRANT SELECT ON lease_router.legacy_conversations TO PUBLIC;
+
+-- PL/Proxy maps a routing value h to partition h & (partition count - 1).
+
+-- A stream lives whole on one partition.
+CREATE FUNCTION lease_router.stream_partition(app_name text, stream_name text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN pg_catalog.hashtext(COALESCE(app_name, '') OPERATOR(pg_catalog.||) '/'
+                           OPERATOR(pg_catalog.||) COALESCE(stream_name, ''));
+
+-- has_app_access: any partition answers the same (grant_app writes all).
+CREATE FUNCTION lease_router.app_partition(app_name text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN pg_catalog.hashtext(COALESCE(app_name, ''));
+
+-- A tenant lives whole on one partition, so its quota stays exact.
+CREATE FUNCTION lease_router.user_partition(user_id text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN pg_catalog.hashtext(COALESCE(user_id, ''));
+
+-- A conversation id names its partition: id % stride = partition number
+-- (lease.conversation_id_partition), and the stride is the partition count,
+-- so its low bits are the partition.  NULL goes to partition 0, which
+-- raises 22004 as pg_lease does.
+CREATE FUNCTION lease_router.conversation_partition(conversation_id bigint)
+RETURNS integer
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN CASE
+           WHEN conversation_id IS NULL THEN 0
+           WHEN conversation_id OPERATOR(pg_catalog.<)
+                COALESCE((SELECT l.below FROM lease_router.legacy_conversations AS l), 0)
+               THEN (SELECT l.partition_index FROM lease_router.legacy_conversations AS l)
+           ELSE CAST(conversation_id OPERATOR(pg_catalog.&) 1073741823 AS integer)
+       END;

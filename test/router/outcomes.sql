@@ -1,0 +1,72 @@
+-- One outcome per function of pg_lease, called through the router
+-- (test/router/router_test.sh; partitions lease_router_p0 and _p1, conversation
+-- ids with stride 2).  Apps here are 'ro-*'.
+\set VERBOSITY terse
+SET client_min_messages = warning;
+
+-- shard leases: each call reaches the stream's partition
+SELECT lease.create_lease('ro-app', 'ro-s', 'a') AS created,
+       lease.create_lease('ro-app', 'ro-s', 'b', '{a}') AS child_created;
+SELECT lease.take_lease('ro-app', 'ro-s', 'a', 'w1', NULL, '1 minute') AS taken_count;
+SELECT lease.renew_lease('ro-app', 'ro-s', 'a', 'w1', 1) AS renewed_count;
+SELECT lease.update_checkpoint('ro-app', 'ro-s', 'a', 'w1', '100') AS checkpointed;
+SELECT lease.update_checkpoint('ro-app', 'ro-s', 'a', 'w1', '101', 0,
+       (SELECT lease_epoch FROM lease.lease_status WHERE app_name = 'ro-app' AND shard_id = 'a')) AS fenced;
+SELECT lease.update_checkpoint('ro-app', 'ro-s', 'a', 'w1', '102', 0, 999) AS stale_fence;
+SELECT lease.prepare_checkpoint('ro-app', 'ro-s', 'a', 'w1', '200') AS prepared;
+SELECT shard_id, action, lease_epoch FROM lease.take_leases('ro-app', 'ro-s', 'w2', '1 minute') ORDER BY 1;
+SELECT shard_id, lease_count FROM lease.renew_leases('ro-app', 'ro-s', 'w1') ORDER BY 1;
+SELECT lease.request_handoff('ro-app', 'ro-s', 'a', 'w2') AS handoff;
+SELECT shard_id, state, lease_owner, handoff_to FROM lease.lease_status WHERE app_name = 'ro-app' ORDER BY 1;
+SELECT lease_owner, live_leases FROM lease.worker_loads WHERE app_name = 'ro-app' ORDER BY 1;
+SELECT lease.release_lease('ro-app', 'ro-s', 'a', 'w1') AS released;
+SELECT lease.take_lease('ro-app', 'ro-s', 'a', 'w2') > 0 AS taken_by_handoff_target;
+SELECT lease.close_shard('ro-app', 'ro-s', 'a', 'w2') AS closed;
+SELECT lease.take_lease('ro-app', 'ro-s', 'b', 'w1') > 0 AS child_taken;
+SELECT lease.release_lease('ro-app', 'ro-s', 'b', 'w1') AS released_child;
+SELECT lease.delete_lease('ro-app', 'ro-s', 'b') AS deleted_child;
+SELECT lease.cleanup_ended('ro-app', 'ro-s') AS cleaned;
+
+-- cluster-wide: grants reach every partition, so any stream's partition agrees
+SELECT lease.grant_app('ro-app', 'lease_router_worker') AS granted;
+SELECT lease.grant_app('ro-app', 'lease_router_worker') AS granted_again;
+SET ROLE lease_router_worker;
+SELECT lease.has_app_access('ro-app') AS worker_access,
+       bool_and(lease.create_lease('ro-app', 'ro-grant-' || i, 'x')) AS creates_on_every_partition
+  FROM generate_series(1, 8) AS i;
+RESET ROLE;
+SELECT lease.revoke_app('ro-app', 'lease_router_worker') AS revoked;
+SELECT lease.prune_events('100 years') AS pruned_nothing;
+SELECT lease.prune_events('0 seconds') > 0 AS pruned_events;
+
+-- the views show every partition
+SELECT count(*) AS leases, count(DISTINCT lease_router.stream_partition(app_name, stream_name) & 1) AS partitions
+  FROM lease.lease_status WHERE app_name = 'ro-app';
+
+-- channel bindings: a tenant's calls reach its partition; ids route back
+SELECT outcome, conversation_id AS conv FROM lease.start_conversation('ro-u1', 'agent', NULL, NULL, 'c1') \gset
+SELECT :'outcome' AS outcome, lease.find_channel_conversation('ro-u1', 'agent', NULL, NULL, 'c1') = :conv AS found;
+SELECT outcome FROM lease.start_conversation('ro-u1', 'agent', NULL, NULL, 'c1');
+SELECT lease.admit_turn(:conv) > 0 AS turn;
+SELECT outcome, previous_conversation_id = :conv AS from_conv, conversation_id AS rotated
+  FROM lease.rotate_channel('ro-u1', 'agent', NULL, NULL, 'c1', :conv) \gset
+SELECT :'outcome' AS outcome, :'from_conv' AS from_conv, :rotated % 2 = :conv % 2 AS same_partition;
+SELECT lease.restore_rotated_channel(:conv, :rotated) AS restore;
+SELECT lease.find_channel_conversation('ro-u1', 'agent', NULL, NULL, 'c1') = :conv AS restored_binding;
+SELECT lease.end_conversation(:conv) AS ended;
+SELECT count(*) AS queued_failures FROM lease.retry_failed_compensations();
+-- tenants on both partitions; every id reaches the partition that made it
+SELECT count(DISTINCT s.conversation_id % 2) AS id_partitions,
+       bool_and(lease.admit_turn(s.conversation_id) > 0) AS every_turn_routed,
+       bool_and(lease.end_conversation(s.conversation_id)) AS every_end_routed
+  FROM generate_series(1, 16) AS i,
+       LATERAL lease.start_conversation('ro-many-' || i, 'agent', NULL, NULL, NULL) AS s;
+
+-- import_kcl_ex: rows go to the partition of their stream
+CREATE TEMP TABLE kcl (shard_id text, app_name text, stream_name text, checkpoint text,
+                       lease_owner text, lease_count int, completed boolean);
+INSERT INTO kcl SELECT 'sh', 'ro-import', 'st-' || i, '5', 'old-worker', 3, i = 1
+  FROM generate_series(1, 8) AS i;
+SELECT router_test.try($$SELECT lease.import_kcl_ex('kcl')$$) AS import;
+SELECT count(*) AS imported, count(*) FILTER (WHERE state = 'ended') AS ended
+  FROM lease.lease_status WHERE app_name = 'ro-import';

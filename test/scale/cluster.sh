@@ -1,0 +1,367 @@
+#!/usr/bin/env bash
+# The scale-out cluster on one machine (docs/scale-out.md): a pg_auto_failover
+# monitor, 2 partitions each a formation of a primary and a synchronous
+# standby running pg_lease, and a router running pg_lease_router whose
+# partition connection strings list both nodes of each formation with
+# target_session_attrs=read-write.
+#
+#   cluster.sh up DIR            start everything under DIR (which must not
+#                                exist); prints export lines:
+#                                PG_LEASE_ROUTER_DSN, PG_LEASE_PARTITION_DSNS
+#                                (space-separated multi-host URIs, partition
+#                                0 first), PG_LEASE_MONITOR_DSN
+#   cluster.sh switchover DIR K  planned switchover of partition K (waits)
+#   cluster.sh kill DIR K        SIGKILL the whole process tree (pg_autoctl
+#                                and its Postgres) of partition K's primary
+#   cluster.sh rejoin DIR K      restart the node killed in partition K; it
+#                                rejoins as a standby
+#   cluster.sh status DIR        every node: partition, name, port,
+#                                reported and goal state
+#   cluster.sh wait DIR K [S]    wait up to S seconds (60) until partition K
+#                                is a primary plus a secondary again
+#   cluster.sh down DIR          stop everything it started, by PID, and
+#                                remove DIR
+#
+# Servers run as the `postgres` OS user on 127.0.0.1 (TCP ports picked at
+# random in 40000-59999 and checked free) and Unix sockets in DIR; nothing
+# listens elsewhere.  PG_BINDIR names the PostgreSQL installation (with
+# pg_lease, pg_lease_router, plproxy and pgautofailover installed in it);
+# pg_autoctl is Debian's (pg-auto-failover-cli), told that pg_ctl.  Tuned
+# for a small shared machine and for failover in seconds: 16MB
+# shared_buffers, fsync off, monitor health checks every second.
+set -uo pipefail
+
+PG_MAJOR=${PG_MAJOR:-15}
+PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
+PG_AUTOCTL=${PG_AUTOCTL:-/usr/bin/pg_autoctl}
+NPART=2
+DB=pg_lease
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+# Runs a command as postgres with pg_autoctl's files (config, state, pid
+# files) kept under DIR.
+as_pg() {
+    runuser -u postgres -- env HOME="$DIR" XDG_CONFIG_HOME="$DIR/config" \
+        XDG_DATA_HOME="$DIR/share" XDG_RUNTIME_DIR="$DIR/run" PGHOST="$DIR" \
+        PG_AUTOCTL_DEBUG= "$@"
+}
+
+psql_at() {
+    local port=$1
+    shift
+    "$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$port" -U postgres "$@"
+}
+
+# A free loopback port: nothing listens on it and no socket file is there.
+free_port() {
+    local p
+    while :; do
+        p=$((40000 + RANDOM % 20000))
+        grep -qx "$p" "$DIR/ports.used" 2>/dev/null && continue
+        ss -Htln "sport = :$p" 2>/dev/null | grep -q . && continue
+        [ -e "$DIR/.s.PGSQL.$p" ] && continue
+        echo "$p" >>"$DIR/ports.used"
+        echo "$p"
+        return
+    done
+}
+
+load() {
+    [ -f "$DIR/cluster.env" ] || die "$DIR is not a cluster (no cluster.env)"
+    # shellcheck disable=SC1091
+    . "$DIR/cluster.env"
+}
+
+monitor_uri() { echo "postgres://autoctl_node@127.0.0.1:$MONITOR_PORT/pg_auto_failover?sslmode=disable"; }
+
+# Every PID below $1 (children, grandchildren, ...), then $1.
+tree() {
+    local pid=$1 child
+    for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do
+        tree "$child"
+    done
+    echo "$pid"
+}
+
+# Starts `pg_autoctl ARGS...` in the background as postgres; its PID (the
+# pg_autoctl process itself: the shell execs it) goes to $DIR/pids/$1.
+start_autoctl() {
+    local name=$1
+    shift
+    as_pg bash -c 'echo $$ >"$0"; exec "$@"' "$DIR/pids/$name" "$PG_AUTOCTL" "$@" \
+        >>"$DIR/logs/$name.log" 2>&1 </dev/null &
+    local i
+    for i in $(seq 1 50); do
+        [ -s "$DIR/pids/$name" ] && return 0
+        sleep 0.1
+    done
+    die "pg_autoctl for $name did not start"
+}
+
+# initdb with the settings every server here gets.
+init_pgdata() {
+    local pgdata=$1
+    as_pg "$PG_BINDIR/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --locale=C --no-sync \
+        >"$DIR/logs/initdb.$(basename "$pgdata").log" 2>&1 || die "initdb $pgdata failed"
+    cat >>"$pgdata/postgresql.conf" <<CONF
+# cluster.sh: a small, fast test cluster
+unix_socket_directories = '$DIR'
+listen_addresses = '127.0.0.1'
+shared_buffers = 16MB
+max_connections = 60
+fsync = off
+full_page_writes = on
+wal_keep_size = 64MB
+# pg_basebackup (a standby joining) waits for a spread checkpoint otherwise
+checkpoint_completion_target = 0
+log_line_prefix = '%m [%p] %q%a '
+CONF
+}
+
+# Nodes of the monitor: partition, name, port, reported and goal state.
+nodes_sql="SELECT substr(formationid, 5), nodename, nodeport, reportedstate, goalstate
+             FROM pgautofailover.node ORDER BY formationid, nodename"
+
+# The name of partition $1's current primary (empty when none).
+primary_of() {
+    psql_at "$MONITOR_PORT" -d pg_auto_failover -c "
+        SELECT nodename FROM pgautofailover.node
+         WHERE formationid = 'part$1'
+           AND reportedstate IN ('single', 'primary', 'wait_primary', 'join_primary')
+           AND goalstate = reportedstate
+         ORDER BY nodeid LIMIT 1"
+}
+
+# True when partition $1 is a primary and a secondary, both settled.
+healthy() {
+    [ "$(psql_at "$MONITOR_PORT" -d pg_auto_failover -c "
+        SELECT string_agg(reportedstate::text, ' ' ORDER BY reportedstate::text)
+          FROM pgautofailover.node
+         WHERE formationid = 'part$1' AND reportedstate = goalstate")" = "primary secondary" ]
+}
+
+wait_healthy() {
+    local k=$1 secs=${2:-60} i
+    for i in $(seq 1 $((secs * 4))); do
+        healthy "$k" && return 0
+        sleep 0.25
+    done
+    return 1
+}
+
+cmd_up() {
+    [ -e "$DIR" ] && die "$DIR exists; pick a new directory"
+    mkdir -p "$DIR"/{pids,logs,run,config,share} || die "cannot create $DIR"
+    chown -R postgres: "$DIR"
+    chmod 755 "$DIR"
+    MONITOR_PORT=$(free_port)
+    ROUTER_PORT=$(free_port)
+    local k n
+    {
+        echo "PG_BINDIR='$PG_BINDIR'"
+        echo "MONITOR_PORT=$MONITOR_PORT"
+        echo "ROUTER_PORT=$ROUTER_PORT"
+        for k in $(seq 0 $((NPART - 1))); do
+            for n in a b; do echo "PORT_p$k$n=$(free_port)"; done
+        done
+    } >"$DIR/cluster.env"
+    load
+
+    # The monitor, with health checks tuned for failover in seconds.
+    init_pgdata "$DIR/monitor"
+    cat >>"$DIR/monitor/postgresql.conf" <<CONF
+pgautofailover.health_check_period = 1000
+pgautofailover.health_check_timeout = 1000
+pgautofailover.health_check_max_retries = 1
+pgautofailover.health_check_retry_delay = 500
+pgautofailover.node_considered_unhealthy_timeout = 2000
+pgautofailover.startup_grace_period = 3000
+pgautofailover.primary_demote_timeout = 4000
+CONF
+    as_pg "$PG_AUTOCTL" create monitor --pgdata "$DIR/monitor" --pgport "$MONITOR_PORT" \
+        --hostname 127.0.0.1 --listen 127.0.0.1 --auth trust --no-ssl \
+        --pgctl "$PG_BINDIR/pg_ctl" >"$DIR/logs/monitor.create.log" 2>&1 ||
+        { cat "$DIR/logs/monitor.create.log" >&2; die "monitor creation failed"; }
+    start_autoctl monitor run --pgdata "$DIR/monitor"
+    for i in $(seq 1 100); do
+        "$PG_BINDIR/pg_isready" -q -h "$DIR" -p "$MONITOR_PORT" && break
+        sleep 0.2
+    done
+    for k in $(seq 0 $((NPART - 1))); do
+        as_pg "$PG_AUTOCTL" create formation --monitor "$(monitor_uri)" --formation "part$k" \
+            --kind pgsql --dbname "$DB" --enable-secondary >>"$DIR/logs/monitor.create.log" 2>&1 ||
+            die "formation part$k failed"
+    done
+
+    # The primaries (initdb'd here, so they get the settings above; the
+    # standbys copy them with pg_basebackup).
+    create_node() {
+        local k=$1 n=$2 port
+        port=$(eval echo "\$PORT_p$k$n")
+        start_autoctl "p$k$n" create postgres --pgdata "$DIR/p$k$n" --pgport "$port" \
+            --pghost "$DIR" --listen 127.0.0.1 --hostname 127.0.0.1 --name "p$k$n" \
+            --formation "part$k" --monitor "$(monitor_uri)" --auth trust --no-ssl \
+            --dbname "$DB" --pgctl "$PG_BINDIR/pg_ctl" --run
+    }
+    for k in $(seq 0 $((NPART - 1))); do
+        init_pgdata "$DIR/p${k}a"
+        create_node "$k" a
+    done
+    for k in $(seq 0 $((NPART - 1))); do
+        for i in $(seq 1 240); do
+            [ "$(primary_of "$k")" = "p${k}a" ] && break
+            sleep 0.25
+        done
+        [ "$(primary_of "$k")" = "p${k}a" ] || { cat "$DIR/logs/p${k}a.log" >&2; die "partition $k: no primary"; }
+        port=$(eval echo "\$PORT_p${k}a")
+        for i in $(seq 1 100); do
+            psql_at "$port" -d "$DB" -c "SELECT 1" >/dev/null 2>&1 && break
+            sleep 0.2
+        done
+        # pg_lease, and this partition's conversation ids (stride = partition count)
+        psql_at "$port" -d "$DB" -c "CREATE EXTENSION IF NOT EXISTS pg_lease" \
+            -c "INSERT INTO lease.conversation_id_partition (id_stride, id_offset) VALUES ($NPART, $k)" \
+            >/dev/null || die "partition $k: pg_lease failed"
+    done
+    for k in $(seq 0 $((NPART - 1))); do
+        create_node "$k" b
+    done
+
+    # The router.
+    init_pgdata "$DIR/router"
+    as_pg "$PG_BINDIR/pg_ctl" -D "$DIR/router" -l "$DIR/logs/router.log" -o "-p $ROUTER_PORT" -w start \
+        >/dev/null || die "router failed to start"
+    psql_at "$ROUTER_PORT" -d postgres -c "CREATE DATABASE $DB" >/dev/null || die "router database"
+    local opts=""
+    for k in $(seq 0 $((NPART - 1))); do
+        opts="$opts${opts:+, }p$k '$(partition_kv "$k")'"
+    done
+    psql_at "$ROUTER_PORT" -d "$DB" -c "CREATE EXTENSION pg_lease_router CASCADE" \
+        -c "CREATE SERVER pg_lease FOREIGN DATA WRAPPER plproxy OPTIONS ($opts)" \
+        -c "CREATE USER MAPPING FOR PUBLIC SERVER pg_lease" \
+        -c "GRANT USAGE ON FOREIGN SERVER pg_lease TO PUBLIC" >/dev/null 2>&1 ||
+        die "router: pg_lease_router failed"
+
+    for k in $(seq 0 $((NPART - 1))); do
+        wait_healthy "$k" 120 || { cmd_status >&2; die "partition $k: no secondary after 120 s"; }
+    done
+    # A primary cut off from the monitor and its standby demotes itself
+    # after network_partition_timeout (default 20 s); it must do so before
+    # the monitor promotes the standby (unhealthy 2 s + demote timeout 4 s),
+    # or a partitioned old primary could still take writes.
+    for k in $(seq 0 $((NPART - 1))); do
+        for n in a b; do
+            as_pg "$PG_AUTOCTL" config set --pgdata "$DIR/p$k$n" timeout.network_partition_timeout 3 \
+                >/dev/null 2>&1 || die "p$k$n: config set failed"
+        done
+    done
+    cmd_env
+}
+
+# Partition $1 for PL/Proxy (key=value: PL/Proxy appends user=...).
+partition_kv() {
+    echo "host=127.0.0.1,127.0.0.1 port=$(eval echo "\$PORT_p${1}a"),$(eval echo "\$PORT_p${1}b") dbname=$DB target_session_attrs=read-write connect_timeout=2"
+}
+
+# Partition $1 as a URI for clients and tools.
+partition_uri() {
+    echo "postgresql://postgres@127.0.0.1:$(eval echo "\$PORT_p${1}a"),127.0.0.1:$(eval echo "\$PORT_p${1}b")/$DB?target_session_attrs=read-write&connect_timeout=2"
+}
+
+cmd_env() {
+    local k dsns=""
+    for k in $(seq 0 $((NPART - 1))); do
+        dsns="$dsns${dsns:+ }$(partition_uri "$k")"
+    done
+    echo "export PG_LEASE_ROUTER_DSN='host=$DIR port=$ROUTER_PORT dbname=$DB user=postgres'"
+    echo "export PG_LEASE_PARTITION_DSNS='$dsns'"
+    echo "export PG_LEASE_MONITOR_DSN='host=$DIR port=$MONITOR_PORT dbname=pg_auto_failover user=postgres'"
+}
+
+cmd_status() {
+    psql_at "$MONITOR_PORT" -d pg_auto_failover -F ' ' -c "$nodes_sql" |
+        awk '{ printf "partition %s %-4s port %-5s %-14s goal %s\n", $1, $2, $3, $4, $5 }'
+}
+
+cmd_switchover() {
+    local k=$1
+    as_pg "$PG_AUTOCTL" perform switchover --monitor "$(monitor_uri)" --formation "part$k" --wait 60 \
+        >>"$DIR/logs/switchover.log" 2>&1 || { tail -n 20 "$DIR/logs/switchover.log" >&2; die "switchover of partition $k failed"; }
+}
+
+cmd_kill() {
+    local k=$1 name pids pid pm
+    name=$(primary_of "$k")
+    [ -n "$name" ] || die "partition $k has no primary"
+    pid=$(cat "$DIR/pids/$name")
+    pids=$(tree "$pid")
+    # the postmaster too, should it not be below pg_autoctl
+    pm=$(head -n 1 "$DIR/$name/postmaster.pid" 2>/dev/null)
+    [ -n "$pm" ] && pids="$pids $(tree "$pm")"
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null
+    echo "$name" >"$DIR/killed.$k"
+    echo "cluster.sh: killed $name (partition $k primary): $(echo $pids | wc -w) processes"
+}
+
+cmd_rejoin() {
+    local k=$1 name
+    [ -f "$DIR/killed.$k" ] || die "no killed node in partition $k"
+    name=$(cat "$DIR/killed.$k")
+    start_autoctl "$name" run --pgdata "$DIR/$name"
+    rm -f "$DIR/killed.$k"
+}
+
+cmd_down() {
+    [ -d "$DIR" ] || return 0
+    local f pid pids="" i
+    if [ -f "$DIR/router/postmaster.pid" ]; then
+        as_pg "$PG_BINDIR/pg_ctl" -D "$DIR/router" -m fast -w -t 30 stop >/dev/null 2>&1
+    fi
+    # pg_autoctl stops its Postgres on SIGTERM; the monitor last.
+    for f in "$DIR"/pids/p* "$DIR"/pids/monitor; do
+        [ -s "$f" ] || continue
+        pid=$(cat "$f")
+        kill -0 "$pid" 2>/dev/null || continue
+        pids="$pids $(tree "$pid")"
+        kill -TERM "$pid" 2>/dev/null
+    done
+    for i in $(seq 1 60); do
+        local alive=0
+        for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ "$alive" -eq 0 ] && break
+        sleep 0.25
+    done
+    # whatever is left, and any postmaster still running on a data dir here
+    for f in "$DIR"/*/postmaster.pid; do
+        [ -f "$f" ] || continue
+        pid=$(head -n 1 "$f")
+        [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(dirname "$f")" ] &&
+            pids="$pids $(tree "$pid")"
+    done
+    for pid in $pids; do kill -KILL "$pid" 2>/dev/null; done
+    rm -rf "$DIR"
+}
+
+cmd=${1:-}
+DIR=${2:-}
+[ -n "$cmd" ] && [ -n "$DIR" ] || die "usage: cluster.sh up|switchover|kill|rejoin|status|wait|env|down DIR [K]"
+[ "$(id -u)" -eq 0 ] || die "run as root (servers run as the postgres OS user)"
+case $DIR in /*) ;; *) DIR=$(pwd)/$DIR ;; esac
+case $cmd in
+    up) cmd_up ;;
+    env) load; cmd_env ;;
+    status) load; cmd_status ;;
+    switchover|kill|rejoin|wait)
+        [ -n "${3:-}" ] && [ "$3" -ge 0 ] 2>/dev/null && [ "$3" -lt "$NPART" ] || die "$cmd: partition K must be 0..$((NPART - 1))"
+        load
+        case $cmd in
+            switchover) cmd_switchover "$3" ;;
+            kill) cmd_kill "$3" ;;
+            rejoin) cmd_rejoin "$3" ;;
+            wait) wait_healthy "$3" "${4:-60}" || { cmd_status >&2; die "partition $3 not primary + secondary"; } ;;
+        esac ;;
+    down) cmd_down ;;
+    *) die "unknown command $cmd" ;;
+esac
