@@ -153,6 +153,69 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION lease.monitoring_compensation_failures()
+RETURNS TABLE(unresolved bigint, oldest_unresolved_age_seconds double precision, max_attempts bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+CREATE FUNCTION lease.monitoring_conversations()
+RETURNS TABLE(status text, conversations bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+CREATE FUNCTION lease.monitoring_fleet()
+RETURNS TABLE(active_sandboxes bigint, capacity_sandboxes bigint, tenants_at_limit bigint, tenants_near_limit bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+CREATE FUNCTION lease.monitoring_leases()
+RETURNS TABLE(app_name text, stream_name text, state text, leases bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+CREATE FUNCTION lease.monitoring_ownership_changes()
+RETURNS TABLE(app_name text, stream_name text, event text, changes bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+CREATE FUNCTION lease.monitoring_sandboxes()
+RETURNS TABLE(status text, sandboxes bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+CREATE FUNCTION lease.monitoring_streams()
+RETURNS TABLE(app_name text, stream_name text, open_leases bigint, live_workers bigint, fair_share_leases bigint, handoffs_pending bigint, handoffs_past_deadline bigint, oldest_handoff_age_seconds double precision, oldest_expired_age_seconds double precision, oldest_checkpoint_age_seconds double precision, lease_duration_seconds double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+CREATE FUNCTION lease.monitoring_workers()
+RETURNS TABLE(app_name text, stream_name text, lease_owner text, leases bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+CREATE FUNCTION lease.my_leases(app_name text, stream_name text, owner text)
+RETURNS TABLE(shard_id text, lease_count bigint, lease_epoch bigint, checkpoint text, checkpoint_sub_sequence bigint, pending_checkpoint text, expires_in interval, handoff_to text, handoff_from text, waiting_on text[])
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 CREATE FUNCTION lease.prepare_checkpoint(app_name text, stream_name text, shard_id text, owner text, pending_checkpoint text)
 RETURNS boolean
 LANGUAGE plproxy AS $$
@@ -189,7 +252,7 @@ LANGUAGE plproxy AS $$
 $$;
 
 CREATE FUNCTION lease.renew_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval)
-RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text)
+RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.stream_partition(app_name, stream_name);

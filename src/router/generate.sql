@@ -8,13 +8,17 @@
 -- first rule that applies (docs/scale-out.md, "Routing"):
 --   stream        arguments start (app_name, stream_name): the stream's partition
 --   all           grant_app, revoke_app, prune_events,
---                 retry_failed_compensations: every partition; a scalar
---                 result is combined (bool_or, sum) by a SQL wrapper
+--                 retry_failed_compensations, and the monitoring_*
+--                 functions: every partition; a scalar result is combined
+--                 (bool_or, sum) by a SQL wrapper, rows are the union of
+--                 each partition's (one monitoring_fleet row per partition)
 --   import        import_kcl_ex: src/router/import_kcl_ex.sql, by hand
 --   app           first argument app_name: the app's partition
 --   user          first argument user_id: the tenant's partition
 --   conversation  first argument a conversation id: the partition that made it
--- A function no rule covers makes the generator fail (NO ROUTING RULE).
+-- Trigger functions are not routed: they serve pg_lease's own tables, which
+-- a router has not.  A function no rule covers makes the generator fail
+-- (NO ROUTING RULE).
 -- Every view of pg_lease in schema lease becomes a view over all partitions.
 \set ON_ERROR_STOP 1
 \pset format unaligned
@@ -36,10 +40,12 @@ WITH fn AS (
       JOIN pg_catalog.pg_extension AS e
         ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = e.oid
      WHERE e.extname = 'pg_lease' AND p.pronamespace = 'lease'::pg_catalog.regnamespace
+       AND p.prorettype OPERATOR(pg_catalog.<>) 'pg_catalog.trigger'::pg_catalog.regtype
 ), ruled AS (
     SELECT fn.*,
            CASE
-               WHEN proname IN ('grant_app', 'revoke_app', 'prune_events', 'retry_failed_compensations') THEN 'all'
+               WHEN proname IN ('grant_app', 'revoke_app', 'prune_events', 'retry_failed_compensations')
+                    OR proname LIKE 'monitoring\_%' THEN 'all'
                WHEN proname = 'import_kcl_ex' THEN 'import'
                WHEN innames[1:2] = ARRAY['app_name', 'stream_name'] THEN 'stream'
                WHEN innames[1] = 'app_name' THEN 'app'
