@@ -44,7 +44,8 @@ SELECT is(lease.import_kcl_ex('"s""; DROP TABLE lease.shard_leases; --"."kcl""; 
 SELECT is((SELECT count(*)::int FROM lease.lease_events e JOIN hostile h ON e.app_name = h.v), 5,
           'the events are all still there');
 SELECT tables_are('lease', ARRAY['shard_leases', 'lease_events', 'sandboxes', 'conversations', 'turns',
-                                 'tenant_limits', 'compensation_failures', 'app_grants'],
+                                 'tenant_limits', 'compensation_failures', 'app_grants',
+                                 'stream_workers', 'stream_takeable', 'lineage_changes'],
                   'every table of the extension is still there');
 
 SELECT * FROM finish();

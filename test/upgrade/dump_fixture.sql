@@ -23,6 +23,8 @@ SELECT lease.take_lease('dump', 's', 'c', 'w1', NULL, '1 hour');
 SELECT lease.request_handoff('dump', 's', 'c', 'w2');
 SELECT * FROM lease.take_leases('dump', 's', 'w2', '1 hour');
 SELECT lease.release_lease('dump', 's', 'd', 'w2');
+-- created after a round counted the stream: leaves a lineage_changes row
+SELECT lease.create_lease('dump', 's', 'e');
 
 -- Conversations, sandboxes, turns, rotations.
 INSERT INTO lease.tenant_limits (user_id, sandbox_limit) VALUES ('dump-u1', 10), ('dump-u2', 0);
