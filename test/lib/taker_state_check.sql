@@ -8,6 +8,8 @@
 --   * every stream with a lease has its stream_takeable row;
 --   * a cached takeable count with no lineage_changes row for the stream
 --     equals the number of leases neither ended nor blocked.
+-- Defines the temporary view taker_disagreements, then lists it.
+CREATE OR REPLACE TEMPORARY VIEW taker_disagreements AS
 SELECT 'worker ' || coalesce(r.app_name, w.app_name) || '/' || coalesce(r.stream_name, w.stream_name)
        || '/' || coalesce(r.worker, w.worker) || ': holds ' || coalesce(r.leases, 0)
        || ', counted ' || coalesce(w.leases, 0)
@@ -40,5 +42,5 @@ SELECT 'stream ' || t.app_name || '/' || t.stream_name || ': takeable cached ' |
  WHERE t.takeable IS NOT NULL
    AND NOT EXISTS (SELECT 1 FROM lease.lineage_changes AS g
                     WHERE g.app_name = t.app_name AND g.stream_name = t.stream_name)
-   AND t.takeable <> n.n
-ORDER BY 1;
+   AND t.takeable <> n.n;
+SELECT disagreement FROM taker_disagreements ORDER BY 1;
