@@ -45,6 +45,7 @@ deb     postgresql-common                           /usr/bin/pg_buildext
 deb     lintian                                     /usr/bin/lintian
 dist    git                                         /usr/bin/git
 dist    unzip                                       /usr/bin/unzip
+bench   gnuplot-nox                                 /usr/bin/gnuplot-nox
 "
 
 check_only=0

@@ -31,6 +31,7 @@ EXPECTED="
 /usr/share/perl5/Debian/Debhelper/Sequence/pgxs.pm                 postgresql-server-dev-all
 /usr/bin/pg_buildext                                               postgresql-common
 /usr/bin/lintian                                                   lintian
+/usr/bin/gnuplot-nox                                               gnuplot-nox
 "
 
 n=0
