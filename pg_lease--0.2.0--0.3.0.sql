@@ -225,6 +225,13 @@ CREATE TRIGGER shard_leases_expiry_lowered
           AND NEW.lease_expires_at < OLD.lease_expires_at)
     EXECUTE FUNCTION lease.shard_leases_expiry_lowered();
 
+-- The owner index also orders each worker's leases by shard_id (the order
+-- in which take_leases asks for them to be handed over).
+DROP INDEX lease.shard_leases_owner_idx;
+CREATE INDEX shard_leases_owner_idx
+    ON lease.shard_leases (app_name, stream_name, lease_owner, shard_id COLLATE "C")
+    WHERE lease_owner IS NOT NULL;
+
 -- Built from the existing rows: every worker's leases and the earliest
 -- expiry among them (exact, hence a valid bound), a row (no count yet) for
 -- every stream, nothing stale.

@@ -47,12 +47,13 @@ WITH (fillfactor = 70);
 COMMENT ON TABLE lease.shard_leases IS
     'One row per shard lease (the model is the Kinesis Client Library lease table). Change it only through the lease.* functions.';
 
--- Serves renew_leases (one owner's leases), take_leases (the live leases of a
--- stream, counted per owner; the most-loaded worker's leases it asks to hand
--- over) and the view worker_loads.  Renewals and checkpoints do not change
--- lease_owner, so they remain HOT.
+-- Serves renew_leases (one owner's leases), take_leases (the leases of a
+-- worker whose expiry bound has passed; the most-loaded worker's leases it
+-- asks to hand over, first by shard_id, so a request reads as many leases as
+-- it asks for) and the view worker_loads.  Renewals and checkpoints change
+-- neither lease_owner nor shard_id, so they remain HOT.
 CREATE INDEX shard_leases_owner_idx
-    ON lease.shard_leases (app_name, stream_name, lease_owner)
+    ON lease.shard_leases (app_name, stream_name, lease_owner, shard_id COLLATE "C")
     WHERE lease_owner IS NOT NULL;
 
 -- Serves take_leases claiming the leases promised to the caller whose

@@ -7,11 +7,15 @@
  * One take_leases call is one balancing round for one worker, in four
  * prepared statements inside one SPI connection:
  *
- *	 1. loads: one aggregate over the stream (its live leases counted per
- *		worker, and the number of takeable leases);
+ *	 1. loads: the stream's workers and their live leases, from
+ *		lease.stream_workers (a worker's own leases are read only when its
+ *		expiry bound has passed), and the number of takeable leases, cached
+ *		in lease.stream_takeable (counted from the stream only after a
+ *		lease was created, imported, deleted or ended);
  *	 2. claim: the leases promised to the caller whose handoff deadline has
  *		passed are taken from their holders;
- *	 3. take: unowned and expired leases, unowned first then oldest-expired
+ *	 3. take: unowned leases (a partial index) and the expired leases of
+ *		workers whose bound has passed, unowned first then oldest-expired
  *		first, up to the caller's fair share, FOR NO KEY UPDATE SKIP LOCKED so
  *		concurrent callers neither block on nor collide over the same rows;
  *	 4. request: if the most-loaded worker holds at least two more leases
@@ -24,6 +28,12 @@
  * nothing).  Each statement that changes a lease records its events and
  * notifications in the same statement (events.h).
  *
+ * The statements a round runs every time are prepared for generic plans
+ * (CURSOR_OPT_GENERIC_PLAN): each is an index scan whatever the stream, and
+ * planning a custom plan for the call's values, which the plan cache does
+ * for the first calls and whenever it judges it cheaper, costs more than
+ * running the statement (docs/taker-internals.md).
+ *
  *-------------------------------------------------------------------------
  */
 #include "pg_lease.h"
@@ -31,6 +41,7 @@
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "nodes/parsenodes.h"
 #include "access/xact.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -94,7 +105,8 @@ static LeaseStatement loads_stmt = {
 	"  ORDER BY load DESC, x.worker COLLATE pg_catalog.\"C\"",
 	.nargs = 3,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN
 };
 
 /*
@@ -115,7 +127,8 @@ static LeaseStatement takeable_cached_stmt = {
 	"   AND t.stream_name OPERATOR(pg_catalog.=) $2",
 	.nargs = 2,
 	.argtypes = {TEXTOID, TEXTOID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN
 };
 
 /*
@@ -207,7 +220,8 @@ static LeaseStatement claim_stmt = {
 	TAKER_RESULT("$6"),
 	.nargs = 6,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN
 };
 
 /*
@@ -244,7 +258,8 @@ static LeaseStatement take_free_stmt = {
 	.nargs = 8,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES,
 	TEXTARRAYOID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN
 };
 
 /*
@@ -588,13 +603,15 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	values[1] = stream;
 	values[2] = owner;
 	state = lease_has_taker_state();
-	if (state)
-		rows = lease_spi_run(&loads_stmt, values, NULL, 0);
-	else
-	{
-		/* JIT off: at 100,000 leases the estimate crosses jit_above_cost */
-		rows = lease_spi_run_with(&loads_stmt_0_2, values, NULL, 0, "jit", "off");
-	}
+	/*
+	 * JIT off: the planner prices the per-worker count (run only for a
+	 * worker whose bound has passed; 0.2: the parent subquery) as if it ran
+	 * for every row, so at 100,000 leases the estimate crosses
+	 * jit_above_cost and compiling takes ~250 ms for a statement that runs
+	 * in a tenth of a millisecond.
+	 */
+	rows = lease_spi_run_with(state ? &loads_stmt : &loads_stmt_0_2, values, NULL, 0,
+							  "jit", "off");
 	workers = 0;
 	takeable = 0;
 	suspects = (Datum *) MemoryContextAlloc(callcxt, sizeof(Datum) * (rows + 1));
