@@ -244,7 +244,7 @@ ms_or_dash() { if [ "$1" = NaN ]; then echo "–"; else printf '%.3f' "$1"; fi; 
 plot_balancing() {
     mkdir -p "$(dirname "$2")"
     /usr/bin/gnuplot-nox <<GP
-set terminal svg size 760,440 dynamic font "sans,11"
+set terminal svg size 760,440 dynamic noenhanced font "sans,11"
 set output "$2"
 set title "One balancing round: take_leases vs a client's list-all"
 set logscale xy
@@ -265,7 +265,7 @@ GP
 plot_checkpoints() {
     mkdir -p "$(dirname "$2")"
     /usr/bin/gnuplot-nox <<GP
-set terminal svg size 760,400 dynamic font "sans,11"
+set terminal svg size 760,400 dynamic noenhanced font "sans,11"
 set output "$2"
 set title "Checkpoint writes: throughput relative to the raw guarded UPDATE"
 set style data histograms
