@@ -98,6 +98,10 @@ $(error pg_lease needs PostgreSQL $(PG_LEASE_MIN_MAJOR) or later; $(PG_CONFIG) i
 endif
 include $(PGXS)
 docmoduledir = extension/pg_lease
+# PGXS tracks no header dependencies: rebuild every object when any header
+# changes (a struct such as LeaseStatement changing size otherwise leaves
+# objects compiled against the old layout).
+$(OBJS): $(wildcard src/*.h src/*/*.h)
 else
 all install installcheck:
 	@echo "pg_lease: PostgreSQL server headers not found ($(PG_CONFIG) --includedir-server has no postgres.h); run 'make test' (installs them) or apt-get install postgresql-server-dev-$(or $(PG_MAJOR_BUILT),15)" >&2

@@ -2,5 +2,14 @@
 -- One part of pg_lease--<version>.sql (Makefile, SQL_PARTS); each change here
 -- needs its twin in the upgrade script pg_lease--<previous>--<version>.sql.
 
+-- The taker's bookkeeping tables (src/leases/leases.sql) are derived from
+-- the leases: marked for pg_dump with a filter that keeps no row, so a
+-- restore rebuilds them.  Marked last, after every other table, so that a
+-- database upgraded from 0.2.0 (whose upgrade script adds them at its end)
+-- lists the marked tables in the same order as a fresh install.
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_workers', 'WHERE false');
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_takeable', 'WHERE false');
+SELECT pg_catalog.pg_extension_config_dump('lease.lineage_changes', 'WHERE false');
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

@@ -41,7 +41,7 @@ lease_spi_plan(LeaseStatement *stmt)
 	if (stmt->plan != NULL)
 		return stmt->plan;
 
-	plan = SPI_prepare(stmt->sql, stmt->nargs, stmt->argtypes);
+	plan = SPI_prepare_cursor(stmt->sql, stmt->nargs, stmt->argtypes, stmt->cursor_options);
 	if (plan == NULL)
 		elog(ERROR, "pg_lease: could not prepare \"%s\": %s",
 			 stmt->name, SPI_result_code_string(SPI_result));

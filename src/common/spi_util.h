@@ -25,6 +25,9 @@ typedef struct LeaseStatement
 	int			nargs;
 	Oid			argtypes[LEASE_STMT_MAX_ARGS];
 	int			expected;		/* the SPI_OK_* code a success returns */
+	int			cursor_options; /* for SPI_prepare_cursor: 0, or e.g.
+								 * CURSOR_OPT_GENERIC_PLAN for a statement
+								 * whose plan does not depend on the values */
 	SPIPlanPtr	plan;			/* prepared and kept on first use */
 } LeaseStatement;
 

@@ -25,7 +25,9 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "utils/array.h"
+#include "catalog/namespace.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 
 #include "common/args.h"
 #include "leases/events.h"
@@ -59,40 +61,54 @@ static LeaseStatement create_stmt = {
  * re-checked against the committed row), so the event records the owner it
  * really took the lease from.
  */
+#define TAKE_SQL(loads) \
+	"WITH o AS (" \
+	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner," \
+	"        CASE WHEN l.lease_owner IS NULL THEN 'take'" \
+	"             WHEN NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) " THEN 'expiry_takeover'" \
+	"             WHEN l.handoff_to OPERATOR(pg_catalog.=) $4" \
+	"                  AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) " THEN 'transfer'" \
+	"             ELSE 'steal' END AS event" \
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_KEY_MATCHES \
+	"    AND " LEASE_SQL_NOT_ENDED("l") \
+	"    AND CASE WHEN $5 IS NULL" \
+	"             THEN NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"                  OR (l.handoff_to OPERATOR(pg_catalog.=) $4" \
+	"                      AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"                      AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline)" \
+	"             ELSE l.lease_count OPERATOR(pg_catalog.=) $5" \
+	"                  AND l.lease_owner IS DISTINCT FROM $4" \
+	"                  AND (NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"                       OR NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"                       OR l.handoff_to OPERATOR(pg_catalog.=) $4)" \
+	"        END" \
+	"    AND NOT " LEASE_SQL_BLOCKED("l") \
+	"    FOR NO KEY UPDATE OF l)," \
+	" c AS (UPDATE lease.shard_leases AS l" \
+	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$4", "$6", LEASE_SQL_NOW) \
+	"   FROM o, " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o") \
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, o.event, o.from_owner," \
+	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch," \
+	"            l.lease_expires_at AS to_expires_at)" \
+	LEASE_SQL_RECORD_EVENTS("$7") \
+	loads \
+	" SELECT c.lease_count, " LEASE_SQL_NOTIFY("$8") " FROM c"
+
 static LeaseStatement take_stmt = {
 	.name = "take_lease",
 	.sql =
-	"WITH o AS ("
-	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner,"
-	"        CASE WHEN l.lease_owner IS NULL THEN 'take'"
-	"             WHEN NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) " THEN 'expiry_takeover'"
-	"             WHEN l.handoff_to OPERATOR(pg_catalog.=) $4"
-	"                  AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) " THEN 'transfer'"
-	"             ELSE 'steal' END AS event"
-	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_KEY_MATCHES
-	"    AND " LEASE_SQL_NOT_ENDED("l")
-	"    AND CASE WHEN $5 IS NULL"
-	"             THEN NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"                  OR (l.handoff_to OPERATOR(pg_catalog.=) $4"
-	"                      AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"                      AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline)"
-	"             ELSE l.lease_count OPERATOR(pg_catalog.=) $5"
-	"                  AND l.lease_owner IS DISTINCT FROM $4"
-	"                  AND (NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"                       OR NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"                       OR l.handoff_to OPERATOR(pg_catalog.=) $4)"
-	"        END"
-	"    AND NOT " LEASE_SQL_BLOCKED("l")
-	"    FOR NO KEY UPDATE OF l),"
-	" c AS (UPDATE lease.shard_leases AS l"
-	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$4", "$6", LEASE_SQL_NOW)
-	"   FROM o, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
-	"  RETURNING l.app_name, l.stream_name, l.shard_id, o.event, o.from_owner,"
-	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
-	LEASE_SQL_RECORD_EVENTS("$7")
-	" SELECT c.lease_count, " LEASE_SQL_NOTIFY("$8") " FROM c",
+	TAKE_SQL(LEASE_SQL_RECORD_LOADS),
+	.nargs = 8,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID, LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
+};
+
+static LeaseStatement take_stmt_0_2 = {
+	.name = "take_lease (0.2 schema)",
+	.sql =
+	TAKE_SQL(""),
 	.nargs = 8,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID, LEASE_EVENT_ARGTYPES},
 	.expected = SPI_OK_SELECT
@@ -170,57 +186,85 @@ static LeaseStatement prepare_stmt = {
  * straight to the requester (for the lease duration it asked for), so no
  * third worker can grab it in between; otherwise it becomes unowned.
  */
+#define RELEASE_SQL(loads) \
+	"WITH c AS (UPDATE lease.shard_leases AS l" \
+	" SET lease_owner = CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"                   THEN l.handoff_to END," \
+	"     lease_expires_at = CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"                   THEN " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) l.handoff_lease_duration END," \
+	"     owner_switches_since_checkpoint = l.owner_switches_since_checkpoint" \
+	"         OPERATOR(pg_catalog.+) CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"                   THEN 1 ELSE 0 END," \
+	"     lease_count = l.lease_count OPERATOR(pg_catalog.+) 1," \
+	"     lease_epoch = l.lease_epoch OPERATOR(pg_catalog.+) 1," \
+	"     " LEASE_SQL_CLEAR_HANDOFF "," \
+	"     updated_at = pg_catalog.now()" \
+	" FROM " LEASE_SQL_CLOCK \
+	" WHERE " LEASE_KEY_MATCHES \
+	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4" \
+	" RETURNING l.app_name, l.stream_name, l.shard_id," \
+	"           CASE WHEN l.lease_owner IS NULL THEN 'release' ELSE 'transfer' END AS event," \
+	"           $4 AS from_owner, l.lease_owner AS to_owner, l.lease_count, l.lease_epoch," \
+	"           l.lease_expires_at AS to_expires_at)" \
+	LEASE_SQL_RECORD_EVENTS("$5") \
+	loads \
+	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c"
+
 static LeaseStatement release_stmt = {
 	.name = "release_lease",
 	.sql =
-	"WITH c AS (UPDATE lease.shard_leases AS l"
-	" SET lease_owner = CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"                   THEN l.handoff_to END,"
-	"     lease_expires_at = CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"                   THEN " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) l.handoff_lease_duration END,"
-	"     owner_switches_since_checkpoint = l.owner_switches_since_checkpoint"
-	"         OPERATOR(pg_catalog.+) CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"                   THEN 1 ELSE 0 END,"
-	"     lease_count = l.lease_count OPERATOR(pg_catalog.+) 1,"
-	"     lease_epoch = l.lease_epoch OPERATOR(pg_catalog.+) 1,"
-	"     " LEASE_SQL_CLEAR_HANDOFF ","
-	"     updated_at = pg_catalog.now()"
-	" FROM " LEASE_SQL_CLOCK
-	" WHERE " LEASE_KEY_MATCHES
-	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4"
-	" RETURNING l.app_name, l.stream_name, l.shard_id,"
-	"           CASE WHEN l.lease_owner IS NULL THEN 'release' ELSE 'transfer' END AS event,"
-	"           $4 AS from_owner, l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
-	LEASE_SQL_RECORD_EVENTS("$5")
-	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c",
+	RELEASE_SQL(LEASE_SQL_RECORD_LOADS),
+	.nargs = 6,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
+};
+
+static LeaseStatement release_stmt_0_2 = {
+	.name = "release_lease (0.2 schema)",
+	.sql =
+	RELEASE_SQL(""),
 	.nargs = 6,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES},
 	.expected = SPI_OK_SELECT
 };
 
 /* Close: checkpoint SHARD_END and give the lease up, guarded on ownership. */
+#define CLOSE_SQL(loads) \
+	"WITH c AS (UPDATE lease.shard_leases AS l" \
+	" SET checkpoint = 'SHARD_END'," \
+	"     checkpoint_sub_sequence = 0," \
+	"     pending_checkpoint = NULL," \
+	"     owner_switches_since_checkpoint = 0," \
+	"     lease_owner = NULL," \
+	"     lease_expires_at = NULL," \
+	"     lease_count = l.lease_count OPERATOR(pg_catalog.+) 1," \
+	"     lease_epoch = l.lease_epoch OPERATOR(pg_catalog.+) 1," \
+	"     " LEASE_SQL_CLEAR_HANDOFF "," \
+	"     updated_at = pg_catalog.now()" \
+	" WHERE " LEASE_KEY_MATCHES \
+	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4" \
+	"   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'" \
+	" RETURNING l.app_name, l.stream_name, l.shard_id, 'close' AS event," \
+	"           $4 AS from_owner, CAST(NULL AS pg_catalog.text) AS to_owner," \
+	"           l.lease_count, l.lease_epoch," \
+	"           CAST(NULL AS pg_catalog.timestamptz) AS to_expires_at)" \
+	LEASE_SQL_RECORD_EVENTS("$5") \
+	loads \
+	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c"
+
 static LeaseStatement close_stmt = {
 	.name = "close_shard",
 	.sql =
-	"WITH c AS (UPDATE lease.shard_leases AS l"
-	" SET checkpoint = 'SHARD_END',"
-	"     checkpoint_sub_sequence = 0,"
-	"     pending_checkpoint = NULL,"
-	"     owner_switches_since_checkpoint = 0,"
-	"     lease_owner = NULL,"
-	"     lease_expires_at = NULL,"
-	"     lease_count = l.lease_count OPERATOR(pg_catalog.+) 1,"
-	"     lease_epoch = l.lease_epoch OPERATOR(pg_catalog.+) 1,"
-	"     " LEASE_SQL_CLEAR_HANDOFF ","
-	"     updated_at = pg_catalog.now()"
-	" WHERE " LEASE_KEY_MATCHES
-	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4"
-	"   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'"
-	" RETURNING l.app_name, l.stream_name, l.shard_id, 'close' AS event,"
-	"           $4 AS from_owner, CAST(NULL AS pg_catalog.text) AS to_owner,"
-	"           l.lease_count, l.lease_epoch)"
-	LEASE_SQL_RECORD_EVENTS("$5")
-	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c",
+	CLOSE_SQL(LEASE_SQL_RECORD_LOADS),
+	.nargs = 6,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
+};
+
+static LeaseStatement close_stmt_0_2 = {
+	.name = "close_shard (0.2 schema)",
+	.sql =
+	CLOSE_SQL(""),
 	.nargs = 6,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES},
 	.expected = SPI_OK_SELECT
@@ -259,6 +303,15 @@ run_returning_count(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *values
 	lease_spi_finish();
 	lease_exit_app(&caller);
 	return processed > 0 && !isnull;
+}
+
+/* leases.h */
+bool
+lease_has_taker_state(void)
+{
+	Oid			nsp = get_namespace_oid("lease", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("stream_workers", nsp));
 }
 
 /* Fills values[0..2] with the checked (app_name, stream_name, shard_id). */
@@ -339,7 +392,7 @@ lease_take_lease(PG_FUNCTION_ARGS)
 	values[5] = lease_arg_duration(fcinfo, 5, "lease_duration");
 	lease_event_params(&values[6]);
 
-	if (!run_returning_count(fcinfo, &take_stmt, values, nulls, &count))
+	if (!run_returning_count(fcinfo, LEASE_STMT(take_stmt), values, nulls, &count))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(count);
 }
@@ -435,7 +488,7 @@ lease_release_lease(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	lease_event_params(&values[4]);
 
-	PG_RETURN_BOOL(run_returning_bool(fcinfo, &release_stmt, values, NULL));
+	PG_RETURN_BOOL(run_returning_bool(fcinfo, LEASE_STMT(release_stmt), values, NULL));
 }
 
 PG_FUNCTION_INFO_V1(lease_close_shard);
@@ -450,5 +503,5 @@ lease_close_shard(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	lease_event_params(&values[4]);
 
-	PG_RETURN_BOOL(run_returning_bool(fcinfo, &close_stmt, values, NULL));
+	PG_RETURN_BOOL(run_returning_bool(fcinfo, LEASE_STMT(close_stmt), values, NULL));
 }

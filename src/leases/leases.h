@@ -90,4 +90,52 @@
 	" AND " a ".stream_name OPERATOR(pg_catalog.=) " o ".stream_name" \
 	" AND " a ".shard_id OPERATOR(pg_catalog.=) " o ".shard_id"
 
+
+/*
+ * The bookkeeping CTE appended to every UPDATE that changes who holds a
+ * lease (after LEASE_SQL_RECORD_EVENTS); inserts and deletes are counted by
+ * the statement triggers of lease.shard_leases (leases.sql).  The changing CTE `c` returns one
+ * row per changed lease with app_name, stream_name, from_owner (who held it,
+ * or NULL), to_owner (who holds it now, or NULL) and to_expires_at (its new
+ * lease_expires_at).
+ *
+ * LEASE_SQL_RECORD_LOADS keeps lease.stream_workers exact: -1 for every
+ * from_owner, +1 for every to_owner, and expires_min lowered to the earliest
+ * new expiry (set to it when the worker held nothing before).  The rows are
+ * upserted in key order, so two statements changing the same workers lock
+ * their rows in the same order and cannot deadlock on them.
+ */
+#define LEASE_SQL_RECORD_LOADS \
+	", loads AS (INSERT INTO lease.stream_workers AS w" \
+	"   (app_name, stream_name, worker, leases, expires_min)" \
+	" SELECT d.app_name, d.stream_name, d.worker," \
+	"        pg_catalog.sum(d.delta)::pg_catalog.int8, pg_catalog.min(d.expires_at)" \
+	"   FROM (SELECT c.app_name, c.stream_name, c.to_owner AS worker, 1 AS delta," \
+	"                c.to_expires_at AS expires_at" \
+	"           FROM c WHERE c.to_owner IS NOT NULL" \
+	"         UNION ALL" \
+	"         SELECT c.app_name, c.stream_name, c.from_owner, -1," \
+	"                CAST(NULL AS pg_catalog.timestamptz)" \
+	"           FROM c WHERE c.from_owner IS NOT NULL) AS d" \
+	"  GROUP BY d.app_name, d.stream_name, d.worker" \
+	"  ORDER BY d.app_name COLLATE pg_catalog.\"C\", d.stream_name COLLATE pg_catalog.\"C\"," \
+	"           d.worker COLLATE pg_catalog.\"C\"" \
+	" ON CONFLICT (app_name, stream_name, worker) DO UPDATE" \
+	"    SET leases = w.leases OPERATOR(pg_catalog.+) excluded.leases," \
+	"        expires_min = CASE WHEN w.leases OPERATOR(pg_catalog.=) 0" \
+	"                           THEN excluded.expires_min" \
+	"                           ELSE LEAST(w.expires_min, excluded.expires_min) END," \
+	"        version = w.version OPERATOR(pg_catalog.+) 1)"
+
+/*
+ * True when the installed schema has the taker's bookkeeping tables
+ * (0.3.0 and later).  A new module runs against the previous release's
+ * objects between its installation and ALTER EXTENSION pg_lease UPDATE, so
+ * every statement touching them has a twin without (suffix _0_2), and
+ * LEASE_STMT picks the one that fits.
+ */
+extern bool lease_has_taker_state(void);
+
+#define LEASE_STMT(stmt) (lease_has_taker_state() ? &(stmt) : &(stmt##_0_2))
+
 #endif							/* LEASE_LEASES_H */

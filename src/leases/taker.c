@@ -7,11 +7,15 @@
  * One take_leases call is one balancing round for one worker, in four
  * prepared statements inside one SPI connection:
  *
- *	 1. loads: one aggregate over the stream (its live leases counted per
- *		worker, and the number of takeable leases);
+ *	 1. loads: the stream's workers and their live leases, from
+ *		lease.stream_workers (a worker's own leases are read only when its
+ *		expiry bound has passed), and the number of takeable leases, cached
+ *		in lease.stream_takeable (counted from the stream only after a
+ *		lease was created, imported, deleted or ended);
  *	 2. claim: the leases promised to the caller whose handoff deadline has
  *		passed are taken from their holders;
- *	 3. take: unowned and expired leases, unowned first then oldest-expired
+ *	 3. take: unowned leases (a partial index) and the expired leases of
+ *		workers whose bound has passed, unowned first then oldest-expired
  *		first, up to the caller's fair share, FOR NO KEY UPDATE SKIP LOCKED so
  *		concurrent callers neither block on nor collide over the same rows;
  *	 4. request: if the most-loaded worker holds at least two more leases
@@ -24,6 +28,12 @@
  * nothing).  Each statement that changes a lease records its events and
  * notifications in the same statement (events.h).
  *
+ * The statements a round runs every time are prepared for generic plans
+ * (CURSOR_OPT_GENERIC_PLAN): each is an index scan whatever the stream, and
+ * planning a custom plan for the call's values, which the plan cache does
+ * for the first calls and whenever it judges it cheaper, costs more than
+ * running the statement (docs/taker-internals.md).
+ *
  *-------------------------------------------------------------------------
  */
 #include "pg_lease.h"
@@ -31,6 +41,9 @@
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "nodes/parsenodes.h"
+#include "access/xact.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/tuplestore.h"
@@ -43,51 +56,133 @@
 #include "common/spi_util.h"
 
 /*
- * Loads: one row per owner of a lease in the stream, per target of a pending
- * handoff, and for the caller $3, with its effective live load (a lease
- * promised away counts for the worker it is promised to) and its number of
- * live leases (a worker is someone with a live lease, or the caller); the
- * owner NULL row stands for the unowned leases.  Most loaded first.  Every
- * row carries the stream's number of takeable leases (not ended, not
- * blocked by an unfinished parent).
+ * Loads: one row per worker holding leases in the stream, per target of a
+ * pending handoff, and for the caller $3, with its effective live load (a
+ * lease promised away counts for the worker it is promised to), its number
+ * of live leases (a worker is someone with a live lease, or the caller),
+ * and whether it may hold expired leases.  Most loaded first.
  *
- * This is the one statement of a balancing round that reads every lease of
- * the stream, so it does so in a single pass, grouped by lease_owner (whose
- * statistics give the planner a handful of groups, hence a small hash
- * aggregate), the takeable total summed over the groups by a window; the
- * pending handoffs are added through shard_leases_handoff_idx.
+ * Nothing here reads the stream's leases: the workers come from
+ * lease.stream_workers; a worker whose expires_min is still ahead holds
+ * live leases only, so its count is its live count; only a worker whose
+ * bound has passed (it may be dead, or renews lease by lease) has its own
+ * leases counted, through shard_leases_owner_idx.  The pending handoffs
+ * come through shard_leases_handoff_idx.
  */
 static LeaseStatement loads_stmt = {
 	.name = "take_leases: count loads",
 	.sql =
-	"SELECT w.worker, pg_catalog.sum(w.load)::pg_catalog.int8 AS load,"
-	"       pg_catalog.sum(w.live)::pg_catalog.int8 AS live,"
-	"       pg_catalog.max(pg_catalog.max(w.takeable)) OVER () AS takeable"
-	"  FROM (SELECT l.lease_owner AS worker,"
-	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"                   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ") AS load,"
-	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) ") AS live,"
-	"               pg_catalog.sum(pg_catalog.count(*) FILTER (WHERE "
-	LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") "))"
-	"                   OVER ()::pg_catalog.int8 AS takeable"
-	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"         WHERE " LEASE_STREAM_MATCHES
-	"         GROUP BY l.lease_owner"
-	"        UNION ALL"
-	"        SELECT l.handoff_to, pg_catalog.count(*), pg_catalog.count(*), NULL"
-	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"         WHERE " LEASE_STREAM_MATCHES
-	"           AND l.handoff_to IS NOT NULL"
-	"           AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"           AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"         GROUP BY l.handoff_to"
-	"        UNION ALL"
-	"        SELECT $3, 0, 1, NULL) AS w"
-	" GROUP BY w.worker"
-	" ORDER BY w.worker IS NULL, load DESC, w.worker COLLATE pg_catalog.\"C\"",
+	"WITH h AS ("
+	" SELECT l.lease_owner, l.handoff_to"
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_STREAM_MATCHES
+	"    AND l.handoff_to IS NOT NULL"
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) "),"
+	" o AS ("
+	" SELECT w.worker,"
+	"        w.expires_min OPERATOR(pg_catalog.<=) k.now AS suspect,"
+	"        CASE WHEN w.expires_min OPERATOR(pg_catalog.>) k.now THEN w.leases"
+	"             ELSE (SELECT pg_catalog.count(*) FROM lease.shard_leases AS l"
+	"                    WHERE " LEASE_STREAM_MATCHES
+	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker"
+	"                      AND l.lease_expires_at OPERATOR(pg_catalog.>) k.now) END AS live"
+	"   FROM lease.stream_workers AS w, " LEASE_SQL_CLOCK
+	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1"
+	"    AND w.stream_name OPERATOR(pg_catalog.=) $2"
+	"    AND w.leases OPERATOR(pg_catalog.>) 0)"
+	" SELECT x.worker, pg_catalog.sum(x.load)::pg_catalog.int8 AS load,"
+	"        pg_catalog.sum(x.live)::pg_catalog.int8 AS live,"
+	"        pg_catalog.bool_or(x.suspect) AS suspect"
+	"   FROM (SELECT o.worker, o.live AS load, o.live, o.suspect FROM o"
+	"         UNION ALL"
+	"         SELECT h.lease_owner, -1, 0, false FROM h"
+	"         UNION ALL"
+	"         SELECT h.handoff_to, 1, 1, false FROM h"
+	"         UNION ALL"
+	"         SELECT $3, 0, 1, false) AS x"
+	"  GROUP BY x.worker"
+	"  ORDER BY load DESC, x.worker COLLATE pg_catalog.\"C\"",
 	.nargs = 3,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN
+};
+
+/*
+ * The stream's number of takeable leases (not ended, not blocked), as
+ * cached by an earlier round: NULL when there is no count yet or a change
+ * has made it stale (lease.lineage_changes); exists is false when the
+ * stream has no lease.stream_takeable row.
+ */
+static LeaseStatement takeable_cached_stmt = {
+	.name = "take_leases: cached takeable count",
+	.sql =
+	"SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM lease.lineage_changes AS g"
+	"                              WHERE g.app_name OPERATOR(pg_catalog.=) $1"
+	"                                AND g.stream_name OPERATOR(pg_catalog.=) $2)"
+	"            THEN t.takeable END"
+	"  FROM lease.stream_takeable AS t"
+	" WHERE t.app_name OPERATOR(pg_catalog.=) $1"
+	"   AND t.stream_name OPERATOR(pg_catalog.=) $2",
+	.nargs = 2,
+	.argtypes = {TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN
+};
+
+/*
+ * Locks the stream's takeable row unless another round (counting) or a
+ * change (lineage, FOR SHARE) holds it: one row when this round may store
+ * its count.
+ */
+static LeaseStatement takeable_lock_stmt = {
+	.name = "take_leases: lock the takeable row",
+	.sql =
+	"SELECT 1 FROM lease.stream_takeable AS t"
+	" WHERE t.app_name OPERATOR(pg_catalog.=) $1"
+	"   AND t.stream_name OPERATOR(pg_catalog.=) $2"
+	"   FOR NO KEY UPDATE SKIP LOCKED",
+	.nargs = 2,
+	.argtypes = {TEXTOID, TEXTOID},
 	.expected = SPI_OK_SELECT
+};
+
+/* The takeable count, read from every lease of the stream. */
+#define TAKEABLE_COUNT_SQL \
+	"SELECT pg_catalog.count(*) AS n FROM lease.shard_leases AS l" \
+	" WHERE " LEASE_STREAM_MATCHES \
+	"   AND " LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l")
+
+static LeaseStatement takeable_count_stmt = {
+	.name = "take_leases: count takeable leases",
+	.sql = TAKEABLE_COUNT_SQL,
+	.nargs = 2,
+	.argtypes = {TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT
+};
+
+/*
+ * Counts and stores, with the row locked: the changes this count sees
+ * (those visible to its snapshot) are deleted in the same statement, so a
+ * change committed later leaves its row and makes the next round count
+ * again.
+ */
+static LeaseStatement takeable_store_stmt = {
+	.name = "take_leases: count and store takeable leases",
+	.sql =
+	"WITH n AS (" TAKEABLE_COUNT_SQL "),"
+	" seen AS (DELETE FROM lease.lineage_changes AS g"
+	"  WHERE g.app_name OPERATOR(pg_catalog.=) $1"
+	"    AND g.stream_name OPERATOR(pg_catalog.=) $2)"
+	" UPDATE lease.stream_takeable AS t SET takeable = n.n"
+	"   FROM n"
+	"  WHERE t.app_name OPERATOR(pg_catalog.=) $1"
+	"    AND t.stream_name OPERATOR(pg_catalog.=) $2"
+	" RETURNING t.takeable",
+	.nargs = 2,
+	.argtypes = {TEXTOID, TEXTOID},
+	.expected = SPI_OK_UPDATE_RETURNING
 };
 
 /* The select list every taking statement returns (see put_rows). */
@@ -118,12 +213,15 @@ static LeaseStatement claim_stmt = {
 	"   FROM o, " LEASE_SQL_CLOCK
 	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
 	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'transfer' AS event, o.from_owner,"
-	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
+	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch,"
+	"            l.lease_expires_at AS to_expires_at)"
 	LEASE_SQL_RECORD_EVENTS("$5")
+	LEASE_SQL_RECORD_LOADS
 	TAKER_RESULT("$6"),
 	.nargs = 6,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN
 };
 
 /*
@@ -138,6 +236,8 @@ static LeaseStatement take_free_stmt = {
 	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner"
 	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
 	"  WHERE " LEASE_STREAM_MATCHES
+	"    AND ((l.lease_owner IS NULL AND " LEASE_SQL_NOT_ENDED("l") ")"
+	"         OR l.lease_owner OPERATOR(pg_catalog.=) ANY ($8))"
 	"    AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
 	"    AND " LEASE_SQL_NOT_ENDED("l")
 	"    AND NOT " LEASE_SQL_BLOCKED("l")
@@ -150,12 +250,16 @@ static LeaseStatement take_free_stmt = {
 	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
 	"  RETURNING l.app_name, l.stream_name, l.shard_id,"
 	"            CASE WHEN o.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END AS event,"
-	"            o.from_owner, l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
+	"            o.from_owner, l.lease_owner AS to_owner, l.lease_count, l.lease_epoch,"
+	"            l.lease_expires_at AS to_expires_at)"
 	LEASE_SQL_RECORD_EVENTS("$6")
+	LEASE_SQL_RECORD_LOADS
 	TAKER_RESULT("$7"),
-	.nargs = 7,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
+	.nargs = 8,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES,
+	TEXTARRAYOID},
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN
 };
 
 /*
@@ -198,6 +302,29 @@ static LeaseStatement request_stmt = {
 };
 
 /*
+ * renew_leases gives every lease of $3 in the stream the same expiry, so
+ * that expiry is the worker's expires_min, unless an ownership change of
+ * the worker raced the renewal (its version moved since the statement's
+ * snapshot: it may have brought a lease this renewal did not see), in which
+ * case the bound is only lowered if need be.
+ */
+#define RENEW_SQL_RAISE_BOUND \
+	", bound AS (UPDATE lease.stream_workers AS w" \
+	"    SET expires_min = CASE WHEN w.version OPERATOR(pg_catalog.=) s.version" \
+	"                           THEN r.expires_at" \
+	"                           ELSE LEAST(w.expires_min, r.expires_at) END" \
+	"   FROM lease.stream_workers AS s," \
+	"        (SELECT pg_catalog.min(c.expires_at) AS expires_at FROM c) AS r" \
+	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
+	"    AND w.stream_name OPERATOR(pg_catalog.=) $2" \
+	"    AND w.worker OPERATOR(pg_catalog.=) $3" \
+	"    AND s.app_name OPERATOR(pg_catalog.=) $1" \
+	"    AND s.stream_name OPERATOR(pg_catalog.=) $2" \
+	"    AND s.worker OPERATOR(pg_catalog.=) $3" \
+	"    AND r.expires_at IS NOT NULL" \
+	"    AND w.expires_min IS DISTINCT FROM r.expires_at)"
+
+/*
  * Renew every lease $3 holds in the stream (guarded on ownership: a lease
  * taken away is simply absent), reporting pending handoff requests and each
  * lease's fencing token.  A lease handed to $3 by its holder's
@@ -216,7 +343,9 @@ static LeaseStatement renew_all_stmt = {
 	"    AND l.lease_owner OPERATOR(pg_catalog.=) $3"
 	"  RETURNING l.shard_id, l.lease_count,"
 	"            CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"                 THEN l.handoff_to END AS handoff_to, l.lease_epoch)"
+	"                 THEN l.handoff_to END AS handoff_to, l.lease_epoch,"
+	"            l.lease_expires_at AS expires_at)"
+	RENEW_SQL_RAISE_BOUND
 	" SELECT c.shard_id, c.lease_count, c.handoff_to, c.lease_epoch"
 	"   FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\"",
 	.nargs = 4,
@@ -255,6 +384,116 @@ static LeaseStatement request_one_stmt = {
 };
 
 /*
+ * The statements as they were before the bookkeeping tables (0.2 schema,
+ * leases.h LEASE_STMT): one read of the whole stream per round.
+ */
+static LeaseStatement loads_stmt_0_2 = {
+	.name = "take_leases: count loads (0.2 schema)",
+	.sql =
+	"SELECT w.worker, pg_catalog.sum(w.load)::pg_catalog.int8 AS load,"
+	"       pg_catalog.sum(w.live)::pg_catalog.int8 AS live,"
+	"       pg_catalog.max(pg_catalog.max(w.takeable)) OVER () AS takeable"
+	"  FROM (SELECT l.lease_owner AS worker,"
+	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"                   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ") AS load,"
+	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) ") AS live,"
+	"               pg_catalog.sum(pg_catalog.count(*) FILTER (WHERE "
+	LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") "))"
+	"                   OVER ()::pg_catalog.int8 AS takeable"
+	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"         WHERE " LEASE_STREAM_MATCHES
+	"         GROUP BY l.lease_owner"
+	"        UNION ALL"
+	"        SELECT l.handoff_to, pg_catalog.count(*), pg_catalog.count(*), NULL"
+	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"         WHERE " LEASE_STREAM_MATCHES
+	"           AND l.handoff_to IS NOT NULL"
+	"           AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"           AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"         GROUP BY l.handoff_to"
+	"        UNION ALL"
+	"        SELECT $3, 0, 1, NULL) AS w"
+	" GROUP BY w.worker"
+	" ORDER BY w.worker IS NULL, load DESC, w.worker COLLATE pg_catalog.\"C\"",
+	.nargs = 3,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT
+};
+
+static LeaseStatement claim_stmt_0_2 = {
+	.name = "take_leases: claim due handoffs (0.2 schema)",
+	.sql =
+	"WITH o AS ("
+	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner"
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_STREAM_MATCHES
+	"    AND l.handoff_to OPERATOR(pg_catalog.=) $3"
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"    AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline"
+	"    AND " LEASE_SQL_NOT_ENDED("l")
+	"    AND NOT " LEASE_SQL_BLOCKED("l")
+	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
+	" c AS (UPDATE lease.shard_leases AS l"
+	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$3", "$4", LEASE_SQL_NOW)
+	"   FROM o, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'transfer' AS event, o.from_owner,"
+	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
+	LEASE_SQL_RECORD_EVENTS("$5")
+	TAKER_RESULT("$6"),
+	.nargs = 6,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
+};
+
+static LeaseStatement take_free_stmt_0_2 = {
+	.name = "take_leases: take unowned and expired (0.2 schema)",
+	.sql =
+	"WITH o AS ("
+	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner"
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_STREAM_MATCHES
+	"    AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"    AND " LEASE_SQL_NOT_ENDED("l")
+	"    AND NOT " LEASE_SQL_BLOCKED("l")
+	"  ORDER BY l.lease_expires_at NULLS FIRST, l.shard_id COLLATE pg_catalog.\"C\""
+	"  LIMIT $5"
+	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
+	" c AS (UPDATE lease.shard_leases AS l"
+	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$3", "$4", LEASE_SQL_NOW)
+	"   FROM o, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
+	"  RETURNING l.app_name, l.stream_name, l.shard_id,"
+	"            CASE WHEN o.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END AS event,"
+	"            o.from_owner, l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
+	LEASE_SQL_RECORD_EVENTS("$6")
+	TAKER_RESULT("$7"),
+	.nargs = 7,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES},
+	.expected = SPI_OK_SELECT
+};
+
+static LeaseStatement renew_all_stmt_0_2 = {
+	.name = "renew_leases (0.2 schema)",
+	.sql =
+	"WITH c AS (UPDATE lease.shard_leases AS l"
+	"    SET lease_count = l.lease_count OPERATOR(pg_catalog.+) 1,"
+	"        lease_expires_at = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $4,"
+	"        updated_at = pg_catalog.now()"
+	"   FROM " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_STREAM_MATCHES
+	"    AND l.lease_owner OPERATOR(pg_catalog.=) $3"
+	"  RETURNING l.shard_id, l.lease_count,"
+	"            CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"                 THEN l.handoff_to END AS handoff_to)"
+	" SELECT c.shard_id, c.lease_count, c.handoff_to FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\"",
+	.nargs = 4,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID},
+	.expected = SPI_OK_SELECT
+};
+
+/*
  * Appends every row of the current SPI result (shard_id, lease_count,
  * previous owner, lease_epoch) to the result set with the given action.
  * tuplestore_putvalues copies the values into the tuplestore's own memory,
@@ -286,6 +525,40 @@ text_equal(Datum a, Datum b)
 	return DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, a, b));
 }
 
+/*
+ * The stream's number of takeable leases: the cached count when no change
+ * has made it stale; otherwise counted from the leases (the one read of
+ * the whole stream, once after leases were created, imported, deleted or
+ * ended), and stored when this round may: under READ COMMITTED (each
+ * statement then sees everything committed before it, so the count taken
+ * after the lock includes every change that did not wait for the lock),
+ * with the row locked.
+ */
+static int64
+stream_takeable(Datum *values)
+{
+	bool		isnull = true;
+	Datum		cached = (Datum) 0;
+	uint64		rows;
+
+	rows = lease_spi_run(&takeable_cached_stmt, values, NULL, 0);
+	if (rows > 0)
+		cached = lease_spi_value(0, 1, &isnull);
+	if (!isnull)
+		return DatumGetInt64(cached);
+
+	/* no row: the stream has no lease (create_lease adds the row) */
+	if (rows > 0 && !IsolationUsesXactSnapshot() &&
+			 lease_spi_run(&takeable_lock_stmt, values, NULL, 0) > 0)
+	{
+		lease_spi_run_with(&takeable_store_stmt, values, NULL, 0, "jit", "off");
+		return DatumGetInt64(lease_spi_value(0, 1, &isnull));
+	}
+	/* JIT off: see lease_take_leases */
+	lease_spi_run_with(&takeable_count_stmt, values, NULL, 0, "jit", "off");
+	return DatumGetInt64(lease_spi_value(0, 1, &isnull));
+}
+
 PG_FUNCTION_INFO_V1(lease_take_leases);
 
 /*
@@ -313,6 +586,9 @@ lease_take_leases(PG_FUNCTION_ARGS)
 				victim_load = 0;
 	Datum		victim = (Datum) 0;
 	bool		have_victim = false;
+	bool		state;
+	Datum	   *suspects;
+	int			nsuspects = 0;
 	LeaseCaller caller;
 
 	app = lease_arg_ident(fcinfo, 0, "app_name");
@@ -330,15 +606,19 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	values[0] = app;
 	values[1] = stream;
 	values[2] = owner;
+	state = lease_has_taker_state();
 	/*
-	 * JIT off for the two statements that read the whole stream: the
-	 * planner prices the parent subquery as if every lease had parents, so
-	 * at 100,000 leases the estimate crosses jit_above_cost and compiling
-	 * takes ~400 ms for a query that runs in tens of milliseconds.
+	 * JIT off: the planner prices the per-worker count (run only for a
+	 * worker whose bound has passed; 0.2: the parent subquery) as if it ran
+	 * for every row, so at 100,000 leases the estimate crosses
+	 * jit_above_cost and compiling takes ~250 ms for a statement that runs
+	 * in a tenth of a millisecond.
 	 */
-	rows = lease_spi_run_with(&loads_stmt, values, NULL, 0, "jit", "off");
+	rows = lease_spi_run_with(state ? &loads_stmt : &loads_stmt_0_2, values, NULL, 0,
+							  "jit", "off");
 	workers = 0;
 	takeable = 0;
+	suspects = (Datum *) MemoryContextAlloc(callcxt, sizeof(Datum) * (rows + 1));
 	for (uint64 row = 0; row < rows; row++)
 	{
 		bool		isnull;
@@ -346,10 +626,18 @@ lease_take_leases(PG_FUNCTION_ARGS)
 		bool		no_worker = isnull;
 		int64		load = DatumGetInt64(lease_spi_value(row, 2, &isnull));
 		int64		live = DatumGetInt64(lease_spi_value(row, 3, &isnull));
-		Datum		total = lease_spi_value(row, 4, &isnull);
+		Datum		col4 = lease_spi_value(row, 4, &isnull);
 
-		if (!isnull)
-			takeable = DatumGetInt64(total);
+		if (!state && !isnull)
+			takeable = DatumGetInt64(col4);		/* 0.2: the takeable total */
+		else if (state && DatumGetBool(col4))
+		{
+			/* it may hold expired leases: the take looks at its leases too */
+			MemoryContext oldcxt = MemoryContextSwitchTo(callcxt);
+
+			suspects[nsuspects++] = datumCopy(worker, false, -1);
+			MemoryContextSwitchTo(oldcxt);
+		}
 		if (no_worker || live == 0)
 			continue;			/* unowned leases, or an owner whose leases all expired */
 		workers++;
@@ -368,6 +656,8 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	}
 	if (workers < 1)
 		elog(ERROR, "pg_lease: take_leases found no worker, not even the caller");
+	if (state)
+		takeable = stream_takeable(values);
 	target = (takeable + workers - 1) / workers;
 	if (capped && target > max_leases)
 		target = max_leases;
@@ -375,7 +665,7 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	/* 2. leases promised to the caller whose deadline has passed (already in mine) */
 	values[3] = duration;
 	lease_event_params(&values[4]);
-	lease_spi_run(&claim_stmt, values, NULL, 0);
+	lease_spi_run(state ? &claim_stmt : &claim_stmt_0_2, values, NULL, 0);
 	put_rows(rsinfo, "taken");
 
 	/* 3. unowned and expired leases, up to the target */
@@ -383,7 +673,10 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	{
 		values[4] = Int64GetDatum(target - mine);
 		lease_event_params(&values[5]);
-		mine += (int64) lease_spi_run_with(&take_free_stmt, values, NULL, 0, "jit", "off");
+		values[7] = PointerGetDatum(construct_array(suspects, nsuspects, TEXTOID,
+													-1, false, TYPALIGN_INT));
+		mine += (int64) lease_spi_run_with(state ? &take_free_stmt : &take_free_stmt_0_2,
+										   values, NULL, 0, "jit", "off");
 		put_rows(rsinfo, "taken");
 	}
 
@@ -432,13 +725,17 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	lease_enter_app(fcinfo, values[0], &caller);
 	lease_spi_connect();
-	lease_spi_run(&renew_all_stmt, values, NULL, 0);
+	lease_spi_run(LEASE_STMT(renew_all_stmt), values, NULL, 0);
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
 		Datum		out[4];
 		bool		nulls[4];
 
-		for (int col = 0; col < 4; col++)
+		/*
+		 * The function's declared columns: 0.2.0's renew_leases has no
+		 * lease_epoch, and its statement (renew_all_stmt_0_2) returns none.
+		 */
+		for (int col = 0; col < Min(rsinfo->setDesc->natts, 4); col++)
 			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 	}

@@ -17,11 +17,14 @@ for a in "$@"; do
 done
 if [ "$QUICK" -eq 1 ]; then
     T=2; ROUNDS=1; CLIENTS=2; SIZES="1000 10000"; OUT=test/bench/results-quick.md
+    PLOTS=test/bench/results-quick
 else
+    # 1,000,000 leases would take minutes to load and to list: left out
     T=5; ROUNDS=4; CLIENTS=4; SIZES="1000 10000 100000"; OUT=BENCHMARKS.md
+    PLOTS=docs/bench
 fi
 
-bash test/lib/deps.sh
+bash test/lib/deps.sh build test bench
 # shellcheck source=../lib/cluster.sh
 . test/lib/cluster.sh
 pg_lease_build_install
@@ -59,6 +62,17 @@ run_pgbench() {
 
 updates_of() {   # n_tup_upd of lease.shard_leases so far
     "${PSQL[@]}" -At -c "SELECT pg_stat_clear_snapshot(); SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'lease.shard_leases'::regclass" | tail -n 1
+}
+
+# "n_tup_upd n_tup_hot_upd" of a table so far
+hot_of() {
+    "${PSQL[@]}" -At -F ' ' -c "SELECT pg_stat_clear_snapshot(); SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relid = '$1'::regclass" | tail -n 1
+}
+
+# hot_share "UPD HOT" "UPD HOT": "hot of upd (pct)" between two hot_of readings
+hot_share() {
+    awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); u = y[1] - x[1]; h = y[2] - x[2];
+        if (u > 0) printf "%d of %d (%.1f%%)", h, u, 100 * h / u; else print "none" }'
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
@@ -120,6 +134,7 @@ bench_checkpoints() {
         l=$(echo "${lat_of[$v]}" | median)
         printf '| %s | %.0f | %s | %.3f | %d of %d |\n' "$(label_of "$v")" "$t" "$(ratio "$t" "$base")" \
             "$l" "${fail_of[$v]}" "${tx_of[$v]}" >>"$REPORT"
+        echo "$stream $v $(ratio "$t" "$base")" >>"$WORK/checkpoints.dat"
     done
 }
 
@@ -140,8 +155,8 @@ bench_renewal() {
         echo
         echo "One client; one transaction = one renewal round over all the worker's leases."
         echo
-        echo "| leases held | \`renew_leases\` rounds/s | one \`renew_lease\` per lease, rounds/s | ratio | latency per round (ms): batch / per lease |"
-        echo "| ---: | ---: | ---: | ---: | --- |"
+        echo "| leases held | \`renew_leases\` rounds/s | one \`renew_lease\` per lease, rounds/s | ratio | latency per round (ms): batch / per lease | HOT updates during the \`renew_leases\` run: leases / worker row |"
+        echo "| ---: | ---: | ---: | ---: | --- | --- |"
     } >>"$REPORT"
     for n in 100 1000; do
         step "renewal: $n leases"
@@ -153,37 +168,115 @@ bench_renewal() {
         for ((i = 0; i < n; i++)); do
             echo "SELECT lease.renew_lease('bench', 'renew-$n', 'shard-$i', 'bench-owner', (SELECT lease_count FROM lease.shard_leases WHERE app_name = 'bench' AND stream_name = 'renew-$n' AND shard_id = 'shard-$i'), '7 days');" >>"$WORK/renew_each.sql"
         done
+        local l0 w0 l1 w1
+        sleep 1
+        l0=$(hot_of lease.shard_leases); w0=$(hot_of lease.stream_workers)
         run_pgbench "renew-batch-$n" "$WORK/renew_batch.sql" 1
         local btps=$TPS blat=$LAT
+        sleep 1
+        l1=$(hot_of lease.shard_leases); w1=$(hot_of lease.stream_workers)
         run_pgbench "renew-each-$n" "$WORK/renew_each.sql" 1
-        printf '| %d | %.1f | %.1f | %s× | %.2f / %.2f |\n' "$n" "$btps" "$TPS" "$(ratio "$btps" "$TPS")" "$blat" "$LAT" >>"$REPORT"
+        printf '| %d | %.1f | %.1f | %s× | %.2f / %.2f | %s / %s |\n' "$n" "$btps" "$TPS" "$(ratio "$btps" "$TPS")" "$blat" "$LAT" \
+            "$(hot_share "$l0" "$l1")" "$(hot_share "$w0" "$w1")" >>"$REPORT"
     done
 }
 
 # -- 4: balancing -------------------------------------------------------------
+# A curve over the stream's size: one worker's round at steady state, and a
+# round that acts, next to the client-side list-all a KCL-style taker runs
+# every round.  Rows for the plot go to $WORK/balancing.dat.
 bench_balancing() {
     {
         echo
-        echo "### 4. A balancing round at steady state"
+        echo "### 4. A balancing round, by the size of the stream"
         echo
-        echo "One worker's round when the stream is balanced (nothing to take, nothing to hand off): \`take_leases\` vs a client-side taker's list of the whole lease table (the reference consumer's per-round scan; its client-side work is not even counted)."
+        echo "One worker's round (\`take_leases\`), one client. *steady*: the stream is balanced, nothing to take, claim or request. *steal*: a newcomer's first round, which asks the most loaded worker to hand a lease over. *take*: a lease released and taken back by the next round (the release is in the same transaction). Both acting rounds are rolled back, so every transaction sees the same stream. *list-all*: a client-side taker's read of the whole lease table (the reference consumer's per-round scan; its client-side work is not even counted). Plot: [$PLOTS/balancing.svg]($PLOTS/balancing.svg)."
         echo
-        echo "| leases in stream | workers | \`take_leases\` latency (ms) | list-all latency (ms) | ratio |"
-        echo "| ---: | ---: | ---: | ---: | ---: |"
+        echo "| leases in stream | workers | steady (ms) | steal (ms) | take (ms) | list-all (ms) | list-all / steady |"
+        echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     } >>"$REPORT"
+    : >"$WORK/balancing.dat"
     for n in $SIZES; do
         for w in 10 100; do
             step "balancing: $n leases, $w workers"
-            "${PSQL[@]}" -c "SELECT bench.make_stream('bal-$n-$w', $n, $w)" -c "ANALYZE lease.shard_leases"
-            echo "SELECT count(*) FROM lease.take_leases('bench', 'bal-$n-$w', 'worker-1', '7 days');" >"$WORK/take.sql"
-            echo "SELECT shard_id, lease_owner, lease_count, lease_expires_at, checkpoint, parent_shard_ids FROM lease.shard_leases WHERE app_name = 'bench' AND stream_name = 'bal-$n-$w';" >"$WORK/list.sql"
+            local s="bal-$n-$w"
+            "${PSQL[@]}" -c "SELECT bench.make_stream('$s', $n, $w)" -c "ANALYZE lease.shard_leases" \
+                -c "ANALYZE lease.stream_workers" \
+                -c "SELECT count(*) FROM lease.take_leases('bench', '$s', 'worker-1', '7 days')" >/dev/null
+            echo "SELECT count(*) FROM lease.take_leases('bench', '$s', 'worker-1', '7 days');" >"$WORK/take.sql"
             run_pgbench "take-$n-$w" "$WORK/take.sql" 1
-            local tlat=$LAT
+            local steady=$LAT steal=NaN take=NaN
+            if [ "$QUICK" -eq 0 ] || [ "$w" -eq 10 ]; then   # --quick: acting rounds at 10 workers only
+            printf '%s\n' "BEGIN;" \
+                "SELECT count(*) FROM lease.take_leases('bench', '$s', 'newcomer', '7 days');" \
+                "ROLLBACK;" >"$WORK/steal.sql"
+            run_pgbench "steal-$n-$w" "$WORK/steal.sql" 1
+            steal=$LAT
+            printf '%s\n' "BEGIN;" \
+                "SELECT lease.release_lease('bench', '$s', 'shard-0', 'worker-1');" \
+                "SELECT count(*) FROM lease.take_leases('bench', '$s', 'worker-1', '7 days');" \
+                "ROLLBACK;" >"$WORK/retake.sql"
+            run_pgbench "retake-$n-$w" "$WORK/retake.sql" 1
+            take=$LAT
+            fi
+            echo "SELECT shard_id, lease_owner, lease_count, lease_expires_at, checkpoint, parent_shard_ids FROM lease.shard_leases WHERE app_name = 'bench' AND stream_name = '$s';" >"$WORK/list.sql"
             run_pgbench "list-$n-$w" "$WORK/list.sql" 1
-            printf '| %d | %d | %.3f | %.3f | %s× faster |\n' "$n" "$w" "$tlat" "$LAT" "$(ratio "$LAT" "$tlat")" >>"$REPORT"
-            "${PSQL[@]}" -c "DELETE FROM lease.shard_leases WHERE stream_name = 'bal-$n-$w'"
+            printf '| %d | %d | %.3f | %s | %s | %.3f | %s× |\n' "$n" "$w" "$steady" "$(ms_or_dash "$steal")" \
+                "$(ms_or_dash "$take")" "$LAT" "$(ratio "$LAT" "$steady")" >>"$REPORT"
+            echo "$n $w $steady $steal $take $LAT" >>"$WORK/balancing.dat"
+            # one statement: its trigger updates the bookkeeping once
+            "${PSQL[@]}" -c "DELETE FROM lease.shard_leases WHERE app_name = 'bench' AND stream_name = '$s'"
         done
     done
+    local first last
+    first=$(awk '$2 == 10 { print $3; exit }' "$WORK/balancing.dat")
+    last=$(awk '$2 == 10 { v = $3 } END { print v }' "$WORK/balancing.dat")
+    {
+        echo
+        echo "Growth of the steady round from $(echo $SIZES | awk '{ print $1 }') to $(echo $SIZES | awk '{ print $NF }') leases (10 workers): $(ratio "$last" "$first")×."
+    } >>"$REPORT"
+    plot_balancing "$WORK/balancing.dat" "$PLOTS/balancing.svg"
+}
+
+ms_or_dash() { if [ "$1" = NaN ]; then echo "–"; else printf '%.3f' "$1"; fi; }
+
+# plot_balancing DATA SVG: latency against the stream's size, log-log.
+plot_balancing() {
+    mkdir -p "$(dirname "$2")"
+    /usr/bin/gnuplot-nox <<GP
+set terminal svg size 760,440 dynamic noenhanced font "sans,11"
+set output "$2"
+set title "One balancing round: take_leases vs a client's list-all"
+set logscale xy
+set xlabel "leases in the stream"
+set ylabel "latency per round (ms)"
+set key left top
+set grid
+plot "< awk '\$2 == 10' $1" using 1:3 with linespoints lw 2 title "take_leases steady, 10 workers", \
+     "< awk '\$2 == 100' $1" using 1:3 with linespoints lw 2 title "take_leases steady, 100 workers", \
+     "< awk '\$2 == 10' $1" using 1:4 with linespoints dt 2 title "steal round, 10 workers", \
+     "< awk '\$2 == 10' $1" using 1:5 with linespoints dt 2 title "take round, 10 workers", \
+     "< awk '\$2 == 10' $1" using 1:6 with linespoints lw 2 title "list-all, 10 workers", \
+     "< awk '\$2 == 100' $1" using 1:6 with linespoints lw 2 title "list-all, 100 workers"
+GP
+}
+
+# plot_checkpoints DATA SVG: throughput relative to the raw UPDATE, per variant.
+plot_checkpoints() {
+    mkdir -p "$(dirname "$2")"
+    /usr/bin/gnuplot-nox <<GP
+set terminal svg size 760,400 dynamic noenhanced font "sans,11"
+set output "$2"
+set title "Checkpoint writes: throughput relative to the raw guarded UPDATE"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set yrange [0:*]
+set ylabel "tps / raw UPDATE tps"
+set key outside bottom center horizontal
+set grid ytics
+plot "$1" using 2:xtic(1) title "1,000 leases", "" using 3 title "50 leases + a renewer", 1 with lines dt 2 lc rgb "black" notitle
+GP
 }
 
 # -- 5: rotation --------------------------------------------------------------
@@ -248,6 +341,13 @@ SQL
 
 bench_checkpoints ckpt 1000 0 "1. Checkpoint write, 1,000 leases, $CLIENTS clients"
 bench_checkpoints hot 50 1 "2. Checkpoint write with a renewer on the same 50 leases ($CLIENTS checkpoint clients + 1 renewal client)"
+# the two checkpoint tables side by side: variant, ratio (1,000 leases), ratio (hot)
+awk '$1 == "ckpt" { a[$2] = $3; order[++n] = $2 } $1 == "hot" { b[$2] = $3 }
+     END { for (i = 1; i <= n; i++) print order[i], a[order[i]], b[order[i]] }' \
+    "$WORK/checkpoints.dat" >"$WORK/checkpoints-plot.dat"
+plot_checkpoints "$WORK/checkpoints-plot.dat" "$PLOTS/checkpoints.svg"
+echo >>"$REPORT"
+echo "Plot of sections 1 and 2: [$PLOTS/checkpoints.svg]($PLOTS/checkpoints.svg)." >>"$REPORT"
 bench_renewal
 bench_balancing
 bench_rotation

@@ -56,6 +56,7 @@ monitoring prometheus                               /usr/bin/promtool
 monitoring curl                                     /usr/bin/curl
 dist    python3-minimal                             /usr/bin/python3
 dist    libpython3.11-stdlib                        /usr/lib/python3.11/json/__init__.py
+bench   gnuplot-nox                                 /usr/bin/gnuplot-nox
 "
 
 check_only=0

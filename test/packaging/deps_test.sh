@@ -42,6 +42,7 @@ EXPECTED="
 /usr/bin/curl                                                      curl
 /usr/bin/python3                                                   python3-minimal
 /usr/lib/python3.11/json/__init__.py                               libpython3.11-stdlib
+/usr/bin/gnuplot-nox                                               gnuplot-nox
 "
 
 n=0

@@ -48,7 +48,7 @@ SELECT col_not_null('lease', 'shard_leases', 'checkpointed_at', 'checkpointed_at
 
 -- "all leases of one owner in one stream" is an index scan
 SELECT has_index('lease', 'shard_leases', 'shard_leases_owner_idx',
-                 ARRAY['app_name', 'stream_name', 'lease_owner'], 'the owner index exists');
+                 ARRAY['app_name', 'stream_name', 'lease_owner', 'shard_id'], 'the owner index exists');
 SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
             WHERE indexrelid = 'lease.shard_leases_owner_idx'::regclass),
           '(lease_owner IS NOT NULL)', 'the owner index is partial on owned leases');

@@ -1484,6 +1484,7 @@ enum
 	INV_DURABLE_CONV,
 	INV_KILL_ROTATE,
 	INV_KILL_RESTORE,
+	INV_TAKER_STATE,
 	NINV
 };
 static const char *inv_names[NINV] = {
@@ -1499,6 +1500,7 @@ static const char *inv_names[NINV] = {
 	"every acknowledged start/rotation present, no uncommitted one",
 	"backend killed mid-rotation leaves nothing partial",
 	"backend killed mid-restore leaves nothing partial",
+	"the taker's bookkeeping equals a recount (test/lib/taker_state_check.sql)",
 };
 static int	inv_failures[NINV];
 static int	inv_checks[NINV];
@@ -1678,6 +1680,45 @@ check_tables(Conn *c)
 				n;
 	FailedPair *fps;
 	int			missing = 0;
+
+	/*
+	 * The taker's bookkeeping against a recount, in one snapshot (the
+	 * statements that change leases change it too): per worker, its leases
+	 * counted exactly and no lease expiring before its bound; every stream
+	 * with its takeable row; a cached takeable count not marked stale equal
+	 * to the leases neither ended nor blocked.
+	 */
+	if (q(c, "SELECT 'worker ' || coalesce(r.worker, w.worker) || ': holds ' || coalesce(r.n, 0)"
+		  "       || ', counted ' || coalesce(w.leases, 0)"
+		  "  FROM (SELECT app_name, stream_name, lease_owner AS worker, count(*) AS n,"
+		  "               min(lease_expires_at) AS e FROM lease.shard_leases"
+		  "         WHERE lease_owner IS NOT NULL GROUP BY 1, 2, 3) r"
+		  "  FULL JOIN (SELECT * FROM lease.stream_workers WHERE leases <> 0) w"
+		  "       USING (app_name, stream_name, worker)"
+		  " WHERE r.n IS DISTINCT FROM w.leases OR w.expires_min IS NULL OR w.expires_min > r.e"
+		  " UNION ALL"
+		  " SELECT 'stream ' || l.stream_name || ': no stream_takeable row'"
+		  "  FROM (SELECT DISTINCT app_name, stream_name FROM lease.shard_leases) l"
+		  " WHERE NOT EXISTS (SELECT 1 FROM lease.stream_takeable t"
+		  "                    WHERE t.app_name = l.app_name AND t.stream_name = l.stream_name)"
+		  " UNION ALL"
+		  " SELECT 'stream ' || t.stream_name || ': takeable cached ' || t.takeable || ', counted ' || n.n"
+		  "  FROM lease.stream_takeable t,"
+		  "       LATERAL (SELECT count(*) AS n FROM lease.shard_leases l"
+		  "                 WHERE l.app_name = t.app_name AND l.stream_name = t.stream_name"
+		  "                   AND l.checkpoint <> 'SHARD_END'"
+		  "                   AND NOT EXISTS (SELECT 1 FROM lease.shard_leases p"
+		  "                                    WHERE p.app_name = l.app_name AND p.stream_name = l.stream_name"
+		  "                                      AND p.shard_id = ANY (l.parent_shard_ids)"
+		  "                                      AND p.checkpoint <> 'SHARD_END')) n"
+		  " WHERE t.takeable IS NOT NULL AND t.takeable <> n.n"
+		  "   AND NOT EXISTS (SELECT 1 FROM lease.lineage_changes g"
+		  "                    WHERE g.app_name = t.app_name AND g.stream_name = t.stream_name)",
+		  0, NULL) != RES_OK)
+		return;
+	checked(INV_TAKER_STATE, PQntuples(c->res) == 0);
+	for (i = 0; i < (size_t) PQntuples(c->res); i++)
+		violation("taker bookkeeping: %s", val(c, (int) i, 0));
 
 	if (q(c, "SELECT (SELECT count(*) FROM (SELECT 1 FROM lease.conversations WHERE channel_id IS NOT NULL"
 		  "          GROUP BY user_id, agent_id, vault_id, environment_id, channel_id HAVING count(*) > 1) d),"

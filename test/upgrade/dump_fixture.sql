@@ -28,6 +28,8 @@ SELECT lease.release_lease('dump', 's', 'd', 'w2');
 UPDATE lease.lease_events SET occurred_at = occurred_at - interval '2 days'
  WHERE app_name = 'dump' AND shard_id = 'parent';
 SELECT lease.prune_events('1 day');
+-- created after a round counted the stream: leaves a lineage_changes row
+SELECT lease.create_lease('dump', 's', 'e');
 
 -- Conversations, sandboxes, turns, rotations.
 INSERT INTO lease.tenant_limits (user_id, sandbox_limit) VALUES ('dump-u1', 10), ('dump-u2', 0);
