@@ -37,4 +37,9 @@
 #define LEASE_CHECKPOINT_LATEST			"LATEST"
 #define LEASE_CHECKPOINT_SHARD_END		"SHARD_END"
 
+/* A word (a status, a sentinel) as an SQL literal, for statement text. */
+#define LEASE_SQL_WORD(word)			"'" word "'"
+
+#define LEASE_SQL_SHARD_END				LEASE_SQL_WORD(LEASE_CHECKPOINT_SHARD_END)
+
 #endif							/* PG_LEASE_H */

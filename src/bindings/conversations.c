@@ -99,7 +99,7 @@ static LeaseStatement quota_stmt = {
 
 /* A pending sandbox and a pending conversation on it, bound to $5 (or unbound). */
 #define LEASE_ADMIT_SANDBOX \
-	"WITH s AS (INSERT INTO lease.sandboxes (user_id, status) VALUES ($1, 'pending')" \
+	"WITH s AS (INSERT INTO lease.sandboxes (user_id, status) VALUES ($1, " LEASE_SQL_WORD(LEASE_STATUS_PENDING) ")" \
 	"           RETURNING id)"
 
 static LeaseStatement admit_stmt = {
@@ -108,7 +108,7 @@ static LeaseStatement admit_stmt = {
 	LEASE_ADMIT_SANDBOX
 	" INSERT INTO lease.conversations"
 	"   (user_id, agent_id, vault_id, environment_id, channel_id, sandbox_id, status, rotated_from)"
-	" SELECT $1, $2, $3, $4, $5, s.id, 'pending', $6 FROM s"
+	" SELECT $1, $2, $3, $4, $5, s.id, " LEASE_SQL_WORD(LEASE_STATUS_PENDING) ", $6 FROM s"
 	" RETURNING id",
 	.nargs = LEASE_SCOPE_NARGS,
 	.argtypes = LEASE_SCOPE_ARGTYPES,
@@ -133,7 +133,7 @@ static LeaseStatement admit_routable_stmt = {
 	" SELECT COALESCE((SELECT n.v OPERATOR(pg_catalog.*) CAST(p.id_stride AS pg_catalog.int8)"
 	"                         OPERATOR(pg_catalog.+) p.id_offset"
 	"                    FROM lease.conversation_id_partition AS p), n.v),"
-	"        $1, $2, $3, $4, $5, s.id, 'pending', $6"
+	"        $1, $2, $3, $4, $5, s.id, " LEASE_SQL_WORD(LEASE_STATUS_PENDING) ", $6"
 	"   FROM s, LATERAL (SELECT pg_catalog.nextval(CAST('lease.conversations_id_seq' AS pg_catalog.regclass)) AS v) AS n"
 	" RETURNING id",
 	.nargs = LEASE_SCOPE_NARGS,
@@ -184,9 +184,9 @@ static LeaseStatement turn_insert_stmt = {
 	.sql =
 	"WITH t AS (INSERT INTO lease.turns (conversation_id) VALUES ($1) RETURNING id),"
 	"     u AS (UPDATE lease.conversations AS c"
-	"              SET status = 'running', updated_at = pg_catalog.now()"
+	"              SET status = " LEASE_SQL_WORD(LEASE_STATUS_RUNNING) ", updated_at = pg_catalog.now()"
 	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
-	"              AND c.status OPERATOR(pg_catalog.=) 'pending')"
+	"              AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(LEASE_STATUS_PENDING) ")"
 	" SELECT t.id FROM t",
 	.nargs = 1,
 	.argtypes = {INT8OID},
@@ -202,15 +202,15 @@ static LeaseStatement end_stmt = {
 	.name = "end the conversation",
 	.sql =
 	"WITH c AS (UPDATE lease.conversations AS c"
-	"              SET status = 'terminated', channel_id = NULL, updated_at = pg_catalog.now()"
+	"              SET status = " LEASE_SQL_WORD(LEASE_STATUS_TERMINATED) ", channel_id = NULL, updated_at = pg_catalog.now()"
 	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
 	"              AND c.status OPERATOR(pg_catalog.=) ANY (" LEASE_LIVE_CONVERSATION_STATUSES ")"
 	"            RETURNING c.sandbox_id),"
 	"     s AS (UPDATE lease.sandboxes AS s"
-	"              SET status = 'terminated', updated_at = pg_catalog.now()"
+	"              SET status = " LEASE_SQL_WORD(LEASE_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
 	"             FROM c"
 	"            WHERE s.id OPERATOR(pg_catalog.=) c.sandbox_id"
-	"              AND s.status OPERATOR(pg_catalog.<>) ALL (ARRAY['terminated', 'failed']))"
+	"              AND s.status OPERATOR(pg_catalog.<>) ALL (ARRAY[" LEASE_SQL_WORD(LEASE_STATUS_TERMINATED) ", " LEASE_SQL_WORD(LEASE_STATUS_FAILED) "]))"
 	" SELECT true FROM c",
 	.nargs = 1,
 	.argtypes = {INT8OID},
@@ -391,15 +391,15 @@ lease_start_conversation(PG_FUNCTION_ARGS)
 	switch (admission.outcome)
 	{
 		case LEASE_ADMIT_STARTED:
-			outcome = "started";
+			outcome = LEASE_OUTCOME_STARTED;
 			break;
 		case LEASE_ADMIT_ALREADY_BOUND:
-			outcome = "already_bound";
+			outcome = LEASE_OUTCOME_ALREADY_BOUND;
 			detail = "the channel is already bound in this scope to the conversation returned;"
 				" use that one, or replace it with lease.rotate_channel()";
 			break;
 		case LEASE_ADMIT_REFUSED:
-			outcome = "refused";
+			outcome = LEASE_OUTCOME_REFUSED;
 			detail = lease_admission_refusal(&admission);
 			break;
 	}
@@ -471,11 +471,11 @@ lease_admit_turn(PG_FUNCTION_ARGS)
 	if (lease_spi_run(&turn_lock_stmt, &id, NULL, 1) == 0)
 		elog(ERROR, "pg_lease: conversation " INT64_FORMAT " disappeared", conversation_id);
 	status = TextDatumGetCString(lease_spi_value(0, 1, &isnull));
-	if (strcmp(status, "failed") == 0 || strcmp(status, "terminated") == 0)
+	if (strcmp(status, LEASE_STATUS_FAILED) == 0 || strcmp(status, LEASE_STATUS_TERMINATED) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("conversation " INT64_FORMAT " has ended", conversation_id),
-				 errdetail("Its status is %s.", status),
+				 errdetail("Its status is \"%s\".", status),
 				 errhint("Start a new conversation.")));
 
 	lease_spi_run(&turn_insert_stmt, &id, NULL, 1);

@@ -22,6 +22,31 @@
 #define LEASE_LIVE_CONVERSATION_STATUSES "ARRAY['pending', 'running', 'idle']"
 
 /*
+ * The statuses pg_lease itself writes or tests one by one (the tables'
+ * CHECK constraints list every status); LEASE_SQL_WORD (pg_lease.h) puts
+ * one in statement text as a literal.
+ */
+#define LEASE_STATUS_PENDING		"pending"
+#define LEASE_STATUS_RUNNING		"running"
+#define LEASE_STATUS_IDLE			"idle"
+#define LEASE_STATUS_FAILED			"failed"
+#define LEASE_STATUS_TERMINATED		"terminated"
+
+/*
+ * Outcomes, as start_conversation, rotate_channel and
+ * restore_rotated_channel return them (docs/channel-bindings.md).
+ */
+#define LEASE_OUTCOME_STARTED			"started"
+#define LEASE_OUTCOME_ALREADY_BOUND		"already_bound"
+#define LEASE_OUTCOME_REFUSED			"refused"
+#define LEASE_OUTCOME_ROTATED			"rotated"
+#define LEASE_OUTCOME_BUSY				"busy"
+#define LEASE_OUTCOME_BINDING_CHANGED	"binding_changed"
+#define LEASE_OUTCOME_RESTORED			"restored"
+#define LEASE_OUTCOME_SUPERSEDED		"superseded"
+#define LEASE_OUTCOME_FAILED			"failed"
+
+/*
  * A binding's scope: (user_id, agent_id, vault_id, environment_id).  A NULL
  * vault or environment is a value of its own (IS NULL), never "any".
  */

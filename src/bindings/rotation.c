@@ -111,12 +111,12 @@ static LeaseStatement mark_failed_stmt = {
 	.name = "mark the replacement failed",
 	.sql =
 	"WITH f AS (UPDATE lease.conversations AS c"
-	"              SET status = 'failed', channel_id = NULL, updated_at = pg_catalog.now()"
+	"              SET status = " LEASE_SQL_WORD(LEASE_STATUS_FAILED) ", channel_id = NULL, updated_at = pg_catalog.now()"
 	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
-	"              AND c.status OPERATOR(pg_catalog.=) 'pending'"
+	"              AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(LEASE_STATUS_PENDING)
 	"            RETURNING c.sandbox_id)"
 	" UPDATE lease.sandboxes AS s"
-	"    SET status = 'failed', updated_at = pg_catalog.now()"
+	"    SET status = " LEASE_SQL_WORD(LEASE_STATUS_FAILED) ", updated_at = pg_catalog.now()"
 	"   FROM f"
 	"  WHERE s.id OPERATOR(pg_catalog.=) f.sandbox_id"
 	"    AND s.status OPERATOR(pg_catalog.=) ANY (" LEASE_ACTIVE_SANDBOX_STATUSES ")",
@@ -297,20 +297,20 @@ lease_rotate_channel(PG_FUNCTION_ARGS)
 	switch (r.outcome)
 	{
 		case ROTATION_ROTATED:
-			outcome = "rotated";
+			outcome = LEASE_OUTCOME_ROTATED;
 			break;
 		case ROTATION_BUSY:
-			outcome = "busy";
+			outcome = LEASE_OUTCOME_BUSY;
 			detail = "the previous conversation is busy; retry the rotation";
 			break;
 		case ROTATION_BINDING_CHANGED:
-			outcome = "binding_changed";
+			outcome = LEASE_OUTCOME_BINDING_CHANGED;
 			detail = "the channel is no longer bound to conversation rotate_from;"
 				" look up its conversation with lease.find_channel_conversation()"
 				" and rotate from that one";
 			break;
 		case ROTATION_REFUSED:
-			outcome = "refused";
+			outcome = LEASE_OUTCOME_REFUSED;
 			detail = lease_admission_refusal(&r.admission);
 			break;
 	}
@@ -334,9 +334,9 @@ typedef enum RestoreOutcome
 } RestoreOutcome;
 
 static const char *const restore_outcome_names[] = {
-	[RESTORE_RESTORED] = "restored",
-	[RESTORE_SUPERSEDED] = "superseded",
-	[RESTORE_FAILED] = "failed",
+	[RESTORE_RESTORED] = LEASE_OUTCOME_RESTORED,
+	[RESTORE_SUPERSEDED] = LEASE_OUTCOME_SUPERSEDED,
+	[RESTORE_FAILED] = LEASE_OUTCOME_FAILED,
 };
 
 typedef struct Restore
@@ -365,8 +365,8 @@ lock_for_restore(int64 id, char **status, char **channel_id)
 static bool
 is_live(const char *status)
 {
-	return strcmp(status, "pending") == 0 || strcmp(status, "running") == 0 ||
-		strcmp(status, "idle") == 0;
+	return strcmp(status, LEASE_STATUS_PENDING) == 0 || strcmp(status, LEASE_STATUS_RUNNING) == 0 ||
+		strcmp(status, LEASE_STATUS_IDLE) == 0;
 }
 
 /* The restore itself, in a subtransaction; always keeps its work. */
@@ -391,14 +391,14 @@ restore_step(void *arg)
 	 * start after all, and one that was ended was ended on purpose: neither
 	 * is touched, nothing is restored.
 	 */
-	if (strcmp(failed_status, "pending") == 0)
+	if (strcmp(failed_status, LEASE_STATUS_PENDING) == 0)
 	{
 		values[0] = Int64GetDatum(r->failed_id);
 		lease_spi_run(&mark_failed_stmt, values, NULL, 0);
 		replacement_failed = true;
 	}
 	else
-		replacement_failed = (strcmp(failed_status, "failed") == 0);
+		replacement_failed = (strcmp(failed_status, LEASE_STATUS_FAILED) == 0);
 
 	/*
 	 * Restore only while the failed replacement still owned the channel (no
@@ -468,11 +468,14 @@ record_failure(int64 previous_id, int64 failed_id, const char *channel_id, Error
 
 	ereport(WARNING,
 			(errcode(error->sqlerrcode),
-			 errmsg("could not restore channel %s from failed conversation " INT64_FORMAT
-					" to conversation " INT64_FORMAT ": %s (SQLSTATE %s)",
-					channel_id ? quote_literal_cstr(channel_id) : "(none held)",
-					failed_id, previous_id, error->message, sqlstate),
-			 errdetail("The restore was rolled back and recorded in lease.compensation_failures."),
+			 channel_id
+			 ? errmsg("could not restore channel \"%s\" from failed conversation " INT64_FORMAT
+					  " to conversation " INT64_FORMAT, channel_id, failed_id, previous_id)
+			 : errmsg("could not restore failed conversation " INT64_FORMAT
+					  " to conversation " INT64_FORMAT " (it holds no channel)",
+					  failed_id, previous_id),
+			 errdetail("The restore failed with: %s (SQLSTATE %s). It was rolled back and recorded in lease.compensation_failures.",
+					   error->message, sqlstate),
 			 errhint("Call lease.retry_failed_compensations() once the cause is gone.")));
 
 	values[0] = Int64GetDatum(previous_id);

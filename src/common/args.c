@@ -236,12 +236,17 @@ lease_arg_duration(FunctionCallInfo fcinfo, int argno, const char *name)
 						   DatumGetCString(DirectFunctionCall1(interval_out, value))),
 				 errhint("Pass a positive interval, or NULL for lease.default_lease_duration.")));
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, limit)) > 0)
+	{
+		char	   *limit_text = DatumGetCString(DirectFunctionCall1(interval_out, limit));
+
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s is too long", name),
-				 errdetail("The value given is %s; the limit is 7 days.",
-						   DatumGetCString(DirectFunctionCall1(interval_out, value))),
-				 errhint("Pass at most 7 days; a worker renews a lease long before it expires.")));
+				 errdetail("The value given is %s; the limit is %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out, value)), limit_text),
+				 errhint("Pass at most %s; a worker renews a lease long before it expires.",
+						 limit_text)));
+	}
 	return value;
 }
 

@@ -98,7 +98,7 @@ static const char *kcl_insert_sql =
 " SELECT r.app_name, r.stream_name, r.shard_id, r.lease_owner,"
 "        CASE WHEN r.lease_owner IS NOT NULL THEN pg_catalog.clock_timestamp() END,"
 "        r.lease_count,"
-"        CASE WHEN r.completed THEN 'SHARD_END'"
+"        CASE WHEN r.completed THEN " LEASE_SQL_SHARD_END
 "             ELSE COALESCE(r.checkpoint, 'TRIM_HORIZON') END"
 "   FROM (" KCL_SOURCE ") AS r"
 " ON CONFLICT (app_name, stream_name, shard_id) DO NOTHING";

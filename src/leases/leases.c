@@ -144,7 +144,7 @@ static LeaseStatement renew_stmt = {
 	"     updated_at = pg_catalog.now()" \
 	" WHERE " LEASE_KEY_MATCHES \
 	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4" \
-	"   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'"
+	"   AND l.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END
 
 static LeaseStatement checkpoint_stmt = {
 	.name = "update_checkpoint",
@@ -174,7 +174,7 @@ static LeaseStatement prepare_stmt = {
 	"     updated_at = pg_catalog.now()"
 	" WHERE " LEASE_KEY_MATCHES
 	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4"
-	"   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'"
+	"   AND l.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END
 	" RETURNING true",
 	.nargs = 5,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
@@ -231,7 +231,7 @@ static LeaseStatement release_stmt_0_2 = {
 /* Close: checkpoint SHARD_END and give the lease up, guarded on ownership. */
 #define CLOSE_SQL(loads) \
 	"WITH c AS (UPDATE lease.shard_leases AS l" \
-	" SET checkpoint = 'SHARD_END'," \
+	" SET checkpoint = " LEASE_SQL_SHARD_END "," \
 	"     checkpoint_sub_sequence = 0," \
 	"     pending_checkpoint = NULL," \
 	"     owner_switches_since_checkpoint = 0," \
@@ -243,7 +243,7 @@ static LeaseStatement release_stmt_0_2 = {
 	"     updated_at = pg_catalog.now()" \
 	" WHERE " LEASE_KEY_MATCHES \
 	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4" \
-	"   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'" \
+	"   AND l.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END \
 	" RETURNING l.app_name, l.stream_name, l.shard_id, 'close' AS event," \
 	"           $4 AS from_owner, CAST(NULL AS pg_catalog.text) AS to_owner," \
 	"           l.lease_count, l.lease_epoch," \
@@ -295,13 +295,11 @@ run_returning_count(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *values
 	uint64		processed;
 	bool		isnull = true;
 
-	lease_enter_app(fcinfo, values[0], &caller);
-	lease_spi_connect();
+	lease_app_begin(fcinfo, values[0], &caller);
 	processed = lease_spi_run(stmt, values, nulls, 0);
 	if (processed > 0)
 		*count = DatumGetInt64(lease_spi_value(0, 1, &isnull));
-	lease_spi_finish();
-	lease_exit_app(&caller);
+	lease_app_end(&caller);
 	return processed > 0 && !isnull;
 }
 
@@ -337,7 +335,7 @@ check_not_own_parent(Datum shard_id, Datum parents)
 		if (DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, elems[i], shard_id)))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("shard %s cannot be its own parent",
+					 errmsg("shard \"%s\" cannot be its own parent",
 							TextDatumGetCString(shard_id)),
 					 errhint("Remove the shard from parent_shard_ids.")));
 	}

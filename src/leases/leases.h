@@ -46,7 +46,7 @@
 
 /* Not ended. */
 #define LEASE_SQL_NOT_ENDED(a) \
-	a ".checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'"
+	a ".checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END
 
 /*
  * A parent shard that still exists in the table has not ended.  The
@@ -60,7 +60,7 @@
 	" WHERE p.app_name OPERATOR(pg_catalog.=) " a ".app_name" \
 	"   AND p.stream_name OPERATOR(pg_catalog.=) " a ".stream_name" \
 	"   AND p.shard_id OPERATOR(pg_catalog.=) ANY (" a ".parent_shard_ids)" \
-	"   AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))"
+	"   AND p.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END "))"
 
 /* SET list items that forget a handoff request. */
 #define LEASE_SQL_CLEAR_HANDOFF \

@@ -31,7 +31,7 @@ static LeaseStatement cleanup_stmt = {
 	.sql =
 	"DELETE FROM lease.shard_leases AS l"
 	" WHERE " LEASE_STREAM_MATCHES
-	"   AND l.checkpoint OPERATOR(pg_catalog.=) 'SHARD_END'"
+	"   AND l.checkpoint OPERATOR(pg_catalog.=) " LEASE_SQL_SHARD_END
 	"   AND NOT (l.shard_id OPERATOR(pg_catalog.=) ANY ("
 	"        SELECT pg_catalog.unnest(c.parent_shard_ids)"
 	"          FROM lease.shard_leases AS c"

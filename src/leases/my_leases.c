@@ -36,7 +36,7 @@
 	"               WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name" \
 	"                 AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name" \
 	"                 AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)" \
-	"                 AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'" \
+	"                 AND p.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END \
 	"               ORDER BY p.shard_id COLLATE pg_catalog.\"C\") AS waiting_on" \
 	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
 
@@ -86,8 +86,7 @@ lease_my_leases(PG_FUNCTION_ARGS)
 	values[2] = lease_arg_ident(fcinfo, 2, "owner");
 
 	InitMaterializedSRF(fcinfo, 0);
-	lease_enter_app(fcinfo, values[0], &caller);
-	lease_spi_connect();
+	lease_app_begin(fcinfo, values[0], &caller);
 	rows = lease_spi_run(&my_leases_stmt, values, NULL, 0);
 	for (uint64 row = 0; row < rows; row++)
 	{
@@ -98,7 +97,6 @@ lease_my_leases(PG_FUNCTION_ARGS)
 			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 	}
-	lease_spi_finish();
-	lease_exit_app(&caller);
+	lease_app_end(&caller);
 	return (Datum) 0;
 }

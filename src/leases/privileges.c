@@ -113,27 +113,36 @@ become_owner_for_app(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *calle
 	return caller_may_act_for(caller->userid, owner, app_name, read_only);
 }
 
-/* Checks the caller's access to the app, then runs as the owner. */
+/* Switches back to the caller saved by become_owner_for_app. */
+static void
+become_caller(const LeaseCaller *caller)
+{
+	SetUserIdAndSecContext(caller->userid, caller->sec_context);
+}
+
+/* Checks the caller's access to the app, then runs as the owner, in SPI. */
 void
-lease_enter_app(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller)
+lease_app_begin(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller)
 {
 	if (!become_owner_for_app(fcinfo, app_name, caller, false))
 	{
-		lease_exit_app(caller);
+		become_caller(caller);
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for app %s", TextDatumGetCString(app_name)),
-				 errdetail("Role %s has not been granted the app.",
+				 errmsg("permission denied for app \"%s\"", TextDatumGetCString(app_name)),
+				 errdetail("Role \"%s\" has not been granted the app.",
 						   GetUserNameFromId(caller->userid, false)),
 				 errhint("An operator of the app grants it with lease.grant_app().")));
 	}
+	lease_spi_connect();
 }
 
-/* Becomes the caller again. */
+/* Leaves SPI and becomes the caller again. */
 void
-lease_exit_app(const LeaseCaller *caller)
+lease_app_end(const LeaseCaller *caller)
 {
-	SetUserIdAndSecContext(caller->userid, caller->sec_context);
+	lease_spi_finish();
+	become_caller(caller);
 }
 
 /* Runs one statement for the app in values[0], as the owner. */
@@ -144,9 +153,9 @@ lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *val
 	LeaseCaller caller;
 	uint64		processed;
 
-	lease_enter_app(fcinfo, values[0], &caller);
-	processed = lease_spi_exec(stmt, values, nulls);
-	lease_exit_app(&caller);
+	lease_app_begin(fcinfo, values[0], &caller);
+	processed = lease_spi_run(stmt, values, nulls, 0);
+	lease_app_end(&caller);
 	return processed;
 }
 
@@ -178,7 +187,7 @@ lease_has_app_access(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(cache->allowed);
 
 	allowed = become_owner_for_app(fcinfo, app, &caller, true);
-	lease_exit_app(&caller);
+	become_caller(&caller);
 
 	if (cache == NULL)
 		cache = fcinfo->flinfo->fn_extra =

@@ -5,19 +5,20 @@
  *	  function's SQL as its owner.
  *
  * The lease functions that take an app_name are SECURITY INVOKER (see
- * pg_lease--0.2.0.sql): inside a SECURITY DEFINER function the caller's
+ * src/leases/leases.sql): inside a SECURITY DEFINER function the caller's
  * identity is gone, and the app check needs it.  Each such function checks
- * its arguments (no SQL), then calls lease_enter_app(): the caller (the
- * current user, GetUserId()) may act for the app when it has the privileges
- * of the function's owner (the extension owner; a superuser has every
- * role's privileges) or of a role granted the app in lease.app_grants.  The
- * function then runs its SQL as the owner, exactly as SECURITY DEFINER
- * would, and calls lease_exit_app() to become the caller again.  An error
- * in between needs no cleanup: transaction and subtransaction abort restore
+ * its arguments (no SQL), then brackets its SQL with lease_app_begin() and
+ * lease_app_end().  lease_app_begin: the caller (the current user,
+ * GetUserId()) may act for the app when it has the privileges of the
+ * function's owner (the extension owner; a superuser has every role's) or
+ * of a role granted the app in lease.app_grants; the function then runs as
+ * the owner, exactly as SECURITY DEFINER would, connected to SPI.
+ * lease_app_end leaves SPI and becomes the caller again.  An error in
+ * between needs no cleanup: transaction and subtransaction abort restore
  * the user id saved when they began (AbortTransaction,
- * AbortSubTransaction), and an internal subtransaction begun after the
- * switch (src/bindings/subxact.c) restores the owner, which lease_exit_app() then
- * replaces by the caller.
+ * AbortSubTransaction) and close SPI, and an internal subtransaction begun
+ * after the switch (src/bindings/subxact.c) restores the owner, which
+ * lease_app_end() then replaces by the caller.
  *
  *-------------------------------------------------------------------------
  */
@@ -37,17 +38,17 @@ typedef struct LeaseCaller
 
 /*
  * Raises 42501 unless the current user may act for app_name; then switches
- * to the function's owner, saving the caller in *caller.
+ * to the function's owner, saving the caller in *caller, and connects to
+ * SPI.
  */
-extern void lease_enter_app(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller);
+extern void lease_app_begin(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller);
 
-/* Switches back to the caller saved by lease_enter_app. */
-extern void lease_exit_app(const LeaseCaller *caller);
+/* Disconnects from SPI and switches back to the caller saved by lease_app_begin. */
+extern void lease_app_end(const LeaseCaller *caller);
 
 /*
- * lease_spi_exec (spi_util.h) for a statement whose first parameter is the
- * app_name: checks the caller's access to it, runs the statement as the
- * owner, becomes the caller again; returns SPI_processed.
+ * One statement whose first parameter is the app_name, between
+ * lease_app_begin and lease_app_end; returns SPI_processed.
  */
 extern uint64 lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseStatement *stmt,
 									  Datum *values, const char *nulls);

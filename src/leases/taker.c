@@ -493,6 +493,10 @@ static LeaseStatement renew_all_stmt_0_2 = {
 	.expected = SPI_OK_SELECT
 };
 
+/* The actions take_leases reports (docs/shard-leases.md). */
+#define LEASE_ACTION_TAKEN				"taken"
+#define LEASE_ACTION_HANDOFF_REQUESTED	"handoff_requested"
+
 /*
  * Appends every row of the current SPI result (shard_id, lease_count,
  * previous owner, lease_epoch) to the result set with the given action.
@@ -570,7 +574,10 @@ lease_take_leases(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MemoryContext callcxt = CurrentMemoryContext;
-	Datum		values[9];
+	Datum		stream_args[3];	/* $1..$3 of every statement below */
+	Datum		claim_args[4 + LEASE_EVENT_NPARAMS];
+	Datum		take_args[5 + LEASE_EVENT_NPARAMS + 1];
+	Datum		request_args[7 + LEASE_EVENT_NPARAMS];
 	Datum		app,
 				stream,
 				owner,
@@ -599,13 +606,12 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	max_steal = lease_arg_nonneg_int32(fcinfo, 5, "max_steal");
 
 	InitMaterializedSRF(fcinfo, 0);
-	lease_enter_app(fcinfo, app, &caller);
-	lease_spi_connect();
+	lease_app_begin(fcinfo, app, &caller);
 
 	/* 1. the workers, their effective loads, and the takeable leases */
-	values[0] = app;
-	values[1] = stream;
-	values[2] = owner;
+	stream_args[0] = app;
+	stream_args[1] = stream;
+	stream_args[2] = owner;
 	state = lease_has_taker_state();
 	/*
 	 * JIT off: the planner prices the per-worker count (run only for a
@@ -614,7 +620,7 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	 * jit_above_cost and compiling takes ~250 ms for a statement that runs
 	 * in a tenth of a millisecond.
 	 */
-	rows = lease_spi_run_with(state ? &loads_stmt : &loads_stmt_0_2, values, NULL, 0,
+	rows = lease_spi_run_with(state ? &loads_stmt : &loads_stmt_0_2, stream_args, NULL, 0,
 							  "jit", "off");
 	workers = 0;
 	takeable = 0;
@@ -657,27 +663,37 @@ lease_take_leases(PG_FUNCTION_ARGS)
 	if (workers < 1)
 		elog(ERROR, "pg_lease: take_leases found no worker, not even the caller");
 	if (state)
-		takeable = stream_takeable(values);
+		takeable = stream_takeable(stream_args);
 	target = (takeable + workers - 1) / workers;
 	if (capped && target > max_leases)
 		target = max_leases;
 
-	/* 2. leases promised to the caller whose deadline has passed (already in mine) */
-	values[3] = duration;
-	lease_event_params(&values[4]);
-	lease_spi_run(state ? &claim_stmt : &claim_stmt_0_2, values, NULL, 0);
-	put_rows(rsinfo, "taken");
+	/*
+	 * 2. leases promised to the caller whose deadline has passed (already in
+	 * mine); $4 the lease duration, then the event parameters
+	 */
+	memcpy(claim_args, stream_args, sizeof(stream_args));
+	claim_args[3] = duration;
+	lease_event_params(&claim_args[4]);
+	lease_spi_run(state ? &claim_stmt : &claim_stmt_0_2, claim_args, NULL, 0);
+	put_rows(rsinfo, LEASE_ACTION_TAKEN);
 
-	/* 3. unowned and expired leases, up to the target */
+	/*
+	 * 3. unowned and expired leases, up to the target: $4 the lease
+	 * duration, $5 how many, the event parameters, then the workers whose
+	 * leases may have expired
+	 */
 	if (mine < target)
 	{
-		values[4] = Int64GetDatum(target - mine);
-		lease_event_params(&values[5]);
-		values[7] = PointerGetDatum(construct_array(suspects, nsuspects, TEXTOID,
-													-1, false, TYPALIGN_INT));
+		memcpy(take_args, stream_args, sizeof(stream_args));
+		take_args[3] = duration;
+		take_args[4] = Int64GetDatum(target - mine);
+		lease_event_params(&take_args[5]);
+		take_args[5 + LEASE_EVENT_NPARAMS] =
+			PointerGetDatum(construct_array(suspects, nsuspects, TEXTOID, -1, false, TYPALIGN_INT));
 		mine += (int64) lease_spi_run_with(state ? &take_free_stmt : &take_free_stmt_0_2,
-										   values, NULL, 0, "jit", "off");
-		put_rows(rsinfo, "taken");
+										   take_args, NULL, 0, "jit", "off");
+		put_rows(rsinfo, LEASE_ACTION_TAKEN);
 	}
 
 	/*
@@ -690,16 +706,18 @@ lease_take_leases(PG_FUNCTION_ARGS)
 		int64		n = Min((int64) max_steal, (victim_load - mine) / 2);
 
 		n = Min(n, target - mine);
-		values[4] = victim;
-		values[5] = Int64GetDatum(n);
-		values[6] = lease_interval_from_ms(lease_handoff_timeout_ms);
-		lease_event_params(&values[7]);
-		lease_spi_run(&request_stmt, values, NULL, 0);
-		put_rows(rsinfo, "handoff_requested");
+		/* $4 the lease duration, $5 the holder, $6 how many, $7 the deadline */
+		memcpy(request_args, stream_args, sizeof(stream_args));
+		request_args[3] = duration;
+		request_args[4] = victim;
+		request_args[5] = Int64GetDatum(n);
+		request_args[6] = lease_interval_from_ms(lease_handoff_timeout_ms);
+		lease_event_params(&request_args[7]);
+		lease_spi_run(&request_stmt, request_args, NULL, 0);
+		put_rows(rsinfo, LEASE_ACTION_HANDOFF_REQUESTED);
 	}
 
-	lease_spi_finish();
-	lease_exit_app(&caller);
+	lease_app_end(&caller);
 	return (Datum) 0;
 }
 
@@ -723,8 +741,7 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_duration(fcinfo, 3, "lease_duration");
 
 	InitMaterializedSRF(fcinfo, 0);
-	lease_enter_app(fcinfo, values[0], &caller);
-	lease_spi_connect();
+	lease_app_begin(fcinfo, values[0], &caller);
 	lease_spi_run(LEASE_STMT(renew_all_stmt), values, NULL, 0);
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
@@ -739,8 +756,7 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 	}
-	lease_spi_finish();
-	lease_exit_app(&caller);
+	lease_app_end(&caller);
 	return (Datum) 0;
 }
 

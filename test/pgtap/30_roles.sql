@@ -136,7 +136,7 @@ SELECT is(lease.release_lease('rm-a', 's', '1', 'w1'), true, 'worker releases');
 SELECT is((SELECT array_agg(shard_id || ':' || lease_epoch) FROM lease.my_leases('rm-a', 's', 'w1')),
           ARRAY['0:1'], 'worker reads its own leases and their tokens');
 -- ... and nothing of another app, through any function
-SELECT throws_ok(stmt, '42501', 'permission denied for app rm-b', 'worker, other app: ' || stmt)
+SELECT throws_ok(stmt, '42501', 'permission denied for app "rm-b"', 'worker, other app: ' || stmt)
   FROM unnest(ARRAY[
     $$SELECT lease.create_lease('rm-b', 's', '9')$$,
     $$SELECT lease.take_lease('rm-b', 's', '0', 'w1', 1)$$,
@@ -217,7 +217,7 @@ SELECT is(lease.grant_app('rm-a', 'tap_rm_w2'), true, 'operator grants its app t
 SELECT is(lease.revoke_app('rm-a', 'tap_rm_w2'), true, 'operator revokes it');
 SELECT ok(lease.prune_events('1 day') >= 0, 'operator prunes events');
 SELECT is((SELECT count(*)::int FROM lease.retry_failed_compensations()), 0, 'operator drains the queue');
-SELECT throws_ok(stmt, '42501', 'permission denied for app rm-b', 'operator, other app: ' || stmt)
+SELECT throws_ok(stmt, '42501', 'permission denied for app "rm-b"', 'operator, other app: ' || stmt)
   FROM unnest(ARRAY[
     $$SELECT lease.request_handoff('rm-b', 's', '0', 'w9')$$,
     $$SELECT lease.delete_lease('rm-b', 's', '0')$$,
