@@ -39,7 +39,7 @@ for f in ckpt renew; do
     d=$(tps "$direct" $f)
     r=$(tps "$PG_LEASE_ROUTER_DSN" $f)
     name=$([ $f = ckpt ] && echo update_checkpoint || echo renew_leases)
-    echo "| $name | $d | $r | $(echo "scale=2; $r / $d" | bc) |"
+    printf '| %s | %.0f | %.0f | %.2f |\n' "$name" "$d" "$r" "$(echo "scale=4; $r / $d" | bc)"
 done
 echo
 echo "(1 client, $SECS s each, synchronous standby, fsync off; $(nproc) cores shared with other work)"
