@@ -680,3 +680,23 @@ REVOKE ALL ON TABLE lease.stream_workers, lease.stream_takeable, lease.lineage_c
 SELECT pg_catalog.pg_extension_config_dump('lease.stream_workers', 'WHERE false');
 SELECT pg_catalog.pg_extension_config_dump('lease.stream_takeable', 'WHERE false');
 SELECT pg_catalog.pg_extension_config_dump('lease.lineage_changes', 'WHERE false');
+
+----------------------------------------------------------------------------
+-- import_kcl_ex through pg_lease_router (issue 12; twin of the function in
+-- src/leases/leases.sql)
+----------------------------------------------------------------------------
+
+-- import_kcl_ex of rows passed as arrays, one element per lease (element i
+-- of each array is a column of lease i): what pg_lease_router sends each
+-- partition, the rows of its streams.  Same checks and semantics, same
+-- privileges (INSERT on lease.shard_leases, row-level security per app).
+CREATE FUNCTION lease.import_kcl_ex_rows(app_names text[], stream_names text[],
+                                         shard_ids text[], checkpoints text[],
+                                         lease_owners text[], lease_counts bigint[],
+                                         completed boolean[])
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_import_kcl_ex_rows'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+-- (src/common/finish.sql revokes PUBLIC on a fresh install)
+REVOKE ALL ON FUNCTION lease.import_kcl_ex_rows(text[], text[], text[], text[], text[], bigint[], boolean[]) FROM PUBLIC;

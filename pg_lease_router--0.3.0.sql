@@ -141,15 +141,185 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.app_partition(app_name);
 $$;
 
+-- import_kcl_ex through the router (by hand; src/router/generate.sql puts
+-- it here).  The router reads the source with the caller's privileges,
+-- checks it as pg_lease does (the same SQLSTATEs and messages), and sends
+-- its rows to lease.import_kcl_ex_rows below, which splits them by stream.
 CREATE FUNCTION lease.import_kcl_ex(source regclass)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    relkind "char";
+    relname text;
+    qualified text;
+    col record;
+    coltype regtype;
+    app_names text[]; stream_names text[]; shard_ids text[]; checkpoints text[];
+    lease_owners text[]; lease_counts bigint[]; completed boolean[];
+    bad bigint;
 BEGIN
-    RAISE EXCEPTION 'import_kcl_ex is not supported through the router yet'
-        USING ERRCODE = 'feature_not_supported',
-              HINT = 'Run lease.import_kcl_ex on each partition with the rows of its streams.';
+    IF source IS NULL THEN
+        RAISE EXCEPTION 'source must not be null' USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Pass the kcl_ex shard_lease table, e.g. ''public.shard_lease''.';
+    END IF;
+    SELECT c.relkind, c.relname, pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.'
+                      OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname)
+      INTO relkind, relname, qualified
+      FROM pg_catalog.pg_class AS c JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+     WHERE c.oid OPERATOR(pg_catalog.=) source;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', CAST(source AS oid) USING ERRCODE = 'undefined_table',
+            HINT = 'Pass the kcl_ex shard_lease table by name, e.g. ''public.shard_lease''.';
+    END IF;
+    IF relkind NOT IN ('r', 'p', 'v', 'm', 'f') THEN
+        RAISE EXCEPTION '"%" is not a table, view or foreign table', relname
+            USING ERRCODE = 'wrong_object_type', HINT = 'Pass the kcl_ex shard_lease table, or a view over it.';
+    END IF;
+    FOR col IN SELECT * FROM (VALUES
+            ('shard_id', ARRAY['text', 'character varying'], 'text or varchar'),
+            ('app_name', ARRAY['text', 'character varying'], 'text or varchar'),
+            ('stream_name', ARRAY['text', 'character varying'], 'text or varchar'),
+            ('checkpoint', ARRAY['text', 'character varying'], 'text or varchar'),
+            ('lease_owner', ARRAY['text', 'character varying'], 'text or varchar'),
+            ('lease_count', ARRAY['integer', 'bigint', 'smallint'], 'smallint, integer or bigint'),
+            ('completed', ARRAY['boolean'], 'boolean')) AS k(name, types, expected) LOOP
+        SELECT a.atttypid INTO coltype FROM pg_catalog.pg_attribute AS a
+         WHERE a.attrelid OPERATOR(pg_catalog.=) source AND a.attname OPERATOR(pg_catalog.=) col.name
+           AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'column "%" of relation % does not exist', col.name, qualified
+                USING ERRCODE = 'undefined_column',
+                DETAIL = 'A kcl_ex shard_lease table has the columns shard_id, app_name, stream_name, checkpoint, lease_owner, lease_count and completed.',
+                HINT = 'Import from a view that supplies the missing columns.';
+        END IF;
+        IF NOT CAST(coltype AS text) OPERATOR(pg_catalog.=) ANY (col.types) THEN
+            RAISE EXCEPTION 'column "%" of relation % has type %', col.name, qualified, pg_catalog.format_type(coltype, NULL)
+                USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('import_kcl_ex expects %s.', col.expected),
+                HINT = 'Import from a view that casts the column.';
+        END IF;
+        IF NOT pg_catalog.has_column_privilege(source, col.name, 'SELECT') THEN
+            RAISE EXCEPTION 'permission denied for table %', relname
+                USING ERRCODE = 'insufficient_privilege',
+                DETAIL = pg_catalog.format('import_kcl_ex reads %s with the caller''s privileges.', qualified),
+                HINT = pg_catalog.format('Grant the importing role SELECT on %s, or import as a role that may read it.', qualified);
+        END IF;
+    END LOOP;
+    -- the relation reaches the SQL text only as its quoted, qualified name
+    EXECUTE pg_catalog.format(
+        'SELECT pg_catalog.array_agg(CAST(s.app_name AS pg_catalog.text)), pg_catalog.array_agg(CAST(s.stream_name AS pg_catalog.text)),'
+        '       pg_catalog.array_agg(CAST(s.shard_id AS pg_catalog.text)), pg_catalog.array_agg(CAST(s.checkpoint AS pg_catalog.text)),'
+        '       pg_catalog.array_agg(CAST(s.lease_owner AS pg_catalog.text)), pg_catalog.array_agg(CAST(s.lease_count AS pg_catalog.int8)),'
+        '       pg_catalog.array_agg(s.completed) FROM %s AS s', qualified)
+        INTO app_names, stream_names, shard_ids, checkpoints, lease_owners, lease_counts, completed;
+    IF app_names IS NULL THEN
+        RETURN 0;
+    END IF;
+    bad := lease_router.kcl_bad_rows(app_names, stream_names, shard_ids, checkpoints, lease_owners, lease_counts);
+    IF bad OPERATOR(pg_catalog.>) 0 THEN
+        RAISE EXCEPTION '% rows of % cannot be imported', bad, qualified USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Every row needs a non-blank shard_id, app_name and stream_name of at most 256 bytes, a lease_owner of at most 256 bytes, a checkpoint of at most 1024 bytes and a non-negative lease_count.',
+            HINT = 'Nothing was imported: fix those rows, or import from a view that leaves them out, and run it again.';
+    END IF;
+    RETURN lease.import_kcl_ex_rows(app_names, stream_names, shard_ids, checkpoints, lease_owners, lease_counts, completed);
+END
+$$;
+
+-- import_kcl_ex_rows through the router (by hand; src/router/generate.sql
+-- puts it here): the rows are split by stream (PL/Proxy SPLIT), each
+-- partition imports the rows of its streams.  Partitions commit one by one,
+-- so every row is checked here first, as pg_lease checks it: input a
+-- partition would refuse goes whole to partition 0, which raises pg_lease's
+-- own error and writes nothing.  A partition that still refuses (42501: the
+-- caller may not insert there) leaves the others' rows imported; the import
+-- never overwrites, so running it again once fixed completes it.
+
+-- How many rows cannot become leases: src/leases/import.c's check
+-- (KCL_CHECK_SQL), where a blank owner or checkpoint counts as none.
+CREATE FUNCTION lease_router.kcl_bad_rows(app_names text[], stream_names text[], shard_ids text[],
+                                          checkpoints text[], lease_owners text[], lease_counts bigint[])
+RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN (SELECT pg_catalog.count(*)
+          FROM ROWS FROM (pg_catalog.unnest(app_names), pg_catalog.unnest(stream_names),
+                          pg_catalog.unnest(shard_ids), pg_catalog.unnest(checkpoints),
+                          pg_catalog.unnest(lease_owners), pg_catalog.unnest(lease_counts))
+               AS r(app_name, stream_name, shard_id, checkpoint, lease_owner, lease_count)
+         WHERE ((r.app_name IS NOT NULL AND pg_catalog.btrim(r.app_name, E' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.<>) ''
+                AND pg_catalog.octet_length(r.app_name) OPERATOR(pg_catalog.<=) 256)
+                AND (r.stream_name IS NOT NULL AND pg_catalog.btrim(r.stream_name, E' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.<>) ''
+                AND pg_catalog.octet_length(r.stream_name) OPERATOR(pg_catalog.<=) 256)
+                AND (r.shard_id IS NOT NULL AND pg_catalog.btrim(r.shard_id, E' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.<>) ''
+                AND pg_catalog.octet_length(r.shard_id) OPERATOR(pg_catalog.<=) 256)
+                AND (r.lease_owner IS NULL OR pg_catalog.btrim(r.lease_owner, E' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) ''
+                OR pg_catalog.octet_length(r.lease_owner) OPERATOR(pg_catalog.<=) 256)
+                AND (r.checkpoint IS NULL OR pg_catalog.btrim(r.checkpoint, E' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) ''
+                OR pg_catalog.octet_length(r.checkpoint) OPERATOR(pg_catalog.<=) 1024)
+                AND COALESCE(r.lease_count, 0) OPERATOR(pg_catalog.>=) 0) IS NOT TRUE);
+
+-- Each partition gets the rows of its streams.
+CREATE FUNCTION lease_router.import_kcl_ex_rows_split(app_names text[], stream_names text[], shard_ids text[],
+                                                      checkpoints text[], lease_owners text[], lease_counts bigint[],
+                                                      completed boolean[])
+RETURNS SETOF bigint
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    SPLIT ALL;
+    RUN ON lease_router.stream_partition(app_names, stream_names);
+    SELECT lease.import_kcl_ex_rows(app_names, stream_names, shard_ids, checkpoints, lease_owners,
+                                    lease_counts, completed);
+$$;
+
+-- Input pg_lease refuses as a whole: partition 0 says why.
+CREATE FUNCTION lease_router.import_kcl_ex_rows_refused(app_names text[], stream_names text[], shard_ids text[],
+                                                        checkpoints text[], lease_owners text[], lease_counts bigint[],
+                                                        completed boolean[])
+RETURNS bigint
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON 0;
+    SELECT lease.import_kcl_ex_rows(app_names, stream_names, shard_ids, checkpoints, lease_owners,
+                                    lease_counts, completed);
+$$;
+
+CREATE FUNCTION lease.import_kcl_ex_rows(app_names text[], stream_names text[], shard_ids text[],
+                                         checkpoints text[], lease_owners text[], lease_counts bigint[],
+                                         completed boolean[])
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n integer := pg_catalog.cardinality(app_names);
+BEGIN
+    IF app_names IS NULL OR stream_names IS NULL OR shard_ids IS NULL OR checkpoints IS NULL
+       OR lease_owners IS NULL OR lease_counts IS NULL OR completed IS NULL
+       OR COALESCE(pg_catalog.array_ndims(app_names), 1) OPERATOR(pg_catalog.>) 1
+       OR COALESCE(pg_catalog.array_ndims(stream_names), 1) OPERATOR(pg_catalog.>) 1
+       OR COALESCE(pg_catalog.array_ndims(shard_ids), 1) OPERATOR(pg_catalog.>) 1
+       OR COALESCE(pg_catalog.array_ndims(checkpoints), 1) OPERATOR(pg_catalog.>) 1
+       OR COALESCE(pg_catalog.array_ndims(lease_owners), 1) OPERATOR(pg_catalog.>) 1
+       OR COALESCE(pg_catalog.array_ndims(lease_counts), 1) OPERATOR(pg_catalog.>) 1
+       OR COALESCE(pg_catalog.array_ndims(completed), 1) OPERATOR(pg_catalog.>) 1
+       OR pg_catalog.cardinality(stream_names) OPERATOR(pg_catalog.<>) n
+       OR pg_catalog.cardinality(shard_ids) OPERATOR(pg_catalog.<>) n
+       OR pg_catalog.cardinality(checkpoints) OPERATOR(pg_catalog.<>) n
+       OR pg_catalog.cardinality(lease_owners) OPERATOR(pg_catalog.<>) n
+       OR pg_catalog.cardinality(lease_counts) OPERATOR(pg_catalog.<>) n
+       OR pg_catalog.cardinality(completed) OPERATOR(pg_catalog.<>) n
+       OR lease_router.kcl_bad_rows(app_names, stream_names, shard_ids, checkpoints, lease_owners,
+                                    lease_counts) OPERATOR(pg_catalog.>) 0 THEN
+        RETURN lease_router.import_kcl_ex_rows_refused(app_names, stream_names, shard_ids, checkpoints,
+                                                       lease_owners, lease_counts, completed);
+    END IF;
+    IF n OPERATOR(pg_catalog.=) 0 THEN
+        RETURN 0;
+    END IF;
+    RETURN (SELECT CAST(COALESCE(pg_catalog.sum(r), 0) AS bigint)
+              FROM lease_router.import_kcl_ex_rows_split(app_names, stream_names, shard_ids, checkpoints,
+                                                         lease_owners, lease_counts, completed) AS r);
 END
 $$;
 

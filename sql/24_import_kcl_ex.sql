@@ -88,3 +88,68 @@ REVOKE ALL ON SCHEMA lease FROM lease_test_importer;
 REVOKE ALL ON FUNCTION lease.import_kcl_ex(regclass) FROM lease_test_importer;
 DROP ROLE lease_test_importer;
 SELECT lease_test.digest() = :'before' AS nothing_written;
+
+-- lease.import_kcl_ex_rows: the same import from seven arrays, one element
+-- per lease (what pg_lease_router sends each partition)
+SELECT lease.import_kcl_ex_rows(
+    ARRAY['kr', 'kr', 'kr', 'kr'], ARRAY['orders', 'orders', 'orders', 'audit'],
+    ARRAY['shardId-000', 'shardId-001', 'shardId-002', 'shardId-000'],
+    ARRAY['4959', NULL, '5000', ' '], ARRAY['node-a', NULL, 'node-b', ''],
+    ARRAY[17, NULL, 3, 0]::bigint[], ARRAY[false, NULL, true, false]) AS imported_rows;
+SELECT stream_name, shard_id, lease_owner, lease_count, checkpoint, lease_epoch,
+       lease_expires_at <= clock_timestamp() AS expired_at_once
+  FROM lease.shard_leases WHERE app_name = 'kr' ORDER BY stream_name, shard_id;
+-- idempotent, and an existing lease is never overwritten
+SELECT lease_test.digest() AS before \gset
+SELECT lease.import_kcl_ex_rows('{kr}', '{orders}', '{shardId-000}', '{1}', '{node-z}', '{99}', '{true}')
+    AS imported_again;
+-- no rows: nothing to do
+SELECT lease.import_kcl_ex_rows('{}', '{}', '{}', '{}', '{}', '{}', '{}') AS imported_none;
+SELECT lease_test.digest() = :'before' AS nothing_changed;
+
+-- bad input: errors, and nothing written
+SELECT lease_test.try($$SELECT lease.import_kcl_ex_rows(NULL, '{s}', '{x}', '{1}', '{w}', '{0}', '{f}')$$);
+SELECT lease_test.try($$SELECT lease.import_kcl_ex_rows('{kr}', '{s}', '{x}', '{1}', '{w}', '{0}', NULL)$$);
+-- arrays of different lengths
+SELECT lease_test.try($$SELECT lease.import_kcl_ex_rows('{kr}', '{s,t}', '{x}', '{1}', '{w}', '{0}', '{f}')$$);
+SELECT lease_test.try($$SELECT lease.import_kcl_ex_rows('{kr}', '{s}', '{x}', '{1}', '{w}', '{0}', '{}')$$);
+-- a two-dimensional array
+SELECT lease_test.try($$SELECT lease.import_kcl_ex_rows('{{kr}}', '{s}', '{x}', '{1}', '{w}', '{0}', '{f}')$$);
+-- rows that cannot become leases: none of the rows is imported
+SELECT lease_test.try($$SELECT lease.import_kcl_ex_rows('{kr,kr,kr,kr,NULL}', '{bad,bad,bad,bad,bad}',
+    '{ok," ",neg,long,x}', ARRAY[NULL, NULL, NULL, repeat('9', 1025), NULL], '{}'::text[] || ARRAY[NULL, NULL, NULL, NULL, NULL],
+    '{0,0,-1,0,0}', '{f,f,f,f,f}')$$);
+SELECT lease_test.try($$SELECT lease.import_kcl_ex_rows('{kr}', '{bad}', ARRAY[repeat('s', 257)], '{1}', '{w}', '{0}', '{f}')$$);
+SELECT lease_test.digest() = :'before' AS nothing_written;
+
+-- the caller's privileges: INSERT on lease.shard_leases, and row-level
+-- security admits the rows of the caller's own apps only
+CREATE ROLE lease_test_importer;
+GRANT USAGE ON SCHEMA lease TO lease_test_importer;
+GRANT EXECUTE ON FUNCTION lease.import_kcl_ex_rows(text[], text[], text[], text[], text[], bigint[], boolean[])
+    TO lease_test_importer;
+SET ROLE lease_test_importer;
+SELECT lease_test.try($$SELECT lease.import_kcl_ex_rows('{kr}', '{mine}', '{x}', '{1}', '{w}', '{0}', '{f}')$$);
+RESET ROLE;
+-- the operator recipe (docs/security.md): has_app_access is what the
+-- row-level security policy calls
+GRANT SELECT, INSERT ON lease.shard_leases TO lease_test_importer;
+GRANT EXECUTE ON FUNCTION lease.has_app_access(text) TO lease_test_importer;
+SELECT lease.grant_app('kr', 'lease_test_importer');
+SELECT lease_test.digest() AS before \gset
+SET ROLE lease_test_importer;
+-- a row of an app it is not granted: the whole call fails
+SELECT lease_test.try($$SELECT lease.import_kcl_ex_rows('{kr,kx}', '{mine,theirs}', '{x,x}', '{1,1}', '{w,w}', '{0,0}', '{f,f}')$$);
+RESET ROLE;
+SELECT lease_test.digest() = :'before' AS nothing_written_by_the_importer;
+SET ROLE lease_test_importer;
+SELECT lease.import_kcl_ex_rows('{kr}', '{mine}', '{x}', '{1}', '{w}', '{0}', '{f}') AS imported_own_app;
+RESET ROLE;
+SELECT stream_name, shard_id, checkpoint FROM lease.shard_leases WHERE app_name = 'kr' AND stream_name = 'mine';
+SELECT lease.revoke_app('kr', 'lease_test_importer');
+REVOKE ALL ON lease.shard_leases FROM lease_test_importer;
+REVOKE ALL ON SCHEMA lease FROM lease_test_importer;
+REVOKE ALL ON FUNCTION lease.has_app_access(text) FROM lease_test_importer;
+REVOKE ALL ON FUNCTION lease.import_kcl_ex_rows(text[], text[], text[], text[], text[], bigint[], boolean[])
+    FROM lease_test_importer;
+DROP ROLE lease_test_importer;

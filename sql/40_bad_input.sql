@@ -43,6 +43,8 @@ SELECT CASE
     WHEN argname = 'max_steal' THEN $q$1::integer$q$
     WHEN argtype = 'text'::regtype THEN format('%L::text', 'bim-' || argname)
     WHEN argtype = 'text[]'::regtype THEN $q$'{}'::text[]$q$
+    WHEN argtype = 'bigint[]'::regtype THEN $q$'{}'::bigint[]$q$
+    WHEN argtype = 'boolean[]'::regtype THEN $q$'{}'::boolean[]$q$
     WHEN argtype = 'bigint'::regtype THEN $q$0::bigint$q$
     WHEN argtype = 'integer'::regtype THEN $q$NULL::integer$q$
     WHEN argtype = 'interval'::regtype THEN $q$'10 seconds'::interval$q$

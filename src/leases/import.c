@@ -29,6 +29,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
@@ -63,7 +64,7 @@ static const KclColumn kcl_columns[] = {
 	" AND pg_catalog.octet_length(" x ") OPERATOR(pg_catalog.<=) " CppAsString2(LEASE_MAX_IDENT_BYTES) ")"
 
 /* The source row, normalised: text columns, blank owner/checkpoint as NULL. */
-#define KCL_SOURCE \
+#define KCL_SOURCE(src) \
 	"SELECT CAST(s.app_name AS pg_catalog.text) AS app_name," \
 	"       CAST(s.stream_name AS pg_catalog.text) AS stream_name," \
 	"       CAST(s.shard_id AS pg_catalog.text) AS shard_id," \
@@ -73,18 +74,30 @@ static const KclColumn kcl_columns[] = {
 	"            THEN CAST(s.checkpoint AS pg_catalog.text) END AS checkpoint," \
 	"       CAST(COALESCE(s.lease_count, 0) AS pg_catalog.int8) AS lease_count," \
 	"       COALESCE(s.completed, false) AS completed" \
-	"  FROM %s AS s"
+	"  FROM " src " AS s"
+
+/*
+ * import_kcl_ex_rows' source: its seven arrays, one element per lease, as
+ * the rows of a kcl_ex table (the arrays have the same length).
+ */
+#define KCL_ROWS \
+	"(SELECT u.app_name, u.stream_name, u.shard_id, u.checkpoint, u.lease_owner," \
+	"        u.lease_count, u.completed" \
+	"   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)," \
+	"                   pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6)," \
+	"                   pg_catalog.unnest($7))" \
+	"        AS u(app_name, stream_name, shard_id, checkpoint, lease_owner, lease_count, completed))"
 
 /* Rows that cannot become leases. */
-static const char *kcl_check_sql =
-"SELECT pg_catalog.count(*) FROM (" KCL_SOURCE ") AS r"
-" WHERE (" KCL_IDENT_OK("r.app_name") " AND " KCL_IDENT_OK("r.stream_name")
-"        AND " KCL_IDENT_OK("r.shard_id")
-"        AND (r.lease_owner IS NULL OR pg_catalog.octet_length(r.lease_owner)"
-"             OPERATOR(pg_catalog.<=) " CppAsString2(LEASE_MAX_IDENT_BYTES) ")"
-"        AND (r.checkpoint IS NULL OR pg_catalog.octet_length(r.checkpoint)"
-"             OPERATOR(pg_catalog.<=) " CppAsString2(LEASE_MAX_CHECKPOINT_BYTES) ")"
-"        AND r.lease_count OPERATOR(pg_catalog.>=) 0) IS NOT TRUE";
+#define KCL_CHECK_SQL(src) \
+"SELECT pg_catalog.count(*) FROM (" KCL_SOURCE(src) ") AS r" \
+" WHERE (" KCL_IDENT_OK("r.app_name") " AND " KCL_IDENT_OK("r.stream_name") \
+"        AND " KCL_IDENT_OK("r.shard_id") \
+"        AND (r.lease_owner IS NULL OR pg_catalog.octet_length(r.lease_owner)" \
+"             OPERATOR(pg_catalog.<=) " CppAsString2(LEASE_MAX_IDENT_BYTES) ")" \
+"        AND (r.checkpoint IS NULL OR pg_catalog.octet_length(r.checkpoint)" \
+"             OPERATOR(pg_catalog.<=) " CppAsString2(LEASE_MAX_CHECKPOINT_BYTES) ")" \
+"        AND r.lease_count OPERATOR(pg_catalog.>=) 0) IS NOT TRUE"
 
 /*
  * The import: completed shards become SHARD_END; a lease keeps its owner of
@@ -92,16 +105,38 @@ static const char *kcl_check_sql =
  * take it and the same worker name re-taking it is not an owner switch.
  * Existing leases are never touched, so running it again changes nothing.
  */
-static const char *kcl_insert_sql =
-"INSERT INTO lease.shard_leases AS l"
-" (app_name, stream_name, shard_id, lease_owner, lease_expires_at, lease_count, checkpoint)"
-" SELECT r.app_name, r.stream_name, r.shard_id, r.lease_owner,"
-"        CASE WHEN r.lease_owner IS NOT NULL THEN pg_catalog.clock_timestamp() END,"
-"        r.lease_count,"
-"        CASE WHEN r.completed THEN " LEASE_SQL_SHARD_END
-"             ELSE COALESCE(r.checkpoint, 'TRIM_HORIZON') END"
-"   FROM (" KCL_SOURCE ") AS r"
-" ON CONFLICT (app_name, stream_name, shard_id) DO NOTHING";
+#define KCL_INSERT_SQL(src) \
+"INSERT INTO lease.shard_leases AS l" \
+" (app_name, stream_name, shard_id, lease_owner, lease_expires_at, lease_count, checkpoint)" \
+" SELECT r.app_name, r.stream_name, r.shard_id, r.lease_owner," \
+"        CASE WHEN r.lease_owner IS NOT NULL THEN pg_catalog.clock_timestamp() END," \
+"        r.lease_count," \
+"        CASE WHEN r.completed THEN " LEASE_SQL_SHARD_END \
+"             ELSE COALESCE(r.checkpoint, 'TRIM_HORIZON') END" \
+"   FROM (" KCL_SOURCE(src) ") AS r" \
+" ON CONFLICT (app_name, stream_name, shard_id) DO NOTHING"
+
+/* import_kcl_ex: the relation is quoted into %s at run time. */
+static const char *kcl_check_sql = KCL_CHECK_SQL("%s");
+static const char *kcl_insert_sql = KCL_INSERT_SQL("%s");
+
+/* import_kcl_ex_rows: fixed text, the arrays as parameters. */
+#define KCL_ROWS_ARGTYPES {TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID, \
+						   TEXTARRAYOID, INT8ARRAYOID, BOOLARRAYOID}
+static LeaseStatement kcl_rows_check = {
+	.name = "import_kcl_ex_rows: check the rows",
+	.sql = KCL_CHECK_SQL(KCL_ROWS),
+	.nargs = 7,
+	.argtypes = KCL_ROWS_ARGTYPES,
+	.expected = SPI_OK_SELECT
+};
+static LeaseStatement kcl_rows_insert = {
+	.name = "import_kcl_ex_rows: insert the leases",
+	.sql = KCL_INSERT_SQL(KCL_ROWS),
+	.nargs = 7,
+	.argtypes = KCL_ROWS_ARGTYPES,
+	.expected = SPI_OK_INSERT
+};
 
 /* Raises 42703 / 22023 unless every required column is there with a usable type. */
 static void
@@ -135,16 +170,13 @@ check_kcl_columns(Oid relid, const char *relname)
 
 /*
  * Raises 42501 unless the caller may read the required columns of the
- * source and insert into lease.shard_leases (INSERT ... ON CONFLICT, which
- * needs SELECT too).  Checked before any SQL runs, so the error names what
- * to grant rather than quoting the import's SQL.  Row-level security on
- * lease.shard_leases (the operator's own apps) is applied by the insert.
+ * source.  Checked before any SQL runs, so the error names what to grant
+ * rather than quoting the import's SQL.
  */
 static void
-check_import_privileges(Oid relid, const char *relname)
+check_source_privileges(Oid relid, const char *relname)
 {
 	Oid			userid = GetUserId();
-	Oid			leases = get_relname_relid("shard_leases", get_namespace_oid("lease", false));
 
 	if (pg_class_aclcheck(relid, userid, ACL_SELECT) != ACLCHECK_OK)
 	{
@@ -161,6 +193,19 @@ check_import_privileges(Oid relid, const char *relname)
 								 relname)));
 		}
 	}
+}
+
+/*
+ * Raises 42501 unless the caller may insert into lease.shard_leases
+ * (INSERT ... ON CONFLICT, which needs SELECT too).  Row-level security on
+ * lease.shard_leases (the operator's own apps) is applied by the insert.
+ */
+static void
+check_leases_privileges(const char *fname)
+{
+	Oid			userid = GetUserId();
+	Oid			leases = get_relname_relid("shard_leases", get_namespace_oid("lease", false));
+
 	if (!OidIsValid(leases))
 		elog(ERROR, "pg_lease: table lease.shard_leases does not exist");
 	if (pg_class_aclcheck(leases, userid, ACL_SELECT) != ACLCHECK_OK ||
@@ -168,7 +213,7 @@ check_import_privileges(Oid relid, const char *relname)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for table shard_leases"),
-				 errdetail("import_kcl_ex writes lease.shard_leases with the caller's privileges."),
+				 errdetail("%s writes lease.shard_leases with the caller's privileges.", fname),
 				 errhint("Grant the importing role SELECT and INSERT on lease.shard_leases (the operator recipe), or import as the extension owner.")));
 }
 
@@ -239,7 +284,8 @@ lease_import_kcl_ex(PG_FUNCTION_ARGS)
 	/* the only way the relation reaches the SQL text */
 	qualified = quote_qualified_identifier(nspname, relname);
 	check_kcl_columns(relid, qualified);
-	check_import_privileges(relid, qualified);
+	check_source_privileges(relid, qualified);
+	check_leases_privileges("import_kcl_ex");
 
 	lease_spi_connect();
 
@@ -259,6 +305,73 @@ lease_import_kcl_ex(PG_FUNCTION_ARGS)
 	appendStringInfo(&sql, kcl_insert_sql, qualified);
 	imported = run_import_sql("import_kcl_ex: insert the leases", sql.data, false, SPI_OK_INSERT);
 
+	lease_spi_finish();
+	PG_RETURN_INT64((int64) imported);
+}
+
+/* The names of import_kcl_ex_rows' arguments, for its errors. */
+static const char *const kcl_rows_args[] = {
+	"app_names", "stream_names", "shard_ids", "checkpoints", "lease_owners",
+	"lease_counts", "completed"
+};
+
+PG_FUNCTION_INFO_V1(lease_import_kcl_ex_rows);
+
+/*
+ * lease.import_kcl_ex_rows: import_kcl_ex of rows passed as seven arrays,
+ * one element per lease (what pg_lease_router sends each partition, split
+ * by stream); how many leases were imported.
+ */
+Datum
+lease_import_kcl_ex_rows(PG_FUNCTION_ARGS)
+{
+	Datum		values[lengthof(kcl_rows_args)];
+	int			rows = -1;
+	bool		isnull;
+	int64		bad;
+	uint64		imported;
+
+	StaticAssertStmt(lengthof(kcl_rows_args) == 7, "import_kcl_ex_rows takes seven arrays");
+	for (int i = 0; i < (int) lengthof(kcl_rows_args); i++)
+	{
+		ArrayType  *array;
+		int			n;
+
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be null", kcl_rows_args[i]),
+					 errhint("Pass an array with one element per lease, '{}' for none.")));
+		array = PG_GETARG_ARRAYTYPE_P(i);
+		if (ARR_NDIM(array) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s must be a one-dimensional array", kcl_rows_args[i]),
+					 errhint("Pass one element per lease.")));
+		n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+		if (rows >= 0 && n != rows)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s has %d elements, %s has %d", kcl_rows_args[i], n,
+							kcl_rows_args[0], rows),
+					 errdetail("Element i of every array is a column of lease i."),
+					 errhint("Pass seven arrays of the same length.")));
+		rows = n;
+		values[i] = PointerGetDatum(array);
+	}
+	check_leases_privileges("import_kcl_ex_rows");
+
+	lease_spi_connect();
+	lease_spi_run_mode(&kcl_rows_check, values, NULL, true, 0);
+	bad = DatumGetInt64(lease_spi_value(0, 1, &isnull));
+	if (bad > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg(INT64_FORMAT " rows cannot be imported", bad),
+				 errdetail("Every row needs a non-blank shard_id, app_name and stream_name of at most %d bytes, a lease_owner of at most %d bytes, a checkpoint of at most %d bytes and a non-negative lease_count.",
+						   LEASE_MAX_IDENT_BYTES, LEASE_MAX_IDENT_BYTES, LEASE_MAX_CHECKPOINT_BYTES),
+				 errhint("Nothing was imported: fix those rows, or leave them out, and run it again.")));
+	imported = lease_spi_run(&kcl_rows_insert, values, NULL, 0);
 	lease_spi_finish();
 	PG_RETURN_INT64((int64) imported);
 }

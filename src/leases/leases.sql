@@ -541,6 +541,19 @@ AS 'MODULE_PATHNAME', 'lease_import_kcl_ex'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
+-- import_kcl_ex of rows passed as arrays, one element per lease (element i
+-- of each array is a column of lease i): what pg_lease_router sends each
+-- partition, the rows of its streams.  Same checks and semantics, same
+-- privileges (INSERT on lease.shard_leases, row-level security per app).
+CREATE FUNCTION lease.import_kcl_ex_rows(app_names text[], stream_names text[],
+                                         shard_ids text[], checkpoints text[],
+                                         lease_owners text[], lease_counts bigint[],
+                                         completed boolean[])
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_import_kcl_ex_rows'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
 ----------------------------------------------------------------------------
 -- Per-app visibility of the tables and views (docs/security.md)
 ----------------------------------------------------------------------------

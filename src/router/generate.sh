@@ -3,7 +3,7 @@
 # database where pg_lease is installed:
 #   src/router/generate.sh VERSION [psql connection options...]
 # head.sql, then what generate.sql derives from pg_lease's catalog (with
-# import_kcl_ex.sql in its place), then tail.sql.  Fails when a function of
+# src/router/<name>.sql in place of each '\ir <name>.sql'), then tail.sql.  Fails when a function of
 # pg_lease has no routing rule.  make router-sql and the router test run it.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,8 +25,8 @@ echo
 echo "-- Every function and view of pg_lease, routed (src/router/generate.sql)."
 echo
 while IFS= read -r line; do
-    if [ "$line" = '\ir import_kcl_ex.sql' ]; then
-        cat "$here/import_kcl_ex.sql"
+    if [[ "$line" =~ ^'\ir '([a-z_]+\.sql)$ ]]; then
+        cat "$here/${BASH_REMATCH[1]}"
     else
         printf '%s\n' "$line"
     fi

@@ -12,7 +12,8 @@
 --                 functions: every partition; a scalar result is combined
 --                 (bool_or, sum) by a SQL wrapper, rows are the union of
 --                 each partition's (one monitoring_fleet row per partition)
---   import        import_kcl_ex: src/router/import_kcl_ex.sql, by hand
+--   import        import_kcl_ex, import_kcl_ex_rows: by hand,
+--                 src/router/<name>.sql (the rows split by stream)
 --   app           first argument app_name: the app's partition
 --   user          first argument user_id: the tenant's partition
 --   conversation  first argument a conversation id: the partition that made it
@@ -46,7 +47,7 @@ WITH fn AS (
            CASE
                WHEN proname IN ('grant_app', 'revoke_app', 'prune_events', 'retry_failed_compensations')
                     OR proname LIKE 'monitoring\_%' THEN 'all'
-               WHEN proname = 'import_kcl_ex' THEN 'import'
+               WHEN proname IN ('import_kcl_ex', 'import_kcl_ex_rows') THEN 'import'
                WHEN innames[1:2] = ARRAY['app_name', 'stream_name'] THEN 'stream'
                WHEN innames[1] = 'app_name' THEN 'app'
                WHEN innames[1] = 'user_id' THEN 'user'
@@ -86,7 +87,7 @@ WITH fn AS (
                                                       ELSE 'CAST(pg_catalog.sum(r) AS ' || rettype || ')' END,
                                          proname || '_on_all', wrapper_args)
                    END
-               WHEN 'import' THEN '\ir import_kcl_ex.sql'
+               WHEN 'import' THEN '\ir ' || proname || '.sql'
                ELSE pg_catalog.format('NO ROUTING RULE for lease.%I(%s)', proname, args)
            END AS def
       FROM ruled

@@ -326,6 +326,28 @@ SQL
     } >>"$REPORT"
 }
 
+# -- 6: scale-out --------------------------------------------------------------
+# test/scale/bench.sh on its own test/scale/cluster.sh cluster: the router's
+# cost (update_checkpoint, renew_leases through pg_lease_router vs direct to
+# the partition) and the write gaps of a switchover and of a SIGKILL.
+bench_scale() {
+    {
+        echo
+        echo "### 6. Scale-out: the router's cost and failover write gaps"
+        echo
+    } >>"$REPORT"
+    if [ "$QUICK" -eq 1 ]; then
+        echo "Not run with --quick (it starts a monitor, two partitions of two nodes and a router): \`make bench\` runs \`test/scale/bench.sh\`." >>"$REPORT"
+        return
+    fi
+    step "scale-out: test/scale/bench.sh"
+    {
+        echo "On a test/scale/cluster.sh cluster (docs/scale-out.md): pgbench with 1 client through the router and directly against the partition that owns the stream, then the make scale fleet through the router during a switchover of partition 0 and a SIGKILL of partition 1's primary."
+        echo
+        PG_BINDIR="$PG_BINDIR" bash test/scale/bench.sh "$((T * 2))"
+    } >>"$REPORT"
+}
+
 {
     echo "# pg_lease benchmarks"
     echo
@@ -351,6 +373,7 @@ echo "Plot of sections 1 and 2: [$PLOTS/checkpoints.svg]($PLOTS/checkpoints.svg)
 bench_renewal
 bench_balancing
 bench_rotation
+bench_scale
 
 cp "$REPORT" "$ROOT/$OUT"
 rm -rf "$WORK"

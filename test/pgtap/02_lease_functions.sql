@@ -32,7 +32,8 @@ SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,t
 -- every lease function: C, not STRICT (NULL is an error, not a silent NULL),
 -- a pinned search_path; SECURITY DEFINER except exactly the functions that
 -- check the caller's app (they need the caller's identity and run their SQL
--- as the owner themselves, src/leases/privileges.c) and import_kcl_ex (it reads a
+-- as the owner themselves, src/leases/privileges.c) and import_kcl_ex and
+-- import_kcl_ex_rows (they insert with the caller's privileges; import_kcl_ex reads a
 -- table the caller names with the caller's privileges)
 SELECT is(count(*)::int, 0, 'no lease function is STRICT')
   FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND proisstrict;
@@ -44,6 +45,7 @@ SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
                 'lease.grant_app(text,regrole)',
                 'lease.has_app_access(text)',
                 'lease.import_kcl_ex(regclass)',
+                'lease.import_kcl_ex_rows(text[],text[],text[],text[],text[],bigint[],boolean[])',
                 -- trigger functions (src/leases/monitoring.sql): they run in
                 -- statements that already run as the owner
                 'lease.lease_events_deleted()',

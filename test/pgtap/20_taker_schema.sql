@@ -1,7 +1,7 @@
 -- pgTAP: the taker's schema and signatures: indexes, the events table, the
 -- views, and every new function's arguments and return type.
 BEGIN;
-SELECT plan(27);
+SELECT plan(28);
 
 SELECT has_index('lease', 'shard_leases', 'shard_leases_handoff_idx',
                  ARRAY['app_name', 'stream_name', 'handoff_to'], 'the handoff index exists');
@@ -61,6 +61,7 @@ SELECT function_returns('lease', 'cleanup_ended', ARRAY['text', 'text'], 'intege
 SELECT function_returns('lease', 'delete_lease', ARRAY['text', 'text', 'text'], 'boolean');
 SELECT function_returns('lease', 'prune_events', ARRAY['interval'], 'bigint');
 SELECT function_returns('lease', 'import_kcl_ex', ARRAY['regclass'], 'bigint');
+SELECT function_returns('lease', 'import_kcl_ex_rows', ARRAY['text[]', 'text[]', 'text[]', 'text[]', 'text[]', 'bigint[]', 'boolean[]'], 'bigint');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,13 +1,15 @@
 -- pgTAP: the taker's privileges.  The views and the events table are not
--- PUBLIC; import_kcl_ex runs with the caller's privileges.
+-- PUBLIC; import_kcl_ex and import_kcl_ex_rows run with the caller's privileges.
 BEGIN;
-SELECT plan(12);
+SELECT plan(13);
 
 SELECT table_privs_are('lease', 'lease_events', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on lease_events');
 SELECT table_privs_are('lease', 'lease_status', 'public', ARRAY[]::text[], 'PUBLIC cannot read lease_status');
 SELECT table_privs_are('lease', 'worker_loads', 'public', ARRAY[]::text[], 'PUBLIC cannot read worker_loads');
 SELECT is((SELECT prosecdef FROM pg_proc WHERE oid = 'lease.import_kcl_ex(regclass)'::regprocedure), false,
           'import_kcl_ex is SECURITY INVOKER');
+SELECT is((SELECT prosecdef FROM pg_proc WHERE oid = 'lease.import_kcl_ex_rows(text[],text[],text[],text[],text[],bigint[],boolean[])'::regprocedure), false,
+          'import_kcl_ex_rows is SECURITY INVOKER');
 
 CREATE ROLE tap_taker_worker;
 GRANT USAGE ON SCHEMA lease TO tap_taker_worker;

@@ -42,6 +42,7 @@ GRANT EXECUTE ON FUNCTION
     lease.prune_events(interval),
     lease.retry_failed_compensations(),
     lease.import_kcl_ex(regclass),
+    lease.import_kcl_ex_rows(text[], text[], text[], text[], text[], bigint[], boolean[]),
     lease.grant_app(text, regrole),
     lease.revoke_app(text, regrole),
     lease.has_app_access(text)
@@ -95,6 +96,7 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.grant_app(text,regrole)',
                 'lease.has_app_access(text)',
                 'lease.import_kcl_ex(regclass)',
+                'lease.import_kcl_ex_rows(text[],text[],text[],text[],text[],bigint[],boolean[])',
                 'lease.prune_events(interval)',
                 'lease.request_handoff(text,text,text,text)',
                 'lease.retry_failed_compensations()',

@@ -62,11 +62,26 @@ SELECT count(DISTINCT s.conversation_id % 2) AS id_partitions,
   FROM generate_series(1, 16) AS i,
        LATERAL lease.start_conversation('ro-many-' || i, 'agent', NULL, NULL, NULL) AS s;
 
--- import_kcl_ex: rows go to the partition of their stream
-CREATE TEMP TABLE kcl (shard_id text, app_name text, stream_name text, checkpoint text,
+-- import_kcl_ex: the router reads the table, each row goes to the
+-- partition of its stream (router_test.sh checks each partition's rows)
+CREATE TABLE router_test.kcl (shard_id text, app_name text, stream_name text, checkpoint text,
                        lease_owner text, lease_count int, completed boolean);
-INSERT INTO kcl SELECT 'sh', 'ro-import', 'st-' || i, '5', 'old-worker', 3, i = 1
+INSERT INTO router_test.kcl SELECT 'sh', 'ro-import', 'st-' || i, '5', 'old-worker', 3, i = 1
   FROM generate_series(1, 8) AS i;
-SELECT router_test.try($$SELECT lease.import_kcl_ex('kcl')$$) AS import;
-SELECT count(*) AS imported, count(*) FILTER (WHERE state = 'ended') AS ended
+SELECT lease.import_kcl_ex('router_test.kcl') AS imported;
+SELECT lease.import_kcl_ex('router_test.kcl') AS imported_again;
+SELECT count(*) AS leases, count(*) FILTER (WHERE state = 'ended') AS ended,
+       count(DISTINCT lease_router.stream_partition(app_name, stream_name) & 1) AS partitions
   FROM lease.lease_status WHERE app_name = 'ro-import';
+-- import_kcl_ex_rows: the same, from arrays
+SELECT lease.import_kcl_ex_rows(array_agg('ro-import'::text), array_agg('rows-' || i), array_agg('sh'::text),
+                                array_agg(NULL::text), array_agg(NULL::text), array_agg(0::bigint),
+                                array_agg(false)) AS imported_rows
+  FROM generate_series(1, 8) AS i;
+SELECT lease.import_kcl_ex_rows('{}', '{}', '{}', '{}', '{}', '{}', '{}') AS imported_none;
+-- a bad row: refused before any partition writes
+INSERT INTO router_test.kcl VALUES ('sh', 'ro-import', 'st-bad', NULL, NULL, -1, false),
+                       ('sh', 'ro-import', 'st-new', NULL, NULL, 0, false);
+SELECT router_test.try($$SELECT lease.import_kcl_ex('router_test.kcl')$$) AS bad_row;
+SELECT count(*) AS leases FROM lease.lease_status WHERE app_name = 'ro-import';
+DROP TABLE router_test.kcl;

@@ -12,7 +12,9 @@
 #      same SQLSTATE, message, detail and hint through the router as
 #      directly (22004, 22023, 42501 among them; test/router/expected/errors.out);
 #   4. one outcome per function through the router
-#      (test/router/outcomes.sql, test/router/expected/outcomes.out).
+#      (test/router/outcomes.sql, test/router/expected/outcomes.out);
+#   5. import_kcl_ex through the router put every lease on the partition
+#      of its stream (and both partitions got some).
 #
 #   router_test.sh              runs against PGHOST/PGPORT (test/run.sh's
 #                               cluster) with both extensions installed, or
@@ -160,6 +162,18 @@ else
     cp "$WORK/outcomes.out" "$ROOT/test/router/outcomes.actual" 2>/dev/null
     failed=1
 fi
+
+# 5. Each imported lease is on the partition of its stream, and only there.
+misplaced=0
+for k in 0 1; do
+    db=$P0; [ $k = 1 ] && db=$P1
+    n=$(psql_do -d $db -At -c "SELECT count(*) FILTER (WHERE (pg_catalog.hashtext(app_name || '/' || stream_name) & 1) <> $k)
+                                          || ' ' || count(*)
+                                 FROM lease.shard_leases WHERE app_name = 'ro-import'") || n="? ?"
+    echo "router: partition $k holds ${n#* } imported leases, ${n% *} of another partition's streams"
+    [ "${n% *}" = 0 ] && [ "${n#* }" != 0 ] || misplaced=1
+done
+[ "$misplaced" = 0 ] || { echo "router: imported leases are missing or on the wrong partition"; failed=1; }
 
 drop_created
 [ "$failed" -eq 0 ] && echo "router: ok" || echo "router: FAILED"

@@ -8,9 +8,13 @@
  *   pg_lease_fleet --dsn ROUTER_DSN --seconds N --out DIR
  *                  [--workers 4] [--shards 4] [--lease-ms 3000] [--chat 2]
  *
- * Consumers (one process each, app 'scale', one stream per partition):
- * take_leases, renew_leases and fenced update_checkpoint with the
- * lease_epoch they were given; checkpoints count up per shard.  Each keeps
+ * Consumers (one process each, app 'scale', one stream per partition,
+ * started 1.5 s apart): take_leases with max_steal 1 (a later worker asks
+ * the most loaded one for its share), renew_leases (a handoff_to makes
+ * the holder stop processing and release_lease, which hands the lease
+ * over; the new holder finds it in its next renew_leases), and fenced
+ * update_checkpoint with the lease_epoch they were given; checkpoints count
+ * up per shard.  Each keeps
  * a local deadline: it stops processing a shard at (send time of its last
  * acknowledged take or renewal) + lease duration - margin, so a failover
  * longer than a lease causes a handoff, never two owners.
@@ -186,19 +190,26 @@ shard_index(const char *shard)
 	return atoi(shard + 1);
 }
 
-/* Ends an ownership interval: written to the history. */
+/* Ends an ownership interval at `at` (or its deadline if earlier): written to the history. */
 static void
-drop(int p, int s, const char *why)
+drop_at(int p, int s, const char *why, double at)
 {
 	Held	   *h = &held[p][s];
 	double		end = h->deadline;
 
 	if (!h->held)
 		return;
-	if (now_ms() < end)
-		end = now_ms();
+	if (at < end)
+		end = at;
 	fprintf(logf, "own %d s%d %lld %.1f %.1f %s\n", p, s, h->epoch, h->since, end, why);
 	h->held = false;
+}
+
+/* Ends an ownership interval now. */
+static void
+drop(int p, int s, const char *why)
+{
+	drop_at(p, s, why, now_ms());
 }
 
 static void
@@ -210,6 +221,8 @@ consumer(int me)
 
 	snprintf(owner, sizeof owner, "w%d", me);
 	snprintf(dur, sizeof dur, "%d milliseconds", lease_ms);
+	/* staggered starts: the first worker takes everything, the later ones steal their share */
+	sleep_ms(me * 1500);
 	reconnect(end);
 	while (now_ms() < end)
 	{
@@ -219,26 +232,59 @@ consumer(int me)
 			double		sent = now_ms();
 			PGresult   *res;
 
-			/* renew what is held; whatever is not returned is no longer ours */
-			res = run(end, "SELECT shard_id FROM lease.renew_leases($1, $2, $3, $4::interval)", 4, pr);
+			/*
+			 * renew what is held; whatever is not returned is no longer
+			 * ours, and a lease returned that we did not hold is one its
+			 * holder handed over to us (release_lease transfers it)
+			 */
+			res = run(end, "SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases($1, $2, $3, $4::interval)", 4, pr);
 			if (res)
 			{
 				bool		still[MAX_SHARDS] = {false};
+				double		ack = now_ms();
 
 				for (int r = 0; r < PQntuples(res); r++)
-					still[shard_index(PQgetvalue(res, r, 0))] = true;
-				for (int s = 0; s < nshards; s++)
 				{
-					if (held[p][s].held && still[s])
-						held[p][s].deadline = sent + lease_ms - MARGIN_MS;
-					else if (held[p][s].held)
-						drop(p, s, "lost");
+					int			s = shard_index(PQgetvalue(res, r, 0));
+					Held	   *h = &held[p][s];
+
+					still[s] = true;
+					if (!h->held)
+					{
+						h->held = true;
+						h->epoch = atoll(PQgetvalue(res, r, 2));
+						h->since = ack;
+						h->ckpt = -1;
+						fprintf(logf, "handed %d s%d %lld %.1f\n", p, s, h->epoch, ack);
+					}
+					h->deadline = sent + lease_ms - MARGIN_MS;
+					if (!PQgetisnull(res, r, 1))
+					{
+						/*
+						 * another worker asked for it: stop processing, then
+						 * release (which hands it over); the ownership ends
+						 * when the release is sent, whatever its outcome
+						 */
+						char		shard[16];
+						const char *rp[4] = {APP, streams[p], shard, owner};
+						double		rsent = now_ms();
+						PGresult   *rr;
+
+						snprintf(shard, sizeof shard, "s%d", s);
+						drop_at(p, s, "handoff", rsent);
+						rr = run(end, "SELECT lease.release_lease($1, $2, $3, $4)", 4, rp);
+						if (rr)
+							PQclear(rr);
+					}
 				}
+				for (int s = 0; s < nshards; s++)
+					if (held[p][s].held && !still[s])
+						drop(p, s, "lost");
 				PQclear(res);
 			}
-			/* take what is free (no stealing: max_steal 0) */
+			/* take what is free, and ask the most loaded worker for a share (max_steal 1) */
 			sent = now_ms();
-			res = run(end, "SELECT shard_id, lease_epoch FROM lease.take_leases($1, $2, $3, $4::interval, NULL, 0)", 4, pr);
+			res = run(end, "SELECT shard_id, lease_epoch, action FROM lease.take_leases($1, $2, $3, $4::interval, NULL, 1)", 4, pr);
 			if (res)
 			{
 				double		ack = now_ms();
@@ -247,6 +293,9 @@ consumer(int me)
 				{
 					int			s = shard_index(PQgetvalue(res, r, 0));
 					Held	   *h = &held[p][s];
+
+					if (strcmp(PQgetvalue(res, r, 2), "taken") != 0)
+						continue;	/* handoff_requested: it arrives through renew_leases */
 
 					drop(p, s, "retaken");
 					h->held = true;
@@ -592,6 +641,7 @@ main(int argc, char **argv)
 					unbound = 0,
 					lost = 0,
 					double_owners = 0,
+					handoffs = 0,
 					total_acks = 0;
 
 		memset(max_ack, 0, sizeof max_ack);
@@ -639,6 +689,8 @@ main(int argc, char **argv)
 				}
 				else if (sscanf(line, "own %d s%d %lld %lf %lf %15s", &p, &s, &a, &t1, &t2, why) == 6)
 				{
+					if (strcmp(why, "handoff") == 0)
+						handoffs++;
 					if (nowns < 200000)
 						owns[nowns++] = (Own) {p, s, k, a, t1, t2};
 				}
@@ -763,8 +815,14 @@ main(int argc, char **argv)
 		printf("\n");
 		printf("acknowledged checkpoints lost: %ld\n", lost);
 		printf("double owners: %ld\n", double_owners);
+		printf("leases handed over on request (take_leases steals, release_lease transfers): %ld\n", handoffs);
 		printf("channels left unbound: %ld\n", unbound);
 		violations += lost + double_owners + unbound;
+		if (handoffs == 0)
+		{
+			printf("pg_lease_fleet: no lease was handed over: the steals were not exercised\n");
+			violations++;
+		}
 		for (int p = 0; p < NPART; p++)
 			if (nacks[p] <= 2)
 			{
