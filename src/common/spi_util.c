@@ -79,7 +79,7 @@ lease_spi_rethrow_without_sql(const char *name, const char *sql, MemoryContext c
 			StringInfoData context;
 
 			initStringInfo(&context);
-			appendBinaryStringInfo(&context, edata->context, found - edata->context);
+			appendBinaryStringInfo(&context, edata->context, (int) (found - edata->context));
 			appendStringInfo(&context, "pg_lease statement \"%s\"", name);
 			appendStringInfoString(&context, found + strlen(needle));
 			edata->context = context.data;
