@@ -23,17 +23,8 @@ LEASE_SECONDS=${CLIENTS_LEASE_SECONDS:-3}
 # when the harness starts looking for fair shares (then up to 8 s more)
 SETTLE_AT=${CLIENTS_SETTLE_AT:-18}
 
-n=0
-fails=0
-ok() {
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        fails=$((fails + 1))
-    fi
-}
+# shellcheck source=test/lib/tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
 
 bash test/lib/deps.sh clients || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
 (cd clients/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

@@ -31,8 +31,8 @@ SCRAPER=lease_e2e_exporter       # the exporter's login role, a member
 WORK=$(mktemp -d /tmp/pg_lease_e2e.XXXXXX)
 exporter_pid=
 renewer_pids=()
-n=0
-fails=0
+# shellcheck source=test/lib/tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
 
 psql_do() {
     PGOPTIONS="-c client_min_messages=warning" \
@@ -51,15 +51,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ok() {
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        fails=$((fails + 1))
-    fi
-}
 
 # Scrapes the exporter into $WORK/scrape; false when it does not answer.
 scrape() {

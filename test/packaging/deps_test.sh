@@ -45,17 +45,8 @@ EXPECTED="
 /usr/bin/gnuplot-nox                                               gnuplot-nox
 "
 
-n=0
-fails=0
-ok() {
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        fails=$((fails + 1))
-    fi
-}
+# shellcheck source=test/lib/tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
 
 ROOT=$(mktemp -d /tmp/pg_lease_deps.XXXXXX)
 trap 'rm -rf "$ROOT"' EXIT

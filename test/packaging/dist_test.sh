@@ -22,21 +22,8 @@ CLUSTER_DIR=
 PG_CONFIG=$PG_BINDIR/pg_config
 CHECK=test/packaging/meta_check.py
 
-n=0
-fails=0
-ok() {
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        fails=$((fails + 1))
-    fi
-}
-# A multi-line value on one line, for a TAP description.
-oneline() {
-    tr '\n' ' ' <<<"$1" | sed 's/ *$//'
-}
+# shellcheck source=test/lib/tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
 finish() {
     echo "1..$n"
     [ "$fails" -eq 0 ] && [ "$n" -gt 0 ]
