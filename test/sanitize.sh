@@ -35,7 +35,8 @@ trap 'rm -rf "$SAN"' EXIT
 # 1. The UBSan build, in a scratch copy so the tree's own objects stay as
 # they are.
 mkdir "$SAN/build"
-cp -r Makefile pg_lease.control pg_lease--*.sql src "$SAN/build/"
+# the working tree's files that git tracks or would (not build output)
+git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$SAN/build/" || exit 1
 UBSAN_CFLAGS="-fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
 make -s -C "$SAN/build" PG_CONFIG="$PG_CONFIG" \
     PG_CFLAGS="-Wall -Wextra -Werror -Wno-unused-parameter $UBSAN_CFLAGS" \
