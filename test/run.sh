@@ -26,7 +26,7 @@ fi
 # install other builds of pg_lease (the archive's into PG_BINDIR's
 # PostgreSQL, the package into the system one) and put the installed files
 # back afterwards; they run last all the same.
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients torture bench upgrade dump alerts metrics router scale dist deb}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router torture bench upgrade dump alerts metrics router scale dist deb}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -129,6 +129,21 @@ suite_clients() {
     tally "$ok" "$bad" "clients (Python and Node workers on one stream)"
 }
 
+# The same clients through the router during a failover (test/clients/router.sh,
+# its own cluster: test/scale/cluster.sh): one count per TAP line.
+suite_clients_router() {
+    local ok bad
+    PG_BINDIR="$PG_BINDIR" bash test/clients/router.sh >"$ROOT/clients-router.log" 2>&1
+    local status=$?
+    grep -E '^(ok|not ok) |^#   |^  FAIL' "$ROOT/clients-router.log"
+    ok=$(grep -c '^ok ' "$ROOT/clients-router.log")
+    bad=$(grep -c '^not ok ' "$ROOT/clients-router.log")
+    if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then
+        bad=1
+    fi
+    tally "$ok" "$bad" "clients-router (Python and Node workers through the router during a failover)"
+}
+
 # Runs the short torture and crash-recovery phases (test/torture/run.sh),
 # one count per driver run.  The crash phase restarts this cluster.
 suite_torture() {
@@ -207,6 +222,7 @@ for suite in $SUITES; do
         docs-examples) suite_counted docs-examples test/docs/examples.sh ;;
         demo) suite_demo ;;
         clients) suite_clients ;;
+        clients-router) suite_clients_router ;;
         torture) suite_torture ;;
         bench) suite_bench_quick ;;
         settings) suite_script "settings (before and after the module loads)" test/settings/settings.sh ;;

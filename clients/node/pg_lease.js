@@ -64,6 +64,7 @@ class Worker {
     this.held = new Map();        // shardId -> { epoch, sent, learned, handoffTo, lost }
     this.forgotten = new Map();   // shardId -> when it was dropped here
     this.running = new Map();     // shardId -> epoch its processor was started with
+    this.unacked = new Map();     // shardId -> a processed checkpoint whose write failed
     this.stopping = false;
   }
 
@@ -137,6 +138,7 @@ class Worker {
       this.running.delete(shard);
       await this.processor.shutdown(shard, reason);
     }
+    this.unacked.delete(shard);
     if (!keepLease) {
       this.held.delete(shard);
       this.forgotten.set(shard, now());
@@ -167,7 +169,8 @@ class Worker {
       return false;
     }
     if (lease.lost) { await this.drop(shard, LEASE_LOST, 'not renewed'); return false; }
-    if (now() >= lease.sent + this.leaseDuration - this.margin) {
+    const deadline = lease.sent + this.leaseDuration - this.margin;
+    if (now() >= deadline) {
       await this.drop(shard, LEASE_LOST, 'local deadline');
       return false;
     }
@@ -176,7 +179,9 @@ class Worker {
       return false;
     }
     if (lease.handoffTo !== null) {
-      // every processed batch is checkpointed already: hand it over
+      // hand it over once every processed batch is checkpointed
+      if (this.unacked.has(shard) &&
+          !(await this.checkpoint(shard, lease, this.unacked.get(shard), deadline))) return false;
       this.journal('released', { shard, ok: await this.db.one(RELEASE, key), to: lease.handoffTo });
       await this.drop(shard, HANDED_OFF, `handoff to ${lease.handoffTo}`);
       return false;
@@ -189,10 +194,26 @@ class Worker {
       await this.drop(shard, closed ? SHARD_ENDED : LEASE_LOST, 'closed');
       return true;
     }
-    const ok = await this.db.one(CHECKPOINT, [...key, checkpoint, lease.epoch]);
+    await this.checkpoint(shard, lease, checkpoint, deadline);
+    return true;
+  }
+
+  // Writes a fenced checkpoint, repeating no later than the local deadline; true when acknowledged.
+  async checkpoint(shard, lease, checkpoint, deadline) {
+    let ok;
+    try {
+      ok = await this.db.one(CHECKPOINT, [...this.key, shard, this.owner, checkpoint, lease.epoch], true, deadline);
+    } catch (e) {
+      if (!(e instanceof Unavailable || e instanceof Ambiguous)) throw e;
+      // it may have committed, but it is not acknowledged: the next one covers it
+      this.unacked.set(shard, checkpoint);
+      this.journal('checkpoint_failed', { shard, epoch: lease.epoch, checkpoint, error: e.message });
+      return false;
+    }
+    this.unacked.delete(shard);
     this.journal('checkpoint', { shard, epoch: lease.epoch, checkpoint, ok });
     if (!ok) await this.drop(shard, LEASE_LOST, 'checkpoint refused');
-    return true;
+    return ok;
   }
 
   // Runs until stop(); then shuts every processor down and releases every lease.
@@ -222,6 +243,15 @@ class Worker {
     const held = [...this.held.keys()].sort();
     this.journal('stopping', { held });
     for (const shard of held) {
+      const lease = this.held.get(shard);
+      const deadline = lease ? lease.sent + this.leaseDuration - this.margin : 0;
+      if (this.unacked.has(shard) && this.running.has(shard) && now() < deadline) {
+        try {
+          await this.checkpoint(shard, lease, this.unacked.get(shard), deadline);   // before the release
+        } catch (e) {
+          this.journal('call_failed', { shard, error: e.message });
+        }
+      }
       if (this.running.has(shard)) {
         this.running.delete(shard);
         await this.processor.shutdown(shard, WORKER_STOPPED);

@@ -2,7 +2,8 @@
 // What to do when a call fails: docs/client-rules.md, as code.
 //
 // Both clients implement the same table (clients/python/pg_lease/rules.py);
-// a test checks that each names the same SQLSTATEs as the page.
+// a test checks that each names the same SQLSTATEs, and the same PL/Proxy
+// pattern, as the page.
 
 // Rolled back, nothing happened: repeat the same call after a short backoff.
 const REPEAT = new Set(['40001', '40P01', '55P03', '57014']);
@@ -11,14 +12,22 @@ const RECONNECT = new Set(['53300', '57P03', '25006']);
 // The connection is gone and the call may or may not have committed (so is
 // any error without a SQLSTATE, and every class 08 error).
 const AMBIGUOUS = new Set(['57P01', '57P02']);
+// Through the router: PL/Proxy's own XX000 whose message names a lost
+// partition connection (or a timeout on it) is ambiguous too; any other
+// XX000 is raised.
+const PLPROXY_CONNECTION_LOST = new RegExp(
+  String.raw`^PL/Proxy function [^ ]+ (\[[^ ]+\] )?(PQconnectStart|PQconnectPoll|PQsendQuery|PQflush|PQconsumeInput|connect timeout|query timeout)`);
 
 const TRIES = 5;
 
 // 'repeat', 'reconnect', 'ambiguous' or 'raise' for an error's SQLSTATE
-// (undefined, or a Node error code like ECONNRESET: no SQLSTATE).
-function classify(sqlstate) {
+// (undefined, or a Node error code like ECONNRESET: no SQLSTATE) and
+// primary message.
+function classify(sqlstate, message) {
   if (typeof sqlstate !== 'string' || !/^[0-9A-Z]{5}$/.test(sqlstate) ||
       sqlstate.startsWith('08') || AMBIGUOUS.has(sqlstate)) return 'ambiguous';
+  if (sqlstate === 'XX000' && typeof message === 'string' &&
+      PLPROXY_CONNECTION_LOST.test(message)) return 'ambiguous';
   if (REPEAT.has(sqlstate)) return 'repeat';
   if (RECONNECT.has(sqlstate)) return 'reconnect';
   return 'raise';
@@ -29,4 +38,4 @@ function backoff(attempt) {
   return Math.min(1000, 20 * 2 ** attempt) * (0.5 + Math.random());
 }
 
-module.exports = { REPEAT, RECONNECT, AMBIGUOUS, TRIES, classify, backoff };
+module.exports = { REPEAT, RECONNECT, AMBIGUOUS, PLPROXY_CONNECTION_LOST, TRIES, classify, backoff };

@@ -1,6 +1,7 @@
 'use strict';
 // One autocommit connection that follows docs/client-rules.md.
 const { Client } = require('pg');
+const { performance } = require('perf_hooks');
 const rules = require('./rules');
 
 // The connection was lost after the call was sent: it may or may not have committed.
@@ -37,33 +38,40 @@ class Session {
 
   // Rows (arrays) of one statement.  Throws Ambiguous (only when not
   // repeatSafe), Unavailable, or the driver's error for anything the rules
-  // say to raise.
-  async call(sql, params = [], repeatSafe = true) {
+  // say to raise.  No repeat starts after until (seconds on performance.now()'s
+  // clock), if given.
+  async call(sql, params = [], repeatSafe = true, until = null) {
+    let last = 'not sent';
     for (let attempt = 0; attempt < rules.TRIES; attempt++) {
-      if (attempt) await sleep(rules.backoff(attempt));
+      if (attempt) {
+        await sleep(rules.backoff(attempt));
+        if (until !== null && performance.now() / 1000 >= until) break;
+      }
       let client;
       try {
         client = await this.connect();
       } catch (e) {
         this.close();
+        last = e.message;
         continue;                     // could not connect: nothing was sent
       }
       try {
         const res = await client.query({ text: sql, values: params, rowMode: 'array' });
         return res.rows;
       } catch (e) {
-        const kind = rules.classify(e.code);
+        last = `${e.code || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
+        const kind = rules.classify(e.code, e.message);
         if (kind === 'raise') throw e;
         if (kind !== 'repeat') this.close();
         if (kind === 'ambiguous' && !repeatSafe) throw new Ambiguous(e.message);
       }
     }
-    throw new Unavailable(sql.split('(')[0]);
+    throw new Unavailable(`${sql.split('(')[0]}: ${last}`);
   }
 
   // The first column of the only row.
-  async one(sql, params = [], repeatSafe = true) {
-    return (await this.call(sql, params, repeatSafe))[0][0];
+  async one(sql, params = [], repeatSafe = true, until = null) {
+    return (await this.call(sql, params, repeatSafe, until))[0][0];
   }
 }
 

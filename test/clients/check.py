@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The fleet checker: the invariants of the demo, over what the workers recorded.
 
-    check.py DIR DSN --killed W,.. --joined W,.. --live "W W .."
+    check.py DIR DSN --killed W,.. --joined W,.. [--failover]
 
 DIR holds, per worker W, W.records (one JSON line per record processed:
 shard, seq, time) and W.journal (one JSON line per thing the server
@@ -12,11 +12,18 @@ the live leases before the stop).  The server's final state is read only to
 compare it with the journals.
 
 Invariants:
-  - no checkpoint refused (no spurious failure, no lease lost by a live worker);
+  - no checkpoint refused (no spurious failure, no lease lost by a live
+    worker), and, but with --failover, no checkpoint that failed to be written;
+  - no acknowledged checkpoint lost: every processor starts from a checkpoint
+    at or past every checkpoint of its shard acknowledged before;
   - nothing processed twice, except the unacknowledged tail of a killed worker
-    (records after its last acknowledged checkpoint of that shard);
+    (records after its last acknowledged checkpoint of that shard) and, with
+    --failover, of a live worker whose checkpoints failed while a partition
+    failed over and which then lost the lease (shut down, "lease lost");
   - no gaps: every record up to a shard's final checkpoint was processed, and
-    the server's checkpoint is the last one a worker was told was written;
+    the server's checkpoint is the last one a worker was told was written
+    (with --failover: or a later one whose write failed ambiguously: it
+    committed, but the answer was lost);
   - no two owners at once: per shard, the spans in which a worker processed
     it (from its processor start to its last record) never overlap another
     worker's, and the fencing epoch grows from one owner to the next;
@@ -41,7 +48,8 @@ ap.add_argument("dir")
 ap.add_argument("dsn")
 ap.add_argument("--killed", default="")
 ap.add_argument("--joined", default="")
-ap.add_argument("--live", default="")
+ap.add_argument("--failover", action="store_true",
+                help="a partition failed over under the workers (through the router)")
 args = ap.parse_args()
 killed = set(filter(None, args.killed.split(",")))
 joined = set(filter(None, args.joined.split(",")))
@@ -82,6 +90,31 @@ for w, j in journals.items():
 n_checkpoints = sum(len(v) for v in acked.values())
 check(not refused, "no checkpoint refused: %d acknowledged, %d refused %s"
       % (n_checkpoints, len(refused), refused[:3]))
+failed = collections.defaultdict(list)      # shard -> [(t, seq)] of writes that failed
+for w, j in journals.items():
+    for e in j:
+        if e["ev"] == "checkpoint_failed":
+            failed[e["shard"]].append((e["t"], int(e["checkpoint"])))
+n_failed = sum(len(v) for v in failed.values())
+if args.failover:
+    print("# %d checkpoint writes failed during the failover (ambiguous or unavailable)" % n_failed)
+else:
+    check(not n_failed, "no checkpoint failed to be written: %d %s" % (n_failed, list(failed.items())[:3]))
+
+
+def position(checkpoint):
+    return 0 if checkpoint == "TRIM_HORIZON" else int(checkpoint)
+
+
+lost = []
+for w, j in journals.items():
+    for e in j:
+        if e["ev"] == "initialized":
+            before = max([c for (_, s), v in acked.items() if s == e["shard"] for t, c in v if t < e["t"]], default=0)
+            if position(e["checkpoint"]) < before:
+                lost.append((w, e["shard"], e["checkpoint"], before))
+check(not lost, "no acknowledged checkpoint lost: every processor started at or past its shard's"
+      " acknowledged checkpoints %s" % lost[:3])
 
 # -- duplicates and gaps --------------------------------------------------------
 by_shard = collections.defaultdict(list)    # shard -> [(t, worker, seq)]
@@ -89,22 +122,32 @@ for w, rs in records.items():
     for r in rs:
         by_shard[r["shard"]].append((r["t"], w, r["seq"]))
 total = sum(len(v) for v in by_shard.values())
+lost_at = collections.defaultdict(list)    # (worker, shard) -> when it shut down with "lease lost"
+for w, j in journals.items():
+    for e in j:
+        if e["ev"] == "shutdown" and e["reason"] == "lease lost":
+            lost_at[(w, e["shard"])].append(e["t"])
 dups_tail = 0
+dups_lost = 0
 dups_bad = []
 for shard, rs in by_shard.items():
     seen = {}
     for t, w, seq in sorted(rs):
         if seq in seen:
-            pw = seen[seq]
-            covered = any(c >= seq for _, c in acked[(pw, shard)])
+            pw, pt = seen[seq]
+            # acknowledged before this repeat: then the repeat is a violation
+            covered = any(c >= seq and ct < t for ct, c in acked[(pw, shard)])
             if pw in killed and not covered:
                 dups_tail += 1
+            elif args.failover and not covered and any(lt >= pt for lt in lost_at[(pw, shard)]):
+                dups_lost += 1
             else:
                 dups_bad.append((shard, seq, pw, w))
-        seen[seq] = w
-check(not dups_bad, "nothing processed twice but a killed worker's unacknowledged tail:"
-      " %d records, %d again from a killed worker's tail, %d other repeats %s"
-      % (total, dups_tail, len(dups_bad), dups_bad[:3]))
+        seen[seq] = (w, t)
+what = "a killed worker's unacknowledged tail" + (" or a lease lost in the failover's" if args.failover else "")
+check(not dups_bad, "nothing processed twice but %s: %d records, %d again from a killed worker's tail,"
+      " %d from a lost lease's, %d other repeats %s"
+      % (what, total, dups_tail, dups_lost, len(dups_bad), dups_bad[:3]))
 
 conn = psycopg2.connect(args.dsn)
 conn.autocommit = True
@@ -118,15 +161,18 @@ mismatch = []
 for shard, (server_ckpt, _) in server.items():
     last_acked = max([c for (w, s), v in acked.items() if s == shard for _, c in v], default=0)
     want = "SHARD_END" if shard in closed else (str(last_acked) if last_acked else "TRIM_HORIZON")
-    if server_ckpt != want:
+    committed_unacked = (args.failover and server_ckpt not in ("SHARD_END", "TRIM_HORIZON") and
+                         int(server_ckpt) > last_acked and
+                         any(c == int(server_ckpt) for _, c in failed[shard]))
+    if server_ckpt != want and not committed_unacked:
         mismatch.append((shard, server_ckpt, want))
     done = {seq for _, _, seq in by_shard.get(shard, [])}
     missing = [seq for seq in range(1, last_acked + 1) if seq not in done]
     if missing:
         gaps.append((shard, missing[:5]))
 check(not gaps, "no gaps: every record up to each shard's last acknowledged checkpoint was processed %s" % gaps[:3])
-check(not mismatch, "the server's checkpoints are the last ones the workers were told were written %s"
-      % mismatch[:3])
+check(not mismatch, "the server's checkpoints are the last ones the workers were told were written%s %s"
+      % (" (or a later one whose answer was lost)" if args.failover else "", mismatch[:3]))
 
 # -- ended shards ---------------------------------------------------------------
 ended = sorted(s for s in server if "-end" in s)

@@ -6,7 +6,8 @@
 #
 #   1. the docs show the tested code: each "write a worker" page's code block
 #      is byte-for-byte the example worker the fleet runs;
-#   2. both clients' retry tables name the SQLSTATEs of docs/client-rules.md;
+#   2. both clients' retry tables name the SQLSTATEs of docs/client-rules.md,
+#      and the same pattern for PL/Proxy's connection-loss XX000;
 #   3. the channel-rotation helper of each client: a started replacement
 #      stays, a replacement that fails to start is restored;
 #   4. the fleet: Python and Node workers on one stream at the same time, one
@@ -47,30 +48,36 @@ done
 
 # 2. One table of retry rules, followed by both clients.
 rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
-    grep -oE '\b(40001|40P01|55P03|57014|53300|57P0[1-3]|25006)\b' "$1" | sort -u
+    grep -oE '\b(40001|40P01|55P03|57014|53300|57P0[1-3]|25006|XX000)\b' "$1" | sort -u
+}
+plproxy_pattern() {   # the regular expression a file gives for PL/Proxy's connection-loss XX000
+    grep -oE '\^PL/Proxy function [^`"]*' "$1"
 }
 diff <(rules_codes docs/client-rules.md) <(rules_codes clients/python/pg_lease/rules.py) >/dev/null &&
     diff <(rules_codes docs/client-rules.md) <(rules_codes clients/node/rules.js) >/dev/null
 ok $? "docs/client-rules.md, rules.py and rules.js name the same SQLSTATEs"
+pattern=$(plproxy_pattern docs/client-rules.md)
+[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
+    [ "$(plproxy_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
+    [ "$(plproxy_pattern clients/node/rules.js)" = "$pattern" ]
+ok $? "docs/client-rules.md, rules.py and rules.js recognise PL/Proxy's lost connection by one pattern"
 $PY - <<'EOF'
 import sys
 sys.path.insert(0, "clients/python")
 from pg_lease import rules
-cases = {"40001": "repeat", "40P01": "repeat", "55P03": "repeat", "57014": "repeat",
-         "53300": "reconnect", "57P03": "reconnect", "25006": "reconnect",
-         "57P01": "ambiguous", "57P02": "ambiguous", "08006": "ambiguous", None: "ambiguous",
-         "22023": "raise", "42501": "raise", "XX000": "raise"}
-bad = {k: rules.classify(k) for k, v in cases.items() if rules.classify(k) != v}
-sys.exit(1 if bad else 0)
+import json
+cases = json.load(open("test/clients/rules_cases.json"))
+bad = [c for c in cases if rules.classify(c[0], c[1]) != c[2]]
+print("".join("# rules.py: %s\n" % c for c in bad), end="")
+sys.exit(1 if bad or len(cases) < 20 else 0)
 EOF
 ok $? "rules.py classifies every SQLSTATE of the table as the page says"
 $NODE -e '
 const rules = require("./clients/node/rules.js");
-const cases = {"40001": "repeat", "40P01": "repeat", "55P03": "repeat", "57014": "repeat",
-  "53300": "reconnect", "57P03": "reconnect", "25006": "reconnect",
-  "57P01": "ambiguous", "57P02": "ambiguous", "08006": "ambiguous", "": "ambiguous",
-  "22023": "raise", "42501": "raise", "XX000": "raise"};
-for (const [k, v] of Object.entries(cases)) if (rules.classify(k || undefined) !== v) process.exit(1);'
+const cases = require("./test/clients/rules_cases.json");
+const bad = cases.filter(([code, message, kind]) => rules.classify(code === null ? undefined : code, message) !== kind);
+for (const c of bad) console.log(`# rules.js: ${JSON.stringify(c)}`);
+process.exit(bad.length || cases.length < 20 ? 1 : 0);'
 ok $? "rules.js classifies every SQLSTATE of the table as the page says"
 
 # The database: the extension, a worker role per the README recipe (it may
@@ -167,39 +174,8 @@ SELECT lease.create_lease('clients', 'orders', 'q-end60');                     -
 SELECT lease.create_lease('clients', 'orders', 'c1', '{p-end40}');             -- split child of p
 SELECT lease.create_lease('clients', 'orders', 'c2', '{p-end40}');
 SQL
-declare -A PIDS
-start_worker() {   # name
-    case $1 in
-        py-*) (cd clients/python && exec $PY example_worker.py "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS") \
-                  2>"$OUT/$1.stderr" & ;;
-        node-*) $NODE clients/node/example_worker.js "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
-                  2>"$OUT/$1.stderr" & ;;
-    esac
-    PIDS[$1]=$!
-}
-# The live leases per owner, and whether every live worker holds a fair share
-# (floor or ceil of the takeable leases over the live workers) with no
-# takeable lease unheld.
-fair_sql() {
-    cat <<SQL
-WITH t AS (SELECT l.shard_id, l.lease_owner, l.lease_expires_at > clock_timestamp() AS live
-             FROM lease.shard_leases l
-            WHERE l.app_name = 'clients' AND l.stream_name = 'orders' AND l.checkpoint <> 'SHARD_END'
-              AND NOT EXISTS (SELECT 1 FROM lease.shard_leases p
-                               WHERE p.app_name = l.app_name AND p.stream_name = l.stream_name
-                                 AND p.shard_id = ANY (l.parent_shard_ids) AND p.checkpoint <> 'SHARD_END')),
-     w AS (SELECT unnest(string_to_array('$1', ' ')) AS owner),
-     c AS (SELECT w.owner, count(t.shard_id) FILTER (WHERE t.live) AS n FROM w LEFT JOIN t ON t.lease_owner = w.owner GROUP BY w.owner),
-     f AS (SELECT count(*) AS takeable, count(*) FILTER (WHERE NOT live OR lease_owner IS NULL) AS unheld FROM t)
-SELECT (SELECT string_agg(owner || '=' || n, ' ' ORDER BY owner) FROM c)
-       || ' takeable=' || f.takeable || ' unheld=' || f.unheld
-       || CASE WHEN f.unheld = 0 AND (SELECT bool_and(n BETWEEN f.takeable / (SELECT count(*) FROM w)
-                                                        AND (f.takeable + (SELECT count(*) FROM w) - 1) / (SELECT count(*) FROM w))
-                                      FROM c)
-               THEN ' fair' ELSE ' unfair' END
-  FROM f
-SQL
-}
+# shellcheck source=test/clients/fleet.sh
+. test/clients/fleet.sh
 
 echo "# fleet: py-1 py-2 node-1 node-2 start; py-1 killed at 5 s, node-1 at 7 s; py-3 and node-3 join at 10 s; stop once fair, from ${SETTLE_AT} s"
 t0=$SECONDS

@@ -20,7 +20,7 @@
  * longer than a lease causes a handoff, never two owners.
  *
  * Every client retries what failed, by the client rules of
- * docs/scale-out.md: on a lost connection (PL/Proxy reports XX000, or the
+ * docs/client-rules.md: on a lost connection (PL/Proxy reports XX000, or the
  * router connection itself breaks) it reconnects and repeats the call
  * (every call here is safe to repeat); a checkpoint whose commit is
  * unknown is not counted as acknowledged.

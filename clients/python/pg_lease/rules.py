@@ -1,8 +1,11 @@
 """What to do when a call fails: docs/client-rules.md, as code.
 
 Both clients implement the same table (clients/node/rules.js); a test
-checks that each names the same SQLSTATEs as the page.
+checks that each names the same SQLSTATEs, and the same PL/Proxy pattern,
+as the page.
 """
+import random
+import re
 
 # Rolled back, nothing happened: repeat the same call after a short backoff.
 REPEAT = frozenset({"40001", "40P01", "55P03", "57014"})
@@ -11,13 +14,21 @@ RECONNECT = frozenset({"53300", "57P03", "25006"})
 # The connection is gone and the call may or may not have committed
 # (so is any error without a SQLSTATE, and every class 08 error).
 AMBIGUOUS = frozenset({"57P01", "57P02"})
+# Through the router: PL/Proxy's own XX000 whose message names a lost
+# partition connection (or a timeout on it) is ambiguous too; any other
+# XX000 is raised.
+PLPROXY_CONNECTION_LOST = re.compile(
+    r"^PL/Proxy function [^ ]+ (\[[^ ]+\] )?(PQconnectStart|PQconnectPoll|PQsendQuery|PQflush|PQconsumeInput|connect timeout|query timeout)")
 
 TRIES = 5
 
 
-def classify(sqlstate):
-    """'repeat', 'reconnect', 'ambiguous' or 'raise' for an error's SQLSTATE (None: no SQLSTATE)."""
+def classify(sqlstate, message=None):
+    """'repeat', 'reconnect', 'ambiguous' or 'raise' for an error's SQLSTATE
+    (None: no SQLSTATE) and primary message."""
     if sqlstate is None or sqlstate.startswith("08") or sqlstate in AMBIGUOUS:
+        return "ambiguous"
+    if sqlstate == "XX000" and message and PLPROXY_CONNECTION_LOST.match(message):
         return "ambiguous"
     if sqlstate in REPEAT:
         return "repeat"
@@ -28,5 +39,4 @@ def classify(sqlstate):
 
 def backoff(attempt):
     """Seconds to wait before try number attempt + 1 (random, growing)."""
-    import random
     return min(1.0, 0.02 * (2 ** attempt)) * (0.5 + random.random())

@@ -36,22 +36,28 @@ class Session:
                 pass
             self.conn = None
 
-    def call(self, sql, params=(), repeat_safe=True):
+    def call(self, sql, params=(), repeat_safe=True, until=None):
         """Rows of one statement.  Raises Ambiguous (only when not repeat_safe),
-        Unavailable, or the driver's error for anything the rules say to raise."""
+        Unavailable, or the driver's error for anything the rules say to raise.
+        No repeat starts after until (a time.monotonic() value), if given."""
+        last = "not sent"
         for attempt in range(rules.TRIES):
             if attempt:
                 time.sleep(rules.backoff(attempt))
+                if until is not None and time.monotonic() >= until:
+                    break
             try:
                 conn = self.connect()
-            except psycopg2.OperationalError:
+            except psycopg2.OperationalError as e:
+                last = str(e).strip().split("\n")[0]
                 continue                  # could not connect: nothing was sent
             try:
                 with conn.cursor() as cur:
                     cur.execute(sql, params)
                     return cur.fetchall()
             except psycopg2.Error as e:
-                kind = rules.classify(e.pgcode)
+                last = "%s %s" % (e.pgcode or "no SQLSTATE", str(e).strip().split("\n")[0])
+                kind = rules.classify(e.pgcode, e.diag.message_primary)
                 if conn.closed and kind != "reconnect":
                     kind = "ambiguous"    # the driver lost the connection
                 if kind == "raise":
@@ -60,8 +66,8 @@ class Session:
                     self.close()
                 if kind == "ambiguous" and not repeat_safe:
                     raise Ambiguous(str(e).strip()) from e
-        raise Unavailable(sql.split("(")[0])
+        raise Unavailable("%s: %s" % (sql.split("(")[0], last))
 
-    def one(self, sql, params=(), repeat_safe=True):
+    def one(self, sql, params=(), repeat_safe=True, until=None):
         """The first column of the only row."""
-        return self.call(sql, params, repeat_safe)[0][0]
+        return self.call(sql, params, repeat_safe, until)[0][0]

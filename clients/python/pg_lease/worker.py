@@ -89,6 +89,7 @@ class Worker:
         self.held = {}            # shard_id -> _Lease, shared with the renewer
         self.forgotten = {}       # shard_id -> when it was dropped here (monotonic)
         self.running = {}         # shard_id -> epoch its processor was started with
+        self.unacked = {}         # shard_id -> a processed checkpoint whose write failed
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.error = None         # what stopped the renewer, raised by run()
@@ -153,6 +154,7 @@ class Worker:
         if shard in self.running:
             del self.running[shard]
             self.processor.shutdown(shard, reason)
+        self.unacked.pop(shard, None)
         if not keep_lease:
             with self.lock:
                 self.held.pop(shard, None)
@@ -181,14 +183,17 @@ class Worker:
         if lease.lost:
             self._drop(shard, LEASE_LOST, "not renewed")
             return False
-        if time.monotonic() >= lease.sent + self.lease_duration - self.margin:
+        deadline = lease.sent + self.lease_duration - self.margin
+        if time.monotonic() >= deadline:
             self._drop(shard, LEASE_LOST, "local deadline")
             return False
         if shard not in self.running and not self._start(shard, lease.epoch):
             self._drop(shard, LEASE_LOST, "not in my_leases")
             return False
         if lease.handoff_to is not None:
-            # every processed batch is checkpointed already: hand it over
+            # hand it over once every processed batch is checkpointed
+            if shard in self.unacked and not self._checkpoint(shard, lease, self.unacked[shard], deadline):
+                return False
             self.journal("released", shard=shard, ok=self.db.one(RELEASE, key), to=lease.handoff_to)
             self._drop(shard, HANDED_OFF, "handoff to " + lease.handoff_to)
             return False
@@ -200,11 +205,23 @@ class Worker:
             self.journal("closed", shard=shard, ok=closed)
             self._drop(shard, SHARD_ENDED if closed else LEASE_LOST, "closed")
             return True
-        ok = self.db.one(CHECKPOINT, key + (checkpoint, lease.epoch))
+        self._checkpoint(shard, lease, checkpoint, deadline)
+        return True
+
+    def _checkpoint(self, shard, lease, checkpoint, deadline):
+        """Writes a fenced checkpoint, repeating no later than the local deadline; True when acknowledged."""
+        try:
+            ok = self.db.one(CHECKPOINT, self.key + (shard, self.owner, checkpoint, lease.epoch), until=deadline)
+        except (Unavailable, Ambiguous) as e:
+            # it may have committed, but it is not acknowledged: the next one covers it
+            self.unacked[shard] = checkpoint
+            self.journal("checkpoint_failed", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, error=str(e))
+            return False
+        self.unacked.pop(shard, None)
         self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, ok=ok)
         if not ok:
             self._drop(shard, LEASE_LOST, "checkpoint refused")
-        return True
+        return ok
 
     def run(self):
         """Runs until stop(); then shuts every processor down and releases every lease.
@@ -234,6 +251,10 @@ class Worker:
             held = sorted(self.held)
         self.journal("stopping", held=held)
         for shard in held:
+            lease = self.held.get(shard)
+            deadline = lease.sent + self.lease_duration - self.margin if lease else 0
+            if shard in self.unacked and shard in self.running and time.monotonic() < deadline:
+                self._checkpoint(shard, lease, self.unacked[shard], deadline)   # before the release
             if shard in self.running:
                 del self.running[shard]
                 self.processor.shutdown(shard, WORKER_STOPPED)

@@ -1,0 +1,39 @@
+# shellcheck shell=bash
+# The fleet harness shared by test/clients/run.sh (one server) and
+# test/clients/router.sh (through the router during a failover): starting
+# an example worker, and the SQL that judges fair shares.  Uses PY, NODE,
+# WORKER_DSN, OUT and LEASE_SECONDS of the sourcing script.
+declare -A PIDS
+start_worker() {   # name
+    case $1 in
+        py-*) (cd clients/python && exec $PY example_worker.py "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS") \
+                  2>"$OUT/$1.stderr" & ;;
+        node-*) $NODE clients/node/example_worker.js "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
+                  2>"$OUT/$1.stderr" & ;;
+    esac
+    PIDS[$1]=$!
+}
+# The live leases per owner, and whether every live worker holds a fair share
+# (floor or ceil of the takeable leases over the live workers) with no
+# takeable lease unheld.
+fair_sql() {
+    cat <<SQL
+WITH t AS (SELECT l.shard_id, l.lease_owner, l.lease_expires_at > clock_timestamp() AS live
+             FROM lease.shard_leases l
+            WHERE l.app_name = 'clients' AND l.stream_name = 'orders' AND l.checkpoint <> 'SHARD_END'
+              AND NOT EXISTS (SELECT 1 FROM lease.shard_leases p
+                               WHERE p.app_name = l.app_name AND p.stream_name = l.stream_name
+                                 AND p.shard_id = ANY (l.parent_shard_ids) AND p.checkpoint <> 'SHARD_END')),
+     w AS (SELECT unnest(string_to_array('$1', ' ')) AS owner),
+     c AS (SELECT w.owner, count(t.shard_id) FILTER (WHERE t.live) AS n FROM w LEFT JOIN t ON t.lease_owner = w.owner GROUP BY w.owner),
+     f AS (SELECT count(*) AS takeable, count(*) FILTER (WHERE NOT live OR lease_owner IS NULL) AS unheld FROM t)
+SELECT (SELECT string_agg(owner || '=' || n, ' ' ORDER BY owner) FROM c)
+       || ' takeable=' || f.takeable || ' unheld=' || f.unheld
+       || CASE WHEN f.unheld = 0 AND (SELECT bool_and(n BETWEEN f.takeable / (SELECT count(*) FROM w)
+                                                        AND (f.takeable + (SELECT count(*) FROM w) - 1) / (SELECT count(*) FROM w))
+                                      FROM c)
+               THEN ' fair' ELSE ' unfair' END
+  FROM f
+SQL
+}
+
