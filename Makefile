@@ -67,16 +67,15 @@ WERROR ?=
 WERROR_FLAG = $(if $(filter 1 yes,$(WERROR)),-Werror)
 PG_CFLAGS = -Wall -Wextra $(WERROR_FLAG) -Wno-unused-parameter
 
-# Client programs (libpq, not part of the server module): the demo fleet and
-# the torture driver.
+# Client programs (libpq, not part of the server module): the demo fleet
+# (also the make scale fleet, with --router) and the torture driver.
 DEMO = test/demo/pg_lease_demo
 TORTURE = test/torture/pg_lease_torture
-FLEET = test/scale/pg_lease_fleet
 LIBPQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
 LIBPQ_LIBS := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 CLIENT_CFLAGS = -O2 -g -Wall -Wextra $(WERROR_FLAG) -std=gnu11 $(LIBPQ_CFLAGS)
 
-EXTRA_CLEAN = output_iso $(DEMO) $(TORTURE) $(FLEET) docs-coverage.log docs-examples.log
+EXTRA_CLEAN = output_iso $(DEMO) $(TORTURE) docs-coverage.log docs-examples.log
 
 # Debian ships one pg_config per major version; prefer 15's when it is there.
 ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
@@ -109,11 +108,8 @@ all install installcheck:
 endif
 
 .PHONY: test demo deps clients bench sanitize lint lint-deps torture deb dist router-sql scale scale-client
-clients: $(DEMO) $(TORTURE) $(FLEET)
-scale-client: $(FLEET)
-
-$(FLEET): $(FLEET).c
-	$(CC) $(CLIENT_CFLAGS) -o $@ $< $(LIBPQ_LIBS)
+clients: $(DEMO) $(TORTURE)
+scale-client: $(DEMO)
 
 $(DATA_built): $(SQL_PARTS) pg_lease.control
 	{ echo '/* pg_lease--$(EXTVERSION).sql: a fresh install of $(EXTVERSION), generated from $(SQL_PARTS) by the Makefile.  Do not edit. */'; \

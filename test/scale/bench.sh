@@ -4,7 +4,7 @@
 #   1. update_checkpoint and renew_leases with pgbench, through the
 #      pg_lease_router router and directly against the partition that owns
 #      the stream;
-#   2. the make scale fleet (test/scale/pg_lease_fleet) through the router
+#   2. the make scale fleet (test/demo/pg_lease_demo --router) through the router
 #      while partition 0 does a planned switchover and partition 1's primary
 #      is SIGKILLed: the longest gap between acknowledged checkpoints on
 #      each partition.
@@ -47,7 +47,8 @@ echo "(1 client, $SECS s each, synchronous standby, fsync off; $(nproc) cores sh
 # 2. Write gaps: the fleet through the router, a switchover of partition 0
 # at 6 s, a SIGKILL of partition 1's primary at 16 s, its rejoin.
 mkdir -p "$WORK/fleet"
-test/scale/pg_lease_fleet --dsn "$PG_LEASE_ROUTER_DSN" --seconds 32 --out "$WORK/fleet" >"$WORK/fleet.report" 2>&1 &
+test/demo/pg_lease_demo --router --dsn "$PG_LEASE_ROUTER_DSN" --duration 32 --shards 12 --quiet \
+    --history "$WORK/fleet" >"$WORK/fleet.report" 2>&1 &
 FLEET_PID=$!
 sleep 6
 s0=$(date +%s.%N)
@@ -69,7 +70,7 @@ fleet_status=$?
 FLEET_PID=
 gap() { sed -nE "s/^partition $1 .*longest write gap ([0-9.]+) s.*/\1/p" "$WORK/fleet.report"; }
 echo
-echo "| event (the fleet through the router: 4 consumers, 2 chat clients) | longest gap between acknowledged checkpoints |"
+echo "| event (the demo fleet through the router: 4 consumers + 1 joining, 2 rotators, turns) | longest gap between acknowledged checkpoints |"
 echo "|---|---|"
 echo "| planned switchover, partition 0 (\`pg_autoctl perform switchover\` took $(printf '%.1f' "$sw") s) | $(gap 0) s |"
 echo "| SIGKILL of partition 1's primary process tree, standby promoted | $(gap 1) s |"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# make scale (docs/scale-out.md): the fleet (test/scale/pg_lease_fleet.c:
-# consumers and chat clients using only public functions and views) runs
-# through the pg_lease_router router over two pg_auto_failover partitions
-# (test/scale/cluster.sh) while
+# make scale (docs/scale-out.md): the demo's consumer fleet and chat side
+# (test/demo/pg_lease_demo --router: only public functions and views, the
+# client rules, a history of what the server acknowledged and a checker
+# over it) runs through the pg_lease_router router over two
+# pg_auto_failover partitions (test/scale/cluster.sh) while
 #   1. partition 0 does a planned switchover,
 #   2. partition 1's primary is killed with SIGKILL (pg_autoctl and its
 #      Postgres, the whole process tree) and its standby takes over,
@@ -11,7 +12,8 @@
 # acknowledged checkpoints lost, double owners, channels left unbound and
 # each formation's final state.  Exit status 1 on any violation: a lost
 # acknowledged checkpoint, two owners at once, an unbound channel, or a
-# formation that is not a primary and a secondary again.
+# formation that is not a primary and a secondary again (and any invariant
+# of the demo's own report that holds through failovers).
 #
 #   run.sh [--short] [--keep]   --short: the shorter run make test does;
 #                               --keep: leave the cluster up (prints its DIR)
@@ -58,8 +60,11 @@ eval "$env"
 echo "scale: cluster up in $(t) s (monitor, 2 x (primary + standby), router)"
 echo "$env" | sed 's/^/  /'
 
-test/scale/pg_lease_fleet --dsn "$PG_LEASE_ROUTER_DSN" --seconds "$FLEET_SECONDS" --out "$OUT" \
-    >"$OUT/report" 2>&1 &
+# 12 shards per stream (the demo's smallest stream, with its split and
+# merge), one stream and one tenant per partition; worker-1 is killed at
+# 35 % and worker-5 joins at 55 % of the run, as in make demo.
+test/demo/pg_lease_demo --router --dsn "$PG_LEASE_ROUTER_DSN" --duration "$FLEET_SECONDS" \
+    --shards 12 --quiet --history "$OUT/history" >"$OUT/report" 2>&1 &
 FLEET_PID=$!
 fleet0=$(date +%s)
 at() { local s=$(( $1 - ($(date +%s) - fleet0) )); [ "$s" -gt 0 ] && sleep "$s"; }
@@ -103,7 +108,7 @@ echo "scale: [$(t) s] fleet done"
 echo "== report"
 cat "$OUT/report"
 echo "the errors the clients saw, most frequent first:"
-grep -h '^error ' "$OUT"/*.log | cut -d' ' -f3- | sed -E 's/[0-9]+/N/g' | sort | uniq -c | sort -rn | head -n 8 | cut -c1-200
+grep -h '^error ' "$OUT"/history/*.log | cut -d' ' -f3- | sed -E 's/[0-9]+/N/g' | sort | uniq -c | sort -rn | head -n 8 | cut -c1-200
 [ "$fleet_status" -eq 0 ] || failed=1
 echo "final formation states:"
 for k in 0 1; do
