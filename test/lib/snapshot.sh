@@ -25,9 +25,10 @@ snapshot_globs() {
 snapshot_files() {
     local globs g
     globs=$(snapshot_globs "$1") || return 1
+    # A glob that matches nothing (no router files yet) is no error.
     (cd / && for g in $globs; do
         # shellcheck disable=SC2086 # the globs are meant to expand
-        [ -e "$g" ] && find $g -type f
+        if [ -e "$g" ]; then find $g -type f; fi
     done) | sort
 }
 
