@@ -14,7 +14,8 @@
 #   make router-sql regenerate the router extension script from pg_lease's catalog
 #   make torture    the long torture and crash-recovery run, its own throwaway
 #                   cluster (test/torture/run.sh --long; `make test` runs a short one)
-#   make deb        the Debian package postgresql-15-pg-lease (debian/: pg_buildext,
+#   make deb        the Debian packages postgresql-15-pg-lease and
+#                   postgresql-15-pg-lease-router (debian/: pg_buildext,
 #                   dh --with pgxs_loop), built from HEAD under /tmp into build/deb/;
 #                   fails unless lintian is clean (docs/packaging.md)
 #   make dist       the PGXN archive build/pg_lease-<version>.zip: git archive of

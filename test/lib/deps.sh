@@ -49,6 +49,7 @@ deb     dpkg-dev                                    /usr/bin/dpkg-buildpackage
 deb     postgresql-server-dev-all                   /usr/share/perl5/Debian/Debhelper/Sequence/pgxs.pm
 deb     postgresql-common                           /usr/bin/pg_buildext
 deb     lintian                                     /usr/bin/lintian
+debtest postgresql-$PG_MAJOR-plproxy                $PGSHARE/extension/plproxy.control
 dist    git                                         /usr/bin/git
 dist    unzip                                       /usr/bin/unzip
 monitoring prometheus-postgres-exporter             /usr/bin/prometheus-postgres-exporter

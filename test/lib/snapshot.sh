@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The pg_lease files that `make install` writes into a PostgreSQL
-# installation (the one a pg_config names): list them, save them, put them
-# back.  The packaging tests install other builds of pg_lease over them (the
+# installation (the one a pg_config names; both extensions, pg_lease and
+# pg_lease_router): list them, save them, put them back.  The packaging tests install other builds of pg_lease over them (the
 # Debian package, the PGXN archive) and leave the installation as they found
 # it.  Needs root or sudo, like make install.
 
@@ -16,7 +16,8 @@ snapshot_globs() {
     lib=${lib#/}
     share=${share#/}
     printf '%s\n' "$lib/pg_lease.so" "$lib/bitcode/pg_lease" "$lib/bitcode/pg_lease.index.bc" \
-        "$share/extension/pg_lease.control" "$share/extension/pg_lease--*.sql"
+        "$share/extension/pg_lease.control" "$share/extension/pg_lease--*.sql" \
+        "$share/extension/pg_lease_router.control" "$share/extension/pg_lease_router--*.sql"
 }
 
 # snapshot_files PG_CONFIG: the pg_lease files there now, one path (relative
@@ -24,9 +25,10 @@ snapshot_globs() {
 snapshot_files() {
     local globs g
     globs=$(snapshot_globs "$1") || return 1
+    # A glob that matches nothing (no router files yet) is no error.
     (cd / && for g in $globs; do
         # shellcheck disable=SC2086 # the globs are meant to expand
-        [ -e "$g" ] && find $g -type f
+        if [ -e "$g" ]; then find $g -type f; fi
     done) | sort
 }
 

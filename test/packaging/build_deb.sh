@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# make deb: builds the Debian package postgresql-<major>-pg-lease the way
-# Debian and apt.postgresql.org build extensions (debian/: pg_buildext,
-# dh --with pgxs_loop), from an archive of HEAD in a directory under /tmp,
-# so the checkout is never written to.  Puts the .deb (with the source
-# package, .changes, .buildinfo, build log and lintian report) into
-# build/deb/ (git-ignored; DEB_OUTDIR to choose another place), and fails
+# make deb: builds the Debian packages postgresql-<major>-pg-lease and
+# postgresql-<major>-pg-lease-router (the router extension, Architecture:
+# all) the way Debian and apt.postgresql.org build extensions (debian/:
+# pg_buildext, dh --with pgxs_loop), from an archive of HEAD in a directory
+# under /tmp, so the checkout is never written to.  Puts the .debs (with
+# the source package, .changes, .buildinfo, build log and lintian report)
+# into build/deb/ (git-ignored; DEB_OUTDIR to choose another place), and fails
 # unless lintian reports no error and no warning.
 #
 # The upstream version is pg_lease.control's default_version.  When the top

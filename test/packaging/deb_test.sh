@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# The Debian package (make deb), built, installed and removed on this
-# machine: lintian is clean and the build passes no -Werror even with
-# WERROR=1 in the environment; the package holds the module and every
-# install script; dpkg -i installs it into the system PostgreSQL, where
-# CREATE EXTENSION pg_lease and the pg_regress suite (sql/, expected/) pass
-# against a throwaway cluster; dpkg -r and dpkg -P take every file away
-# again.
+# The Debian packages (make deb), built, installed and removed on this
+# machine: postgresql-15-pg-lease (pg_lease) and postgresql-15-pg-lease-router
+# (pg_lease_router, Architecture: all).  lintian is clean and the build
+# passes no -Werror even with WERROR=1 in the environment; each package holds
+# its own extension's files and nothing of the other's; dpkg -i installs
+# both into the system PostgreSQL (the router's needs postgresql-15-plproxy,
+# deps.sh group debtest), where CREATE EXTENSION pg_lease, CREATE EXTENSION
+# pg_lease_router CASCADE (another database) and the pg_regress suite
+# (sql/, expected/) pass against a throwaway cluster; dpkg -r and dpkg -P
+# take every file away again.
 #
-# The package installs into the system PostgreSQL, so this test uses that
+# The packages install into the system PostgreSQL, so this test uses that
 # one whatever PG_BINDIR says.  It leaves the machine as it found it: the
 # pg_lease files a `make install` put there are moved aside before dpkg -i
 # and put back, byte for byte, afterwards (also when the test fails or is
-# interrupted).  It refuses to run when dpkg already knows the package.
+# interrupted).  It refuses to run when dpkg already knows either package.
 # Needs root (or sudo) for dpkg.  Prints TAP; exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -22,6 +25,8 @@ ROOT=$(pwd)
 PG_MAJOR=${PG_MAJOR:-15}
 PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
 PKG=postgresql-$PG_MAJOR-pg-lease
+ROUTER_PKG=postgresql-$PG_MAJOR-pg-lease-router
+PKGS=("$PKG" "$ROUTER_PKG")
 SYS_PG_CONFIG=$PG_BINDIR/pg_config
 CLUSTER_DIR=
 # shellcheck source=test/lib/cluster.sh
@@ -39,18 +44,21 @@ finish() {
     exit
 }
 
-# dpkg's status of the package: "installed", "config-files", ... or nothing.
+# dpkg's status of a package: "installed", "config-files", ... or nothing.
 pkg_status() {
-    dpkg-query -W -f='${db:Status-Status}' "$PKG" 2>/dev/null
+    dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null
 }
 
-bash test/lib/deps.sh build test deb || exit 1
-status=$(pkg_status)
-if [ -n "$status" ] && [ "$status" != "not-installed" ]; then
-    echo "Bail out! dpkg already knows $PKG (status: $status); this test installs and purges it," \
-        "so it leaves it alone: remove it first (dpkg -P $PKG)"
-    exit 1
-fi
+# debtest: PL/Proxy, which the router's package depends on.
+bash test/lib/deps.sh build test deb debtest || exit 1
+for p in "${PKGS[@]}"; do
+    status=$(pkg_status "$p")
+    if [ -n "$status" ] && [ "$status" != "not-installed" ]; then
+        echo "Bail out! dpkg already knows $p (status: $status); this test installs and purges it," \
+            "so it leaves it alone: remove it first (dpkg -P $p)"
+        exit 1
+    fi
+done
 
 version=$(pg_lease_version) || exit 1
 changelog_version=$(dpkg-parsechangelog -l debian/changelog -SVersion) || exit 1
@@ -65,10 +73,13 @@ saved=0
 # Idempotent; the EXIT trap.
 restore_machine() {
     [ -n "${CLUSTER_DIR:-}" ] && cluster_stop
-    status=$(pkg_status)
-    if [ -n "$status" ] && [ "$status" != "not-installed" ]; then
-        "${sudo[@]}" dpkg -P "$PKG" >/dev/null 2>&1 || echo "# could not purge $PKG" >&2
-    fi
+    local p
+    for p in "${PKGS[@]}"; do
+        status=$(pkg_status "$p")
+        if [ -n "$status" ] && [ "$status" != "not-installed" ]; then
+            "${sudo[@]}" dpkg -P "$p" >/dev/null 2>&1 || echo "# could not purge $p" >&2
+        fi
+    done
     if [ "$saved" -eq 1 ]; then
         if snapshot_restore "$SYS_PG_CONFIG" "$SAVED"; then
             saved=0
@@ -87,14 +98,23 @@ trap 'exit 130' INT TERM HUP
 WERROR=1 DEB_OUTDIR=$OUT/deb make -s deb >"$OUT/make-deb.log" 2>&1
 status=$?
 sed 's/^/# /' "$OUT/make-deb.log"
-ok "$status" "make deb builds $PKG $deb_version and lintian reports no error or warning"
+ok "$status" "make deb builds $PKG and $ROUTER_PKG $deb_version and lintian reports no error or warning"
 DEB=$OUT/deb/${PKG}_${deb_version}_$arch.deb
+ROUTER_DEB=$OUT/deb/${ROUTER_PKG}_${deb_version}_all.deb
 [ -f "$DEB" ]
 ok $? "the package is ${PKG}_${deb_version}_$arch.deb (version from pg_lease.control)"
-if [ "$status" -ne 0 ] || [ ! -f "$DEB" ]; then finish; fi
+[ -f "$ROUTER_DEB" ]
+ok $? "the router's package is ${ROUTER_PKG}_${deb_version}_all.deb (Architecture: all: no C)"
+if [ "$status" -ne 0 ] || [ ! -f "$DEB" ] || [ ! -f "$ROUTER_DEB" ]; then finish; fi
 
 ! grep -E '^[EW]: ' "$OUT/deb/lintian.log" >/dev/null
 ok $? "lintian.log holds no E: or W: line"
+# lintian checked the .changes: the source and every binary package it names.
+changes_pkgs=$(sed -n 's/^Binary: //p' "$OUT"/deb/*.changes)
+for p in "${PKGS[@]}"; do
+    case " $changes_pkgs " in *" $p "*) true ;; *) false ;; esac
+    ok $? "the .changes lintian checked names $p (Binary: $changes_pkgs)"
+done
 
 compiles=$(grep -cE '^(gcc|cc|clang) .* -c -o src/' "$OUT/deb/build.log")
 werror=$(grep -E '^(gcc|cc|clang) ' "$OUT/deb/build.log" | grep -cE -- '-Werror( |$)')
@@ -102,47 +122,109 @@ werror=$(grep -E '^(gcc|cc|clang) ' "$OUT/deb/build.log" | grep -cE -- '-Werror(
 ok $? "the package build compiles without -Werror, WERROR=1 notwithstanding ($compiles compiles, $werror with -Werror)"
 
 # --- contents ------------------------------------------------------------
-contents=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ { sub(/^\.\//, "", $6); print $6 }' | sort)
+# The files of a .deb, one path a line (no directories, no leading ./).
+deb_files() {
+    dpkg-deb -c "$1" | awk '$1 !~ /^d/ { sub(/^\.\//, "", $6); print $6 }' | sort
+}
+EXT=usr/share/postgresql/$PG_MAJOR/extension
+contents=$(deb_files "$DEB")
+router_contents=$(deb_files "$ROUTER_DEB")
+
 want="usr/lib/postgresql/$PG_MAJOR/lib/pg_lease.so
-usr/share/postgresql/$PG_MAJOR/extension/pg_lease.control
+$EXT/pg_lease.control
+$EXT/pg_lease--$version.sql
 usr/share/doc/$PKG/copyright"
 for f in $(git ls-tree --name-only HEAD | grep -E '^pg_lease--.*\.sql$'); do
-    want+=$'\n'"usr/share/postgresql/$PG_MAJOR/extension/$f"
+    want+=$'\n'"$EXT/$f"
 done
-missing=$(comm -23 <(sort <<<"$want") <(echo "$contents"))
+missing=$(comm -23 <(sort -u <<<"$want") <(echo "$contents"))
 [ -z "$missing" ]
-ok $? "the package holds the module, the control file and every install script${missing:+ (missing: $(oneline "$missing"))}"
-stray=$(grep -vE "^usr/(lib/postgresql/$PG_MAJOR/lib|share/postgresql/$PG_MAJOR/extension|share/doc/$PKG|share/lintian/overrides)/" <<<"$contents")
-[ -z "$stray" ]
-ok $? "the package installs nothing outside PostgreSQL's directories and its doc directory${stray:+ (also: $(oneline "$stray"))}"
+ok $? "$PKG holds the module, the control file and every install script${missing:+ (missing: $(oneline "$missing"))}"
+
+router_want="$EXT/pg_lease_router.control
+usr/share/doc/$ROUTER_PKG/scale-out.md.gz
+usr/share/doc/$ROUTER_PKG/copyright"
+for f in $(git ls-tree --name-only HEAD | grep -E '^pg_lease_router--.*\.sql$'); do
+    router_want+=$'\n'"$EXT/$f"
+done
+missing=$(comm -23 <(sort -u <<<"$router_want") <(echo "$router_contents"))
+[ -z "$missing" ]
+ok $? "$ROUTER_PKG holds the router's control file, its install scripts and scale-out.md${missing:+ (missing: $(oneline "$missing"))}"
+
+# Each package's extension files are its own extension's, and nothing else.
+other=$(grep -E "^($EXT/|usr/lib/)" <<<"$contents" |
+    grep -vE "^($EXT/pg_lease(\.control|--[^/]*\.sql)|usr/lib/postgresql/$PG_MAJOR/lib/(pg_lease\.so|bitcode/pg_lease(/.*|\.index\.bc)))$")
+[ -z "$other" ] && ! grep -qE 'pg_lease_router|scale-out' <<<"$contents"
+ok $? "$PKG holds nothing of the router's${other:+ (also: $(oneline "$other"))}"
+other=$(grep -E "^($EXT/|usr/lib/)" <<<"$router_contents" | grep -vE "^$EXT/pg_lease_router(\.control|--[^/]*\.sql)$")
+docs=$(grep "^usr/share/doc/$ROUTER_PKG/" <<<"$router_contents" |
+    grep -vE "/(copyright|changelog(\.Debian)?\.gz|scale-out\.md\.gz)$")
+[ -z "$other" ] && [ -z "$docs" ]
+ok $? "$ROUTER_PKG holds nothing of pg_lease's (no module, no pg_lease script, no other page)${other:+ (also: $(oneline "$other"))}${docs:+ (docs: $(oneline "$docs"))}"
+
+for p in "${PKGS[@]}"; do
+    if [ "$p" = "$PKG" ]; then files=$contents; else files=$router_contents; fi
+    stray=$(grep -vE "^usr/(lib/postgresql/$PG_MAJOR/lib|share/postgresql/$PG_MAJOR/extension|share/doc/$p|share/lintian/overrides)/" <<<"$files")
+    [ -z "$stray" ]
+    ok $? "$p installs nothing outside PostgreSQL's directories and its doc directory${stray:+ (also: $(oneline "$stray"))}"
+done
+depends=$(dpkg-deb -f "$ROUTER_DEB" Depends)
+grep -qE "(^|, )postgresql-$PG_MAJOR-plproxy(,|$| )" <<<"$depends" &&
+    grep -qE "(^|, )postgresql-$PG_MAJOR(,|$| )" <<<"$depends"
+ok $? "$ROUTER_PKG depends on postgresql-$PG_MAJOR-plproxy and postgresql-$PG_MAJOR (Depends: $depends)"
 
 # --- install -------------------------------------------------------------
-# The make-install files go aside, so only the package's can serve
+# The make-install files go aside, so only the packages' can serve
 # CREATE EXTENSION below, and so the purge can be seen to remove them all.
 snapshot_save "$SYS_PG_CONFIG" "$SAVED" || { echo "Bail out! could not save the make-install files"; exit 1; }
 saved=1
 snapshot_clear "$SYS_PG_CONFIG"
 echo "# moved $(grep -c . <<<"$BEFORE") make-install files aside; they are put back at the end"
-"${sudo[@]}" dpkg -i "$DEB" >"$OUT/dpkg-i.log" 2>&1
+"${sudo[@]}" dpkg -i "$DEB" "$ROUTER_DEB" >"$OUT/dpkg-i.log" 2>&1
 status=$?
 sed 's/^/# /' "$OUT/dpkg-i.log"
-[ "$status" -eq 0 ] && [ "$(pkg_status)" = installed ]
-ok $? "dpkg -i installs $PKG"
-for f in "/usr/lib/postgresql/$PG_MAJOR/lib/pg_lease.so" "/usr/share/postgresql/$PG_MAJOR/extension/pg_lease.control"; do
+[ "$status" -eq 0 ] && [ "$(pkg_status "$PKG")" = installed ] && [ "$(pkg_status "$ROUTER_PKG")" = installed ]
+ok $? "dpkg -i installs $PKG and $ROUTER_PKG"
+for f in "/usr/lib/postgresql/$PG_MAJOR/lib/pg_lease.so" "/$EXT/pg_lease.control"; do
     dpkg -S "$f" 2>/dev/null | grep -q "^$PKG: "
     ok $? "$f belongs to $PKG"
 done
+dpkg -S "/$EXT/pg_lease_router.control" 2>/dev/null | grep -q "^$ROUTER_PKG: "
+ok $? "/$EXT/pg_lease_router.control belongs to $ROUTER_PKG"
 
-# --- CREATE EXTENSION and pg_regress against the installed package -------
+# --- CREATE EXTENSION and pg_regress against the installed packages ------
+# lease.* functions, one identity signature a line (trigger functions belong
+# to pg_lease's tables, which a router has not).
+lease_functions() {
+    "$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "
+SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text COLLATE \"C\" AS f
+  FROM pg_catalog.pg_proc AS p
+ WHERE p.pronamespace OPERATOR(pg_catalog.=) 'lease'::pg_catalog.regnamespace
+   AND p.prorettype OPERATOR(pg_catalog.<>) 'pg_catalog.trigger'::pg_catalog.regtype
+ ORDER BY f"
+}
 CLUSTER_EXIT_HOOK=restore_machine
 if cluster_start; then
     psql=("$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -d postgres)
-    "${psql[@]}" -c "CREATE DATABASE pg_lease_deb" >/dev/null
+    "${psql[@]}" -c "CREATE DATABASE pg_lease_deb" -c "CREATE DATABASE pg_lease_deb_router" >/dev/null
     got=$("$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -d pg_lease_deb \
         -c "CREATE EXTENSION pg_lease" \
         -c "SELECT extversion FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'pg_lease'" 2>&1)
     [ "$got" = "$version" ]
     ok $? "CREATE EXTENSION pg_lease from the package installs $version (got: $got)"
+
+    got=$("$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -d pg_lease_deb_router \
+        -c "SET client_min_messages = warning" \
+        -c "CREATE EXTENSION pg_lease_router CASCADE" \
+        -c "SELECT pg_catalog.string_agg(extname || ' ' || extversion, ', ' ORDER BY extname) FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.<>) 'plpgsql'" 2>&1)
+    [[ "$got" == "pg_lease_router $version, plproxy "[0-9]* ]]
+    ok $? "CREATE EXTENSION pg_lease_router CASCADE from the package installs it and plproxy (got: $(oneline "$got"))"
+    lease_functions pg_lease_deb >"$OUT/pg_lease.functions" 2>&1
+    lease_functions pg_lease_deb_router >"$OUT/router.functions" 2>&1
+    nfun=$(grep -c . "$OUT/pg_lease.functions")
+    fdiff=$(diff "$OUT/pg_lease.functions" "$OUT/router.functions")
+    [ "$nfun" -gt 0 ] && [ -z "$fdiff" ]
+    ok $? "the router defines the same $nfun lease.* functions as pg_lease, trigger functions aside${fdiff:+ (< pg_lease, > router: $(oneline "$fdiff"))}"
 
     tests=$(for f in sql/*.sql; do basename "$f" .sql; done | sort)
     regress=$(dirname "$("$PG_BINDIR/pg_config" --pgxs)")/../../src/test/regress/pg_regress
@@ -164,15 +246,17 @@ else
 fi
 
 # --- remove --------------------------------------------------------------
-"${sudo[@]}" dpkg -r "$PKG" >/dev/null 2>&1
-ok $? "dpkg -r $PKG"
-"${sudo[@]}" dpkg -P "$PKG" >/dev/null 2>&1
-status=$(pkg_status)
-[ -z "$status" ] || [ "$status" = "not-installed" ]
-ok $? "dpkg -P $PKG leaves dpkg no record of it (status: ${status:-none})"
+for p in "${PKGS[@]}"; do
+    "${sudo[@]}" dpkg -r "$p" >/dev/null 2>&1
+    ok $? "dpkg -r $p"
+    "${sudo[@]}" dpkg -P "$p" >/dev/null 2>&1
+    status=$(pkg_status "$p")
+    [ -z "$status" ] || [ "$status" = "not-installed" ]
+    ok $? "dpkg -P $p leaves dpkg no record of it (status: ${status:-none})"
+done
 left=$(snapshot_files "$SYS_PG_CONFIG")
 [ -z "$left" ]
-ok $? "no pg_lease file is left in the system PostgreSQL after the purge${left:+ (left: $(oneline "$left"))}"
+ok $? "no pg_lease or pg_lease_router file is left in the system PostgreSQL after the purge${left:+ (left: $(oneline "$left"))}"
 
 # --- restore -------------------------------------------------------------
 restore_machine

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The PGXN release (make dist): META.json passes the PGXN Meta Spec v1.0.0
 # (test/packaging/meta_check.py, which must also reject broken copies of
-# it) and agrees with pg_lease.control; the archive
+# it), agrees with pg_lease.control and provides every extension of the
+# tree (each *.control: pg_lease, pg_lease_router) at its version; the archive
 # pg_lease-<version>.zip holds exactly the tracked files (git ls-files)
 # under the prefix pg_lease-<version>/; and a build from the unpacked
 # archive, installed into PG_BINDIR's PostgreSQL, passes `make installcheck`
@@ -58,6 +59,10 @@ out=$(python3 "$CHECK" META.json)
 ok $? "META.json passes the PGXN Meta Spec v1.0.0${out:+ ($(oneline "$out"))}"
 out=$(python3 "$CHECK" META.json --control pg_lease.control)
 ok $? "META.json names pg_lease at pg_lease.control's default_version $version, its files exist${out:+ ($(oneline "$out"))}"
+controls=$(git ls-files '*.control')
+provided=$(python3 -c 'import json; print("\n".join(sorted(json.load(open("META.json"))["provides"])))')
+[ "$(sed 's|.*/||; s|\.control$||' <<<"$controls" | sort)" = "$provided" ]
+ok $? "META.json provides exactly the extensions of the tracked control files ($(oneline "$controls"); provides: $(oneline "$provided"))"
 
 # The validator must be able to say no: each broken copy is rejected, and
 # the complaint names the field broken.  (python expression on d; field)
@@ -102,6 +107,32 @@ cp pg_lease.control "$WORK/broken/"
 out=$(python3 "$CHECK" "$WORK/broken/file.json" --control "$WORK/broken/pg_lease.control")
 [ $? -eq 1 ] && grep -qF '/provides/pg_lease/file: "no_such_file.sql" does not exist' <<<"$out"
 ok $? "with --control, the validator rejects a provides file that does not exist"
+
+# With --control, provides must cover every *.control of the tree at its
+# default_version and name no other extension, and what a control file
+# requires must be provided or a runtime prerequisite: broken copies of
+# META.json beside copies of the tree's control files and docs.
+PROJ=$WORK/project
+mkdir -p "$PROJ/docs"
+cp pg_lease.control pg_lease_router.control README.md "$PROJ/" && cp docs/scale-out.md "$PROJ/docs/"
+cp META.json "$PROJ/"
+out=$(python3 "$CHECK" "$PROJ/META.json" --control "$PROJ/pg_lease.control")
+ok $? "with --control, the copy of the tree passes (the baseline of the cases below)${out:+ ($(oneline "$out"))}"
+PROJECT_BROKEN='del d["provides"]["pg_lease_router"]|/provides/pg_lease_router: the extension pg_lease_router (pg_lease_router.control) is not provided
+d["provides"]["pg_lease_router"]["version"] = "0.2.0"|/provides/pg_lease_router/version: "0.2.0", but pg_lease_router.control
+del d["prereqs"]["runtime"]["recommends"]["plproxy"]|pg_lease_router.control requires the extension plproxy, which is neither provided nor a runtime prerequisite
+d["provides"]["pg_other"] = {"file": "README.md", "version": "0.3.0"}|/provides/pg_other: no pg_other.control'
+i=0
+while IFS='|' read -r edit field; do
+    i=$((i + 1))
+    python3 -c 'import json, sys
+d = json.load(open("META.json"))
+exec(sys.argv[1])
+json.dump(d, open(sys.argv[2], "w"))' "$edit" "$PROJ/broken$i.json" || { ok 1 "could not make a copy with: $edit"; continue; }
+    out=$(python3 "$CHECK" "$PROJ/broken$i.json" --control "$PROJ/pg_lease.control")
+    [ $? -eq 1 ] && grep -qF -- "$field" <<<"$out"
+    ok $? "with --control, the validator rejects META.json with $edit (said: $(oneline "${out#*: }"))"
+done <<<"$PROJECT_BROKEN"
 
 # --- the archive -------------------------------------------------------------
 DIST_OUTDIR=$WORK make -s dist >"$WORK/make-dist.log" 2>&1

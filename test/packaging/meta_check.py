@@ -16,7 +16,12 @@ pgxnclient), hence this one.
 With --control, also what PGXN cannot know: the distribution is named
 after the extension, provides that extension at pg_lease.control's
 default_version, the version of the distribution is the same, and the
-files named by provides exist beside META.json.
+files named by provides exist beside META.json.  And for every *.control
+in the tree beside META.json (pg_lease.control, pg_lease_router.control):
+provides names that extension at the control file's default_version,
+provides names no extension without a control file, and every extension a
+control file `requires` is provided here or is a runtime prerequisite
+(requires, recommends or suggests).
 
 Prints one line per problem; exits 1 when there is any, 0 otherwise.
 """
@@ -252,13 +257,35 @@ class Checker:
                 self.custom_key(path, key)
 
 
-def control_version(control):
+def control_setting(control, name):
+    """A setting of an extension control file, or None."""
     with open(control, encoding="utf-8") as f:
         for line in f:
-            m = re.match(r"\s*default_version\s*=\s*'([^']*)'", line)
+            m = re.match(r"\s*%s\s*=\s*'([^']*)'" % re.escape(name), line)
             if m:
                 return m.group(1)
     return None
+
+
+def control_version(control):
+    return control_setting(control, "default_version")
+
+
+# Directories of the work tree that are not the distribution's: version
+# control, build output, test clusters and results, installed npm modules.
+SKIP_DIRS = {"build", "node_modules", "results", "output_iso", "log"}
+
+
+def tree_controls(base):
+    """Every extension control file in the tree under base, relative paths."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "tmp_check"))
+                             and d not in SKIP_DIRS)
+        for name in sorted(filenames):
+            if name.endswith(".control"):
+                found.append(os.path.relpath(os.path.join(dirpath, name), base))
+    return found
 
 
 def project(c, d, meta_path, control):
@@ -289,10 +316,37 @@ def project(c, d, meta_path, control):
             if isinstance(f, str) and not os.path.isfile(os.path.join(base, f)):
                 c.error(["provides", ext_name, key], '"%s" does not exist' % f)
     runtime = d.get("prereqs")
-    for key in ("runtime", "requires"):
-        runtime = runtime.get(key) if isinstance(runtime, dict) else None
-    if not isinstance(runtime, dict) or "PostgreSQL" not in runtime:
+    runtime = runtime.get("runtime") if isinstance(runtime, dict) else None
+    runtime = runtime if isinstance(runtime, dict) else {}
+    required = runtime.get("requires")
+    if not isinstance(required, dict) or "PostgreSQL" not in required:
         c.error(["prereqs", "runtime", "requires", "PostgreSQL"], "the PostgreSQL version required is missing")
+    prereqs = set()
+    for relation in ("requires", "recommends", "suggests"):
+        if isinstance(runtime.get(relation), dict):
+            prereqs.update(runtime[relation])
+
+    # Every extension in the tree is provided, at its version; nothing else is.
+    controls = {}
+    for rel in tree_controls(base):
+        controls.setdefault(os.path.basename(rel)[:-len(".control")], rel)
+    for name, rel in sorted(controls.items()):
+        path = os.path.join(base, rel)
+        info = provides.get(name)
+        if not isinstance(info, dict):
+            c.error(["provides", name], "the extension %s (%s) is not provided" % (name, rel))
+            continue
+        got, want = info.get("version"), control_version(path)
+        if got != want:
+            c.error(["provides", name, "version"], "%s, but %s's default_version is %s"
+                    % (json.dumps(got), rel, json.dumps(want)))
+        for dep in re.split(r"[\s,]+", control_setting(path, "requires") or ""):
+            if dep and dep not in provides and dep not in prereqs:
+                c.error(["prereqs", "runtime"], "%s requires the extension %s, which is neither "
+                        "provided nor a runtime prerequisite" % (rel, dep))
+    for name in provides:
+        if name not in controls:
+            c.error(["provides", name], "no %s.control in the distribution" % name)
 
 
 def main(argv):
