@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # The fleet harness shared by test/clients/run.sh (one server) and
 # test/clients/router.sh (through the router during a failover): starting
-# an example worker, and the SQL that judges fair shares.  Uses PY, NODE,
-# WORKER_DSN, OUT and LEASE_SECONDS of the sourcing script.
+# an example worker, the SQL that judges fair shares, and stopping the
+# fleet once they are fair.  Uses PY, NODE,
+# WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and t0 of the sourcing script.
 declare -A PIDS
 start_worker() {   # name
     case $1 in
@@ -37,3 +38,25 @@ SELECT (SELECT string_agg(owner || '=' || n, ' ' ORDER BY owner) FROM c)
 SQL
 }
 
+
+# Waits up to $1 half-seconds for fair shares among $LIVE (psql connection
+# arguments follow), records the last snapshot in $OUT/fairness, stops the
+# live workers with SIGTERM and prints their stderr.  Sets $stopped to how
+# many of them exited 0.
+settle_and_stop() {   # tries psql-connection-args...
+    local tries=$1 snapshot= w f
+    shift
+    for _ in $(seq 1 "$tries"); do
+        snapshot=$("$PSQL" -X -qAt "$@" -c "$(fair_sql "$LIVE")")
+        case $snapshot in *' fair') break ;; esac
+        sleep 0.5
+    done
+    echo "# $((SECONDS - t0)) s: live leases: $snapshot"
+    echo "$snapshot" >"$OUT/fairness"
+    for w in $LIVE; do kill -TERM "${PIDS[$w]}"; done
+    stopped=0
+    for w in $LIVE; do wait "${PIDS[$w]}" && stopped=$((stopped + 1)); done
+    for f in "$OUT"/*.stderr; do
+        [ -s "$f" ] && { echo "# $(basename "$f"):"; sed 's/^/#   /' "$f" | head -20; }
+    done
+}

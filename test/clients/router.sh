@@ -119,22 +119,9 @@ start_worker node-3
 echo "# $((SECONDS - t0)) s: $killed rejoins; py-3 and node-3 joined"
 LIVE="node-2 node-3 py-1 py-2 py-3"
 sleep 8
-snapshot=
-for _ in $(seq 1 24); do
-    snapshot=$("$PSQL" -X -qAt "$PART_DSN" -c "$(fair_sql "$LIVE")")
-    case $snapshot in *' fair') break ;; esac
-    sleep 0.5
-done
-echo "# $((SECONDS - t0)) s: live leases: $snapshot"
-echo "$snapshot" >"$OUT/fairness"
-for w in $LIVE; do kill -TERM "${PIDS[$w]}"; done
-stopped=0
-for w in $LIVE; do wait "${PIDS[$w]}" && stopped=$((stopped + 1)); done
+settle_and_stop 24 "$PART_DSN"
 [ "$stopped" -eq 5 ]
 ok $? "the five live workers stopped gracefully on SIGTERM (none raised PL/Proxy's XX000)"
-for f in "$OUT"/*.stderr; do
-    [ -s "$f" ] && { echo "# $(basename "$f"):"; sed 's/^/#   /' "$f" | head -20; }
-done
 
 # The workers met the failover as PL/Proxy's XX000 and handled it as an
 # ambiguous call (repeated, then left to the next tick and the local deadline).

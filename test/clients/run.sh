@@ -193,22 +193,9 @@ echo "# $((SECONDS - t0)) s: py-3 and node-3 joined"
 LIVE="node-2 node-3 py-2 py-3"
 sleep $((SETTLE_AT - 10))
 # fair shares at the end: wait up to 8 s for the fleet to settle
-snapshot=
-for _ in $(seq 1 16); do
-    snapshot=$("$PSQL" -X -qAt -d $DB -c "$(fair_sql "$LIVE")")
-    case $snapshot in *' fair') break ;; esac
-    sleep 0.5
-done
-echo "# $((SECONDS - t0)) s: live leases: $snapshot"
-echo "$snapshot" >"$OUT/fairness"
-for w in $LIVE; do kill -TERM "${PIDS[$w]}"; done
-stopped=0
-for w in $LIVE; do wait "${PIDS[$w]}" && stopped=$((stopped + 1)); done
+settle_and_stop 16 -d "$DB"
 [ "$stopped" -eq 4 ]
 ok $? "the four live workers stopped gracefully on SIGTERM"
-for f in "$OUT"/*.stderr; do
-    [ -s "$f" ] && { echo "# $(basename "$f"):"; sed 's/^/#   /' "$f" | head -20; }
-done
 $PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1 --joined py-3,node-3
 ok $? "fleet invariants (test/clients/check.py over the workers' journals and record logs)"
 
