@@ -88,25 +88,30 @@ d["meta-spec"]["version"] = "2.0.0"|/meta-spec/version:
 d["resources"] = {"homepage": "pg_lease"}|/resources/homepage:
 d["release_status"] = "final"|/release_status:'
 mkdir "$WORK/broken"
-i=0
-while IFS='|' read -r edit field; do
-    i=$((i + 1))
+# Writes a copy of META.json with one edit (Python, on d) to $3 and checks
+# that the validator, given $3 and any further arguments, rejects it naming
+# $2.
+rejects_edit() {   # edit field copy [validator arguments...]
+    local edit=$1 field=$2 copy=$3 out
+    shift 3
     python3 -c 'import json, sys
 d = json.load(open("META.json"))
 exec(sys.argv[1])
-json.dump(d, open(sys.argv[2], "w"))' "$edit" "$WORK/broken/$i.json" || { ok 1 "could not make a copy with: $edit"; continue; }
-    out=$(python3 "$CHECK" "$WORK/broken/$i.json")
+json.dump(d, open(sys.argv[2], "w"))' "$edit" "$copy" || { ok 1 "could not make a copy with: $edit"; return; }
+    out=$(python3 "$CHECK" "$copy" "$@")
     [ $? -eq 1 ] && grep -qF -- "$field" <<<"$out"
-    ok $? "the validator rejects META.json with $edit (said: $(oneline "${out#*: }"))"
+    ok $? "${1:+with $1, }the validator rejects META.json with $edit (said: $(oneline "${out#*: }"))"
+}
+i=0
+while IFS='|' read -r edit field; do
+    i=$((i + 1))
+    rejects_edit "$edit" "$field" "$WORK/broken/$i.json"
 done <<<"$BROKEN"
-python3 -c 'import json
-d = json.load(open("META.json"))
-d["provides"]["pg_lease"]["file"] = "no_such_file.sql"
-json.dump(d, open("'"$WORK"'/broken/file.json", "w"))'
+# a provides file that does not exist beside the control file
 cp pg_lease.control "$WORK/broken/"
-out=$(python3 "$CHECK" "$WORK/broken/file.json" --control "$WORK/broken/pg_lease.control")
-[ $? -eq 1 ] && grep -qF '/provides/pg_lease/file: "no_such_file.sql" does not exist' <<<"$out"
-ok $? "with --control, the validator rejects a provides file that does not exist"
+rejects_edit 'd["provides"]["pg_lease"]["file"] = "no_such_file.sql"' \
+    '/provides/pg_lease/file: "no_such_file.sql" does not exist' \
+    "$WORK/broken/file.json" --control "$WORK/broken/pg_lease.control"
 
 # With --control, provides must cover every *.control of the tree at its
 # default_version and name no other extension, and what a control file
@@ -125,13 +130,7 @@ d["provides"]["pg_other"] = {"file": "README.md", "version": "0.3.0"}|/provides/
 i=0
 while IFS='|' read -r edit field; do
     i=$((i + 1))
-    python3 -c 'import json, sys
-d = json.load(open("META.json"))
-exec(sys.argv[1])
-json.dump(d, open(sys.argv[2], "w"))' "$edit" "$PROJ/broken$i.json" || { ok 1 "could not make a copy with: $edit"; continue; }
-    out=$(python3 "$CHECK" "$PROJ/broken$i.json" --control "$PROJ/pg_lease.control")
-    [ $? -eq 1 ] && grep -qF -- "$field" <<<"$out"
-    ok $? "with --control, the validator rejects META.json with $edit (said: $(oneline "${out#*: }"))"
+    rejects_edit "$edit" "$field" "$PROJ/broken$i.json" --control "$PROJ/pg_lease.control"
 done <<<"$PROJECT_BROKEN"
 
 # --- the archive -------------------------------------------------------------
