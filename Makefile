@@ -42,7 +42,7 @@ SQL_PARTS = src/common/schema.sql src/leases/access.sql src/leases/leases.sql \
 	src/bindings/bindings.sql src/leases/monitoring.sql src/common/finish.sql
 DATA_built = pg_lease--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql))) \
-	pg_lease_router--$(EXTVERSION).sql
+	$(sort $(wildcard pg_lease_router--*.sql))
 
 # The user documentation, installed into $(docdir)/extension/pg_lease/ (a
 # directory of its own: the page names are generic), with the monitoring
