@@ -40,7 +40,7 @@
 #define NCHAN 2					/* own channels per client */
 #define NTENANTS 4
 #define TENANT_LIMIT 3			/* lease.default_sandbox_limit; every tenant here has a row */
-#define FLEET_CAPACITY 22
+#define FLEET_CAPACITY 35
 #define APP "torture"
 #define STREAM "orders"
 #define LINEAGE "lineage"
@@ -1418,13 +1418,13 @@ op_retry(Client *cl)
 
 /*
  * Shared channels: NSHARED channels of NSHTEN tenants ("tx" with a small
- * limit, so rotations are refused, and "ty"), each channel in its own scope
+ * limit, so rotations are refused by it, and "ty"), each channel in its own scope
  * (agent "sa<j>", channel "sc<j>"), so every conversation of that scope is a
  * conversation of that channel.  The first --shared-channels clients rotate,
  * restore their own rotations, end, admit turns and retry on them.
  */
 static const char *const sh_tenant[NSHTEN] = {"tx", "ty"};
-static const int sh_limit[NSHTEN] = {3, 10};
+static const int sh_limit[NSHTEN] = {4, 10};
 
 /* The tenant, agent and channel names of shared channel j. */
 static const char *
@@ -1467,6 +1467,15 @@ sh_acked(SharedView *v, long long prev, long long id)
 	sh_remember(v, id);
 }
 
+/* The outcome of a shared start or rotation; a refusal says whose limit. */
+static const char *
+sh_outcome(Client *cl)
+{
+	if (strcmp(val(&cl->c, 0, 0), "refused") != 0)
+		return val(&cl->c, 0, 0);
+	return strncmp(val(&cl->c, 0, 2), "fleet", 5) == 0 ? "refused (fleet)" : "refused (tenant)";
+}
+
 /*
  * start_conversation on a shared channel the client found unbound; first
  * the restorable-chain rule for that channel, evaluated by the client that
@@ -1481,7 +1490,7 @@ sh_start(Client *cl, int j)
 	Res			r;
 
 	check_restorable(&cl->c, j, j + 1, opt_serial == 0);
-	r = q(&cl->c, "SELECT outcome, conversation_id FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p);
+	r = q(&cl->c, "SELECT outcome, conversation_id, detail FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p);
 	if (r != RES_OK)
 	{
 		if (r == RES_LOST)
@@ -1489,8 +1498,8 @@ sh_start(Client *cl, int j)
 		tally("shared: start_conversation", on_error(cl, "shared: start_conversation", r));
 		return;
 	}
-	tally("shared: start_conversation", val(&cl->c, 0, 0));
-	trace(cl, j, "start_conversation(%s) -> %s %s", channel, val(&cl->c, 0, 0), val(&cl->c, 0, 1));
+	tally("shared: start_conversation", sh_outcome(cl));
+	trace(cl, j, "start_conversation(%s) -> %s %s", channel, sh_outcome(cl), val(&cl->c, 0, 1));
 	if (strcmp(val(&cl->c, 0, 0), "started") == 0)
 		sh_acked(&cl->sh[j], 0, atoll(val(&cl->c, 0, 1)));
 	else if (!isnull(&cl->c, 0, 1))
@@ -1560,6 +1569,26 @@ sh_restore(Client *cl, int j)
 }
 
 /*
+ * end_conversation of the holder of a shared channel or of a remembered one;
+ * after a refusal by the tenant limit (`tidy`), of a remembered one that is
+ * not the holder, as the refusal's detail advises.
+ */
+static void
+sh_end(Client *cl, int j, bool tidy)
+{
+	SharedView *v = &cl->sh[j];
+	long long	id = !tidy && rnd(&cl->rng, 3) == 0 ? v->seen : sh_known(cl, v);
+
+	if (id == 0 || (tidy && id == v->seen))
+		return;
+	if (end_conv(cl, "shared: end_conversation", id) != RES_OK)
+		return;
+	trace(cl, j, "end_conversation(%lld)", id);
+	if (id == v->seen)
+		v->seen = 0;
+}
+
+/*
  * rotate_channel on a shared channel, from the conversation the client last
  * saw there or from find_channel_conversation.  After `rotated` the new
  * worker either "fails" (the pair is kept to restore later, so other
@@ -1592,7 +1621,7 @@ sh_rotate(Client *cl, int j)
 		}
 	}
 	snprintf(from, sizeof(from), "%lld", prev);
-	r = q(&cl->c, "SELECT outcome, conversation_id FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p);
+	r = q(&cl->c, "SELECT outcome, conversation_id, detail FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p);
 	if (r != RES_OK)
 	{
 		if (r == RES_LOST)
@@ -1600,10 +1629,12 @@ sh_rotate(Client *cl, int j)
 		tally("shared: rotate_channel", on_error(cl, "shared: rotate_channel", r));
 		return;
 	}
-	tally("shared: rotate_channel", val(&cl->c, 0, 0));
-	trace(cl, j, "rotate_channel(%s from %lld) -> %s %s", channel, prev, val(&cl->c, 0, 0), val(&cl->c, 0, 1));
+	tally("shared: rotate_channel", sh_outcome(cl));
+	trace(cl, j, "rotate_channel(%s from %lld) -> %s %s", channel, prev, sh_outcome(cl), val(&cl->c, 0, 1));
 	if (strcmp(val(&cl->c, 0, 0), "rotated") != 0)
 	{
+		if (strcmp(sh_outcome(cl), "refused (tenant)") == 0)
+			sh_end(cl, j, true);
 		v->seen = 0;			/* look it up next time */
 		return;
 	}
@@ -1620,22 +1651,6 @@ sh_rotate(Client *cl, int j)
 	}
 	else if (k < 9 && end_conv(cl, "shared: end_conversation", prev) == RES_OK)
 		trace(cl, j, "end_conversation(%lld)", prev);
-}
-
-/* end_conversation of the holder of a shared channel or of a remembered one. */
-static void
-sh_end(Client *cl, int j)
-{
-	SharedView *v = &cl->sh[j];
-	long long	id = rnd(&cl->rng, 3) == 0 ? v->seen : sh_known(cl, v);
-
-	if (id == 0)
-		return;
-	if (end_conv(cl, "shared: end_conversation", id) != RES_OK)
-		return;
-	trace(cl, j, "end_conversation(%lld)", id);
-	if (id == v->seen)
-		v->seen = 0;
 }
 
 /* admit_turn on a conversation of a shared channel (ended ones refuse). */
@@ -1670,7 +1685,7 @@ op_shared(Client *cl)
 	else if (k < 60)
 		sh_rotate(cl, j);
 	else if (k < 72)
-		sh_end(cl, j);
+		sh_end(cl, j, false);
 	else if (k < 80)
 		sh_admit(cl, j);
 	else if (k < 92)
@@ -1679,18 +1694,13 @@ op_shared(Client *cl)
 		op_retry(cl);
 }
 
-/* One channel operation on a random own channel, or on a shared one. */
+/* One channel operation on a random own channel. */
 static void
 op_channel(Client *cl)
 {
 	Chan	   *ch = &cl->chan[rnd(&cl->rng, NCHAN)];
 	int			k = rnd(&cl->rng, 10);
 
-	if (cl->shared && rnd(&cl->rng, 2) == 0)
-	{
-		op_shared(cl);
-		return;
-	}
 	if (ch->outstanding || k < 2)
 		op_find(cl, ch);
 	else if (ch->holder == 0)
@@ -1776,9 +1786,15 @@ client_main(void *arg)
 		int			k = rnd(&cl->rng, 100);
 		size_t		i;
 
-		for (i = 0; i < sizeof(mix) / sizeof(mix[0]) - 1 && k >= mix[i].weight; i++)
-			k -= mix[i].weight;
-		mix[i].fn(cl);
+		/* a shared-channel client spends a third of its calls there */
+		if (cl->shared && rnd(&cl->rng, 3) == 0)
+			op_shared(cl);
+		else
+		{
+			for (i = 0; i < sizeof(mix) / sizeof(mix[0]) - 1 && k >= mix[i].weight; i++)
+				k -= mix[i].weight;
+			mix[i].fn(cl);
+		}
 		if (cl->lost)
 		{
 			if (!opt_expect_crash || !reconnect(&cl->c, cl->c.appname))
@@ -2838,10 +2854,12 @@ print_shared_counts(void)
 {
 	const char *rs = "shared: restore_rotated_channel";
 
-	printf("\nshared channels: %d clients on %d channels of %d tenants: %ld rotations (%ld rotated, %ld refused),"
-		   " restores %ld restored / %ld superseded / %ld failed, %ld starts, %ld ends, %ld retries (all clients)\n",
+	printf("\nshared channels: %d clients on %d channels of %d tenants: %ld rotations (%ld rotated, %ld refused"
+		   " by the tenant limit, %ld by the fleet), restores %ld restored / %ld superseded / %ld failed,"
+		   " %ld starts, %ld ends, %ld retries (all clients)\n",
 		   opt_shared, NSHARED, NSHTEN, tally_sum("shared: rotate_channel", NULL),
-		   tally_sum("shared: rotate_channel", "rotated"), tally_sum("shared: rotate_channel", "refused"),
+		   tally_sum("shared: rotate_channel", "rotated"), tally_sum("shared: rotate_channel", "refused (tenant)"),
+		   tally_sum("shared: rotate_channel", "refused (fleet)"),
 		   tally_sum(rs, "restored"), tally_sum(rs, "superseded"), tally_sum(rs, "failed"),
 		   tally_sum("shared: start_conversation", "started"),
 		   tally_sum("shared: end_conversation", "ended"), tally_sum("retry_failed_compensations", NULL));

@@ -14,8 +14,8 @@
 # channels; 0: none), --serial-seed N (the serial replay's seed).
 #
 # The torture phase first replays SERIAL_STEPS shared-channel calls one at a
-# time, the order fixed by the serial seed (deterministic: seed 1 reached an
-# unbound channel with a restorable chain at step 96 under the 0.3.0
+# time, the order fixed by the serial seed (deterministic: seed 32 reaches an
+# unbound channel with a restorable chain at step 36 under the 0.3.0
 # restore), then runs the driver concurrently on a fresh database; the crash phase runs
 # it with --expect-crash and stops the server with `pg_ctl stop -m immediate`
 # under the load, restarts it, and lets the driver check that everything it
@@ -32,11 +32,11 @@ CRASHES=1
 KILLS=3
 SEED=
 SHARED=4
-SERIAL_SEED=1
+SERIAL_SEED=32
 SERIAL_STEPS=400
 while [ $# -gt 0 ]; do
     case "$1" in
-        --long) LONG=1; CLIENTS=12; TORTURE_SECONDS=180; CRASH_SECONDS=120; CRASHES=4; KILLS=20 ;;
+        --long) LONG=1; CLIENTS=12; TORTURE_SECONDS=180; CRASH_SECONDS=120; CRASHES=4; KILLS=20; SHARED=6 ;;
         --phase) PHASE=$2; shift ;;
         --clients) CLIENTS=$2; shift ;;
         --seconds) TORTURE_SECONDS=$2; shift ;;
