@@ -1128,20 +1128,32 @@ note_indeterminate(void)
 	pthread_mutex_unlock(&mu);
 }
 
+/*
+ * Runs a start or rotation (an admission) tallied under op; on an error
+ * tallies it, remembering an admission with no answer, and returns false.
+ */
+static bool
+admit_call(Client *cl, const char *op, const char *sql, int n, const char *const *p)
+{
+	Res			r = q(&cl->c, sql, n, p);
+
+	if (r == RES_OK)
+		return true;
+	if (r == RES_LOST)
+		note_indeterminate();
+	tally(op, on_error(cl, op, r));
+	return false;
+}
+
 /* start_conversation on an unbound own channel. */
 static void
 op_start(Client *cl, Chan *ch)
 {
 	const char *p[5] = {cl->user, cl->agent, NULL, NULL, ch->channel};
-	Res			r = q(&cl->c, "SELECT outcome, conversation_id FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p);
 
-	if (r != RES_OK)
-	{
-		if (r == RES_LOST)
-			note_indeterminate();
-		tally("start_conversation", on_error(cl, "start_conversation", r));
+	if (!admit_call(cl, "start_conversation",
+					"SELECT outcome, conversation_id FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p))
 		return;
-	}
 	if (strcmp(val(&cl->c, 0, 0), "started") == 0)
 	{
 		long long	id = atoll(val(&cl->c, 0, 1));
@@ -1315,14 +1327,13 @@ random_conversation(Client *cl, bool hot)
 }
 
 /*
- * admit_turn on a random conversation; `hold` keeps its transaction open a
- * while, so rotations and restores meet a busy conversation.
+ * admit_turn on conversation id (none when 0), tallied under op; `hold`
+ * keeps its transaction open a while, so rotations and restores meet a busy
+ * conversation.
  */
 static void
-op_admit(Client *cl, bool hold)
+admit_turn_on(Client *cl, const char *op, long long id, bool hold)
 {
-	const char *op = hold ? "admit_turn(held)" : "admit_turn";
-	long long	id = random_conversation(cl, hold && rnd(&cl->rng, 2) == 0);
 	char		a[24];
 	const char *p[1] = {a};
 	Res			r;
@@ -1350,6 +1361,14 @@ op_admit(Client *cl, bool hold)
 	}
 }
 
+/* admit_turn on a random conversation of the load, sometimes held. */
+static void
+op_admit(Client *cl, bool hold)
+{
+	admit_turn_on(cl, hold ? "admit_turn(held)" : "admit_turn",
+				  random_conversation(cl, hold && rnd(&cl->rng, 2) == 0), hold);
+}
+
 /* Rotates a shared channel (every client competes for it). */
 static void
 op_rotate_shared(Client *cl)
@@ -1367,14 +1386,9 @@ op_rotate_shared(Client *cl)
 		return;
 	}
 	snprintf(from, sizeof(from), "%lld", holder);
-	r = q(&cl->c, "SELECT outcome, conversation_id FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p);
-	if (r != RES_OK)
-	{
-		if (r == RES_LOST)
-			note_indeterminate();
-		tally("rotate_channel(shared)", on_error(cl, "rotate_channel(shared)", r));
+	if (!admit_call(cl, "rotate_channel(shared)",
+					"SELECT outcome, conversation_id FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p))
 		return;
-	}
 	tally("rotate_channel(shared)", val(&cl->c, 0, 0));
 	if (strcmp(val(&cl->c, 0, 0), "rotated") == 0)
 	{
@@ -1487,17 +1501,11 @@ sh_start(Client *cl, int j)
 	char		agent[8],
 				channel[8];
 	const char *p[5] = {sh_names(j, agent, channel), agent, NULL, NULL, channel};
-	Res			r;
 
 	check_restorable(&cl->c, j, j + 1, opt_serial == 0);
-	r = q(&cl->c, "SELECT outcome, conversation_id, detail FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p);
-	if (r != RES_OK)
-	{
-		if (r == RES_LOST)
-			note_indeterminate();
-		tally("shared: start_conversation", on_error(cl, "shared: start_conversation", r));
+	if (!admit_call(cl, "shared: start_conversation",
+					"SELECT outcome, conversation_id, detail FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p))
 		return;
-	}
 	tally("shared: start_conversation", sh_outcome(cl));
 	trace(cl, j, "start_conversation(%s) -> %s %s", channel, sh_outcome(cl), val(&cl->c, 0, 1));
 	if (strcmp(val(&cl->c, 0, 0), "started") == 0)
@@ -1621,14 +1629,9 @@ sh_rotate(Client *cl, int j)
 		}
 	}
 	snprintf(from, sizeof(from), "%lld", prev);
-	r = q(&cl->c, "SELECT outcome, conversation_id, detail FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p);
-	if (r != RES_OK)
-	{
-		if (r == RES_LOST)
-			note_indeterminate();
-		tally("shared: rotate_channel", on_error(cl, "shared: rotate_channel", r));
+	if (!admit_call(cl, "shared: rotate_channel",
+					"SELECT outcome, conversation_id, detail FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p))
 		return;
-	}
 	tally("shared: rotate_channel", sh_outcome(cl));
 	trace(cl, j, "rotate_channel(%s from %lld) -> %s %s", channel, prev, sh_outcome(cl), val(&cl->c, 0, 1));
 	if (strcmp(val(&cl->c, 0, 0), "rotated") != 0)
@@ -1658,19 +1661,8 @@ static void
 sh_admit(Client *cl, int j)
 {
 	SharedView *v = &cl->sh[j];
-	long long	id = v->seen && rnd(&cl->rng, 2) ? v->seen : sh_known(cl, v);
-	char		a[24];
-	const char *p[1] = {a};
-	Res			r;
 
-	if (id == 0)
-		return;
-	snprintf(a, sizeof(a), "%lld", id);
-	r = q(&cl->c, "SELECT lease.admit_turn($1::bigint)", 1, p);
-	if (r == RES_ERROR && strcmp(cl->c.sqlstate, "55000") == 0)
-		tally("shared: admit_turn", "55000 ended");
-	else
-		tally("shared: admit_turn", r == RES_OK ? "admitted" : on_error(cl, "shared: admit_turn", r));
+	admit_turn_on(cl, "shared: admit_turn", v->seen && rnd(&cl->rng, 2) ? v->seen : sh_known(cl, v), false);
 }
 
 /* One operation on a random shared channel. */
