@@ -2857,6 +2857,23 @@ print_shared_counts(void)
 		   tally_sum("shared: end_conversation", "ended"), tally_sum("retry_failed_compensations", NULL));
 }
 
+/* Prints what runs and how to reproduce it. */
+static void
+print_banner(void)
+{
+	if (opt_serial > 0)
+		printf("pg_lease_torture: seed %llu, serial replay: %d steps of %d clients on %d shared channels, database %s\n"
+			   "reproduce with: --seed %llu --clients %d --shared-channels %d --serial %d\n",
+			   opt_seed, opt_serial, opt_shared, NSHARED, opt_dbname, opt_seed, opt_clients, opt_shared, opt_serial);
+	else
+		printf("pg_lease_torture: seed %llu, %d clients (%d on %d shared channels), %d s, %d kills%s, database %s\n"
+			   "reproduce with: --seed %llu --clients %d --shared-channels %d --seconds %d --kills %d%s\n",
+			   opt_seed, opt_clients, opt_shared, NSHARED, opt_seconds, opt_kills,
+			   opt_expect_crash ? ", expecting a crash" : "", opt_dbname,
+			   opt_seed, opt_clients, opt_shared, opt_seconds, opt_kills, opt_expect_crash ? " --expect-crash" : "");
+	fflush(stdout);
+}
+
 /* Orders tallies by operation, then outcome. */
 static int
 cmp_tally(const void *a, const void *b)
@@ -2935,17 +2952,7 @@ main(int argc, char **argv)
 	}
 	if (opt_dbname == NULL)
 		opt_dbname = getenv("PGDATABASE") ? getenv("PGDATABASE") : "postgres";
-	if (opt_serial > 0)
-		printf("pg_lease_torture: seed %llu, serial replay: %d steps of %d clients on %d shared channels, database %s\n"
-			   "reproduce with: --seed %llu --clients %d --shared-channels %d --serial %d\n",
-			   opt_seed, opt_serial, opt_shared, NSHARED, opt_dbname, opt_seed, opt_clients, opt_shared, opt_serial);
-	else
-		printf("pg_lease_torture: seed %llu, %d clients (%d on %d shared channels), %d s, %d kills%s, database %s\n"
-			   "reproduce with: --seed %llu --clients %d --shared-channels %d --seconds %d --kills %d%s\n",
-			   opt_seed, opt_clients, opt_shared, NSHARED, opt_seconds, opt_kills,
-			   opt_expect_crash ? ", expecting a crash" : "", opt_dbname,
-			   opt_seed, opt_clients, opt_shared, opt_seconds, opt_kills, opt_expect_crash ? " --expect-crash" : "");
-	fflush(stdout);
+	print_banner();
 
 	setup();
 
