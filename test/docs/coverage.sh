@@ -111,8 +111,8 @@ done
 
 # Recipes copied into tests: each copy to a file of its own, $recipes/N.K
 # (the K-th of the N-th test file), whose first line is "PAGE TEST:LINE".
+# (No trap of its own: cluster_start's EXIT trap stops the cluster.)
 recipes=$(mktemp -d)
-trap 'rm -rf "$recipes"' EXIT
 i=0
 for t in test/pgtap/*.sql; do
     i=$((i + 1))
@@ -123,7 +123,8 @@ for t in test/pgtap/*.sql; do
         END { if (f != "") print "" > (f ".open") }' "$t"
 done
 for copy in "$recipes"/*; do
-    [ -f "$copy" ] && [[ $copy != *.open ]] || continue
+    [ -f "$copy" ] || continue
+    case $copy in *.open) continue ;; esac
     read -r page where <"$copy"
     body=$(tail -n +2 "$copy")
     if [ -f "$copy.open" ]; then
@@ -136,6 +137,7 @@ for copy in "$recipes"/*; do
         ok
     fi
 done
+rm -rf "$recipes"
 
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
