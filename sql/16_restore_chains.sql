@@ -182,5 +182,15 @@ SELECT lease.end_conversation(:c2);
 SELECT * FROM lease.retry_failed_compensations();
 DELETE FROM lease.tenant_limits WHERE user_id = 'rc-8';
 
+-- no target: the chain ends at a failed conversation that was not itself a
+-- rotation (only a hand edit makes one; the walk stops there)
+SELECT lease_test.start('rc-9') AS c1 \gset
+SELECT lease_test.rotate('rc-9', :c1) AS c2 \gset
+UPDATE lease.conversations SET status = 'failed' WHERE id = :c1;
+SELECT lease.restore_rotated_channel(:c1, :c2);
+SELECT * FROM lease_test.queue('rc-9');
+SELECT lease.end_conversation(:c2);
+SELECT * FROM lease.retry_failed_compensations();
+
 DROP FUNCTION lease_test.start(text), lease_test.rotate(text, bigint), lease_test.chain(text),
     lease_test.holder(text), lease_test.queue(text);
