@@ -120,7 +120,8 @@ CREATE TABLE lease.tenant_limits (
 
 -- The queue of post-commit compensations that failed: restore_rotated_channel
 -- writes a row when its restore raised an error (after rolling the restore
--- back), retry_failed_compensations drains it.
+-- back) or found no live conversation to give the channel back to (the
+-- replacement keeps it; sqlstate 55000), retry_failed_compensations drains it.
 --
 -- At most one unresolved row per (previous, failed) pair: a restore of the
 -- same pair that fails again updates that row (reason, sqlstate,
