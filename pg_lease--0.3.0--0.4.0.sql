@@ -79,14 +79,14 @@ END
 $guard$;
 
 -- Rows every function can go on with (src/leases/leases.sql,
--- src/bindings/bindings.sql): counters with room for one more increment,
+-- src/bindings/bindings.sql): counters below 2^62 (attempts below 2^30),
 -- finite times.  Validated: the update stops if a row breaks one of them
 -- (CHANGELOG.md, "Upgrading from 0.3.0", says how to find and fix it).
 ALTER TABLE lease.shard_leases
     ADD CONSTRAINT shard_leases_counters_check
-        CHECK (lease_count OPERATOR(pg_catalog.<) 9223372036854775807
-               AND lease_epoch OPERATOR(pg_catalog.<) 9223372036854775807
-               AND owner_switches_since_checkpoint OPERATOR(pg_catalog.<) 9223372036854775807),
+        CHECK (lease_count OPERATOR(pg_catalog.<) 4611686018427387904
+               AND lease_epoch OPERATOR(pg_catalog.<) 4611686018427387904
+               AND owner_switches_since_checkpoint OPERATOR(pg_catalog.<) 4611686018427387904),
     ADD CONSTRAINT shard_leases_times_check
         CHECK (pg_catalog.isfinite(lease_expires_at) AND pg_catalog.isfinite(handoff_requested_at)
                AND pg_catalog.isfinite(handoff_deadline) AND pg_catalog.isfinite(created_at)
@@ -101,7 +101,7 @@ ALTER TABLE lease.turns
     ADD CONSTRAINT turns_times_check CHECK (pg_catalog.isfinite(created_at));
 ALTER TABLE lease.compensation_failures
     ADD CONSTRAINT compensation_failures_counters_check
-        CHECK (attempts OPERATOR(pg_catalog.<) 2147483647),
+        CHECK (attempts OPERATOR(pg_catalog.<) 1073741824),
     ADD CONSTRAINT compensation_failures_times_check
         CHECK (pg_catalog.isfinite(occurred_at) AND pg_catalog.isfinite(last_failed_at)
                AND pg_catalog.isfinite(resolved_at));

@@ -154,10 +154,10 @@ CREATE TABLE lease.compensation_failures (
     resolved_at               timestamptz,
     CONSTRAINT compensation_failures_sqlstate_check CHECK (sqlstate OPERATOR(pg_catalog.~) '^[0-9A-Z]{5}$'),
     CONSTRAINT compensation_failures_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 1),
-    -- A failure that recurs increments attempts; monitoring computes with
-    -- the times.
+    -- A failure that recurs increments attempts (kept below 2^30, far from
+    -- the end of its range); monitoring computes with the times.
     CONSTRAINT compensation_failures_counters_check
-        CHECK (attempts OPERATOR(pg_catalog.<) 2147483647),
+        CHECK (attempts OPERATOR(pg_catalog.<) 1073741824),
     CONSTRAINT compensation_failures_times_check
         CHECK (pg_catalog.isfinite(occurred_at) AND pg_catalog.isfinite(last_failed_at)
                AND pg_catalog.isfinite(resolved_at))

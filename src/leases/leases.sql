@@ -47,12 +47,14 @@ CREATE TABLE lease.shard_leases (
                                     handoff_lease_duration) OPERATOR(pg_catalog.=) ANY (ARRAY[0, 4])),
     -- Every row a write can produce (an operator's INSERT and import_kcl_ex
     -- included) is one the functions can go on with: the counters they
-    -- increment have room for one more, and the times that renewals,
-    -- handoffs and monitoring compute with are finite.
+    -- increment stay below 2^62 (far more than any lease sees, so a row can
+    -- not be stored at the end of their range, where the next take would
+    -- fail), and the times that renewals, handoffs and monitoring compute
+    -- with are finite.
     CONSTRAINT shard_leases_counters_check
-        CHECK (lease_count OPERATOR(pg_catalog.<) 9223372036854775807
-               AND lease_epoch OPERATOR(pg_catalog.<) 9223372036854775807
-               AND owner_switches_since_checkpoint OPERATOR(pg_catalog.<) 9223372036854775807),
+        CHECK (lease_count OPERATOR(pg_catalog.<) 4611686018427387904
+               AND lease_epoch OPERATOR(pg_catalog.<) 4611686018427387904
+               AND owner_switches_since_checkpoint OPERATOR(pg_catalog.<) 4611686018427387904),
     CONSTRAINT shard_leases_times_check
         CHECK (pg_catalog.isfinite(lease_expires_at) AND pg_catalog.isfinite(handoff_requested_at)
                AND pg_catalog.isfinite(handoff_deadline) AND pg_catalog.isfinite(created_at)
