@@ -105,3 +105,39 @@ ALTER TABLE lease.compensation_failures
     ADD CONSTRAINT compensation_failures_times_check
         CHECK (pg_catalog.isfinite(occurred_at) AND pg_catalog.isfinite(last_failed_at)
                AND pg_catalog.isfinite(resolved_at));
+
+-- App grants record the grantee's name (src/leases/access.sql): a grant
+-- matches only the role that still has the OID and the name it was granted
+-- to, and a dump carries only those.  Grants of roles dropped since (which
+-- matched nobody, but would match a role given the same OID later) are
+-- removed.
+ALTER TABLE lease.app_grants ADD COLUMN grantee_name name;
+DELETE FROM lease.app_grants AS g
+ WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) g.grantee);
+UPDATE lease.app_grants AS g SET grantee_name = pg_catalog.pg_get_userbyid(g.grantee);
+ALTER TABLE lease.app_grants ALTER COLUMN grantee_name SET NOT NULL;
+
+CREATE FUNCTION lease.app_grants_grantee_name()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.grantee_name := pg_catalog.pg_get_userbyid(NEW.grantee);
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER app_grants_grantee_name
+    BEFORE INSERT OR UPDATE OF granted_by ON lease.app_grants
+    FOR EACH ROW
+    EXECUTE FUNCTION lease.app_grants_grantee_name();
+
+REVOKE ALL ON FUNCTION lease.app_grants_grantee_name() FROM PUBLIC;
+
+-- The dump filter; out of the extension and back in first, so that the
+-- table is marked last, as in a fresh install (src/common/finish.sql).
+ALTER EXTENSION pg_lease DROP TABLE lease.app_grants;
+ALTER EXTENSION pg_lease ADD TABLE lease.app_grants;
+SELECT pg_catalog.pg_extension_config_dump('lease.app_grants',
+    'WHERE pg_catalog.pg_get_userbyid(grantee) OPERATOR(pg_catalog.=) grantee_name');
