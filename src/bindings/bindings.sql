@@ -18,7 +18,11 @@ CREATE TABLE lease.sandboxes (
     created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT sandboxes_status_check
-        CHECK (status IN ('pending', 'starting', 'ready', 'suspended', 'terminated', 'failed'))
+        CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'starting', 'ready', 'suspended',
+                                                        'terminated', 'failed'])),
+    -- Finite times only (admission and monitoring compute with them).
+    CONSTRAINT sandboxes_times_check
+        CHECK (pg_catalog.isfinite(created_at) AND pg_catalog.isfinite(updated_at))
 );
 
 COMMENT ON TABLE lease.sandboxes IS
@@ -30,7 +34,7 @@ COMMENT ON TABLE lease.sandboxes IS
 -- the counting statement uses, so the planner can prove it applies.
 CREATE INDEX sandboxes_active_user_idx
     ON lease.sandboxes (user_id)
-    WHERE status IN ('pending', 'starting', 'ready');
+    WHERE status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'starting', 'ready']);
 
 CREATE TABLE lease.conversations (
     id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -45,13 +49,17 @@ CREATE TABLE lease.conversations (
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT conversations_status_check
-        CHECK (status IN ('pending', 'running', 'idle', 'failed', 'terminated')),
+        CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running', 'idle', 'failed',
+                                                        'terminated'])),
     -- The invariant every function keeps, enforced by the table itself: a
     -- channel is only ever bound to a live conversation.
     CONSTRAINT conversations_binding_live_check
-        CHECK (channel_id IS NULL OR status IN ('pending', 'running', 'idle')),
+        CHECK (channel_id IS NULL
+               OR status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running', 'idle'])),
     CONSTRAINT conversations_not_rotated_from_itself_check
-        CHECK (rotated_from IS DISTINCT FROM id)
+        CHECK (rotated_from IS DISTINCT FROM id),
+    CONSTRAINT conversations_times_check
+        CHECK (pg_catalog.isfinite(created_at) AND pg_catalog.isfinite(updated_at))
 );
 
 COMMENT ON TABLE lease.conversations IS
@@ -103,7 +111,8 @@ CREATE INDEX conversations_sandbox_idx
 CREATE TABLE lease.turns (
     id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     conversation_id bigint      NOT NULL REFERENCES lease.conversations,
-    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT turns_times_check CHECK (pg_catalog.isfinite(created_at))
 );
 
 -- Serves the foreign key turns.conversation_id (a conversation's turns).
@@ -115,7 +124,7 @@ CREATE INDEX turns_conversation_idx
 CREATE TABLE lease.tenant_limits (
     user_id       text NOT NULL PRIMARY KEY,
     sandbox_limit int  NOT NULL,
-    CONSTRAINT tenant_limits_sandbox_limit_check CHECK (sandbox_limit >= 0)
+    CONSTRAINT tenant_limits_sandbox_limit_check CHECK (sandbox_limit OPERATOR(pg_catalog.>=) 0)
 );
 
 -- The queue of post-commit compensations that failed: restore_rotated_channel
@@ -144,8 +153,15 @@ CREATE TABLE lease.compensation_failures (
     last_failed_at            timestamptz NOT NULL DEFAULT pg_catalog.now(),
     attempts                  int         NOT NULL DEFAULT 1,
     resolved_at               timestamptz,
-    CONSTRAINT compensation_failures_sqlstate_check CHECK (sqlstate ~ '^[0-9A-Z]{5}$'),
-    CONSTRAINT compensation_failures_attempts_check CHECK (attempts >= 1)
+    CONSTRAINT compensation_failures_sqlstate_check CHECK (sqlstate OPERATOR(pg_catalog.~) '^[0-9A-Z]{5}$'),
+    CONSTRAINT compensation_failures_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 1),
+    -- A failure that recurs increments attempts (kept below 2^30, far from
+    -- the end of its range); monitoring computes with the times.
+    CONSTRAINT compensation_failures_counters_check
+        CHECK (attempts OPERATOR(pg_catalog.<) 1073741824),
+    CONSTRAINT compensation_failures_times_check
+        CHECK (pg_catalog.isfinite(occurred_at) AND pg_catalog.isfinite(last_failed_at)
+               AND pg_catalog.isfinite(resolved_at))
 );
 
 COMMENT ON COLUMN lease.compensation_failures.channel_id IS
@@ -188,9 +204,11 @@ CREATE TABLE lease.conversation_id_partition (
     id_offset  integer NOT NULL,
     CONSTRAINT conversation_id_partition_only_row_check CHECK (only_row),
     CONSTRAINT conversation_id_partition_stride_check
-        CHECK (id_stride >= 1 AND id_stride & (id_stride - 1) = 0),
+        CHECK (id_stride OPERATOR(pg_catalog.>=) 1
+               AND (id_stride OPERATOR(pg_catalog.&) (id_stride OPERATOR(pg_catalog.-) 1))
+                   OPERATOR(pg_catalog.=) 0),
     CONSTRAINT conversation_id_partition_offset_check
-        CHECK (id_offset >= 0 AND id_offset < id_stride)
+        CHECK (id_offset OPERATOR(pg_catalog.>=) 0 AND id_offset OPERATOR(pg_catalog.<) id_stride)
 );
 
 COMMENT ON TABLE lease.conversation_id_partition IS

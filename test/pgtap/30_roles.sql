@@ -188,14 +188,14 @@ SELECT throws_ok(stmt, '42501', NULL, 'worker: ' || stmt)
     $$UPDATE lease.shard_leases SET lease_owner = 'w1'$$]) AS stmt;
 RESET ROLE;
 
--- an error raised while a function runs its SQL as the owner (here a
--- bigint overflow inside the renewal's UPDATE), caught by the caller's own
--- subtransaction (throws_ok's EXCEPTION block): the caller is the current
--- user again, with no more privileges than before
+-- an error raised while a function runs its SQL as the owner (here the
+-- renewal's UPDATE taking lease_count past shard_leases_counters_check),
+-- caught by the caller's own subtransaction (throws_ok's EXCEPTION block):
+-- the caller is the current user again, with no more privileges than before
 SELECT lease.create_lease('rm-a', 'max', '0'), lease.take_lease('rm-a', 'max', '0', 'w1');
-UPDATE lease.shard_leases SET lease_count = 9223372036854775807 WHERE app_name = 'rm-a' AND stream_name = 'max';
+UPDATE lease.shard_leases SET lease_count = 4611686018427387903 WHERE app_name = 'rm-a' AND stream_name = 'max';
 SET LOCAL ROLE tap_rm_w1;
-SELECT throws_ok($$SELECT lease.renew_lease('rm-a', 'max', '0', 'w1', 9223372036854775807)$$, '22003', NULL,
+SELECT throws_ok($$SELECT lease.renew_lease('rm-a', 'max', '0', 'w1', 4611686018427387903)$$, '23514', NULL,
                  'an error inside the owner section');
 SELECT is(current_user::text, 'tap_rm_w1', 'after it the caller is the current user again');
 SELECT throws_ok($$DELETE FROM lease.shard_leases$$, '42501', NULL, 'and has none of the owner''s privileges');

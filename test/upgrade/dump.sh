@@ -120,6 +120,19 @@ SQL
     check "restored fencing token still accepted" "${r[8]:-}" t
     check "restored conversation id setting still applies (id % 2 = 1)" "$(( ${r[0]:-0} % 2 ))" 1
 
+    # 4. App grants: by role name, and none of a dropped role.
+    check "the source keeps the grant of a dropped role" \
+        "$(psql_do -d "$SRC" -At -c "SELECT count(*) FROM lease.app_grants WHERE app_name = 'dump-gone'")" 1
+    check "a dropped role's grant is not in the dump" \
+        "$("$PG_BINDIR/pg_restore" -a -t app_grants -f - "$WORK/dump" | grep -c 'dump-gone')" 0
+    check "a restored grant names its role by name" \
+        "$(psql_do -d "$DST" -At -c "SELECT grantee::text || ' ' || grantee_name FROM lease.app_grants WHERE app_name = 'dump'")" \
+        "lease_dump_worker lease_dump_worker"
+    check "the restored grant acts for the app" \
+        "$(psql_do -d "$DST" -At -c "GRANT USAGE ON SCHEMA lease TO lease_dump_worker" \
+            -c "GRANT EXECUTE ON FUNCTION lease.has_app_access(text) TO lease_dump_worker" \
+            -c "SET ROLE lease_dump_worker" -c "SELECT lease.has_app_access('dump')")" t
+
     psql_do -d postgres -c "DROP DATABASE $SRC" -c "DROP DATABASE $DST"
 }
 
