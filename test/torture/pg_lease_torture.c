@@ -453,7 +453,12 @@ on_error(Client *cl, const char *op, Res r)
 			violation("%s: connection lost: %s", op, cl->c.errmsg);
 		return "connection_lost";
 	}
-	if (strcmp(cl->c.sqlstate, "40P01") == 0 || strcmp(cl->c.sqlstate, "40001") == 0)
+	/*
+	 * Retryable (docs/client-rules.md): a conflict, or 55P03 from a bounded
+	 * wait (lease.admission_lock_timeout: admission or a turn is busy).
+	 */
+	if (strcmp(cl->c.sqlstate, "40P01") == 0 || strcmp(cl->c.sqlstate, "40001") == 0 ||
+		strcmp(cl->c.sqlstate, "55P03") == 0)
 	{
 		snprintf(label, sizeof(label), "error %s", cl->c.sqlstate);
 		return label;
