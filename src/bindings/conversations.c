@@ -492,23 +492,8 @@ start_conversation(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 	return (Datum) 0;
 }
 
-PG_FUNCTION_INFO_V1(lease_start_conversation);
-
-/* lease.start_conversation of schemas 0.1.0 to 0.3.0: the advisory admission locks. */
-Datum
-lease_start_conversation(PG_FUNCTION_ARGS)
-{
-	return start_conversation(fcinfo, LEASE_ADMISSION_ADVISORY);
-}
-
-PG_FUNCTION_INFO_V1(lease_start_conversation_0_4);
-
-/* lease.start_conversation from schema 0.4.0 on: the admission gate. */
-Datum
-lease_start_conversation_0_4(PG_FUNCTION_ARGS)
-{
-	return start_conversation(fcinfo, LEASE_ADMISSION_GATE);
-}
+/* lease.start_conversation: lease_start_conversation, lease_start_conversation_0_4. */
+LEASE_ADMISSION_ENTRY_POINTS(lease_start_conversation, start_conversation)
 
 PG_FUNCTION_INFO_V1(lease_find_channel_conversation);
 

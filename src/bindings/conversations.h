@@ -119,6 +119,17 @@ typedef enum LeaseAdmissionLock
 } LeaseAdmissionLock;
 
 /*
+ * Defines the two C entry points of an admitting function (see
+ * LeaseAdmissionLock): `sym`, bound by the 0.1.0-0.3.0 scripts, and
+ * `sym`_0_4, bound from 0.4.0 on; both call impl(fcinfo, lock).
+ */
+#define LEASE_ADMISSION_ENTRY_POINTS(sym, impl) \
+	PG_FUNCTION_INFO_V1(sym); \
+	Datum sym(PG_FUNCTION_ARGS) { return impl(fcinfo, LEASE_ADMISSION_ADVISORY); } \
+	PG_FUNCTION_INFO_V1(sym##_0_4); \
+	Datum sym##_0_4(PG_FUNCTION_ARGS) { return impl(fcinfo, LEASE_ADMISSION_GATE); }
+
+/*
  * Admission, the one routine behind start_conversation and rotate_channel.
  * SPI must be connected.  Takes the admission lock `lock`, held to the end
  * of the caller's transaction, waiting at most lease.admission_lock_timeout

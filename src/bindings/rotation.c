@@ -335,23 +335,8 @@ rotate_channel(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 	return (Datum) 0;
 }
 
-PG_FUNCTION_INFO_V1(lease_rotate_channel);
-
-/* lease.rotate_channel of schemas 0.1.0 to 0.3.0: the advisory admission locks. */
-Datum
-lease_rotate_channel(PG_FUNCTION_ARGS)
-{
-	return rotate_channel(fcinfo, LEASE_ADMISSION_ADVISORY);
-}
-
-PG_FUNCTION_INFO_V1(lease_rotate_channel_0_4);
-
-/* lease.rotate_channel from schema 0.4.0 on: the admission gate. */
-Datum
-lease_rotate_channel_0_4(PG_FUNCTION_ARGS)
-{
-	return rotate_channel(fcinfo, LEASE_ADMISSION_GATE);
-}
+/* lease.rotate_channel: lease_rotate_channel, lease_rotate_channel_0_4. */
+LEASE_ADMISSION_ENTRY_POINTS(lease_rotate_channel, rotate_channel)
 
 /* The outcomes of restore_rotated_channel. */
 typedef enum RestoreOutcome
