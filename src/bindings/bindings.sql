@@ -216,17 +216,38 @@ COMMENT ON TABLE lease.conversation_id_partition IS
 
 SELECT pg_catalog.pg_extension_config_dump('lease.conversation_id_partition', '');
 
+-- The admission gate (src/bindings/conversations.c): start_conversation and
+-- rotate_channel lock its one row FOR NO KEY UPDATE until the caller's
+-- transaction ends, so admissions take turns and their quota counts are
+-- exact.  Only the extension's owner can lock the row: no other role has any
+-- privilege on the table (finish.sql), so no other role can hold admission
+-- up (an advisory lock, which any role may take, could).  The row is
+-- inserted here and not marked for pg_dump: CREATE EXTENSION on restore
+-- inserts it again.
+CREATE TABLE lease.admission_gate (
+    only_row  boolean NOT NULL DEFAULT true PRIMARY KEY,
+    CONSTRAINT admission_gate_only_row_check CHECK (only_row)
+);
+
+COMMENT ON TABLE lease.admission_gate IS
+    'Exactly one row, locked by every admission (start_conversation, rotate_channel) until its transaction ends. Do not lock, delete or add rows.';
+
+INSERT INTO lease.admission_gate DEFAULT VALUES;
+
 -- The channel functions are C, not STRICT (a NULL where a value is required
 -- is 22004 naming the argument), SECURITY DEFINER with search_path pinned,
 -- and run fixed schema-qualified SQL with parameters (src/bindings/).  They
 -- take no app_name, so no per-app check applies: a role granted EXECUTE on
 -- them acts for every tenant (docs/security.md).  The admission lock they take is
 -- transaction-scoped: call each in its own short transaction (autocommit).
+-- start_conversation and rotate_channel are bound to the C symbols of this
+-- schema version (*_0_4: the admission gate); the symbols without a suffix
+-- serve 0.1.0 to 0.3.0 schemas until ALTER EXTENSION UPDATE.
 
 CREATE FUNCTION lease.start_conversation(
     user_id text, agent_id text, vault_id text, environment_id text, channel_id text)
 RETURNS TABLE (outcome text, conversation_id bigint, detail text)
-AS 'MODULE_PATHNAME', 'lease_start_conversation'
+AS 'MODULE_PATHNAME', 'lease_start_conversation_0_4'
 LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
 SET search_path = pg_catalog, pg_temp;
 
@@ -241,7 +262,7 @@ CREATE FUNCTION lease.rotate_channel(
     user_id text, agent_id text, vault_id text, environment_id text, channel_id text,
     rotate_from bigint)
 RETURNS TABLE (outcome text, conversation_id bigint, previous_conversation_id bigint, detail text)
-AS 'MODULE_PATHNAME', 'lease_rotate_channel'
+AS 'MODULE_PATHNAME', 'lease_rotate_channel_0_4'
 LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
 SET search_path = pg_catalog, pg_temp;
 

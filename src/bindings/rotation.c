@@ -13,13 +13,18 @@
  *	 2. checks that it still holds the channel;
  *	 3. unbinds it;
  *	 4. runs admission (conversations.c) for the replacement, bound to the
- *		channel with rotated_from set.
- * The row lock is taken before the fleet lock, so the fleet lock is never
- * held while waiting on a conversation.  Only `rotated` releases (keeps) the
- * subtransaction: `refused` and `binding_changed` roll it back, undoing the
- * unbind and any insert and releasing its locks, and a lock timeout in step 1
- * is caught as `busy`.  The unbind thus commits with the replacement, in the
- * caller's transaction, or not at all.
+ *		channel with rotated_from set; its wait for the admission lock is
+ *		bounded by lease.admission_lock_timeout.
+ * The row lock is taken before the admission lock, so the admission lock is
+ * never held while waiting on a conversation.  Only `rotated` releases
+ * (keeps) the subtransaction: `refused` and `binding_changed` roll it back,
+ * undoing the unbind and any insert and releasing its locks, and a lock
+ * timeout in step 1 or in admission's wait for its lock is caught as `busy`,
+ * after the rollback released the old conversation's row lock.  The unbind
+ * thus commits with the replacement, in the caller's transaction, or not at
+ * all.  Which admission lock is taken depends on the installed schema's
+ * version: lease_rotate_channel serves 0.1.0 to 0.3.0,
+ * lease_rotate_channel_0_4 serves 0.4.0 (LeaseAdmissionLock).
  *
  * restore_rotated_channel undoes a committed rotation whose replacement's
  * worker failed to start, only while the replacement still owns the channel,
@@ -30,7 +35,8 @@
  * Its work runs in a subtransaction too; any error there rolls the restore
  * back and is reported (WARNING) and recorded in lease.compensation_failures
  * after the rollback, so the record survives it; retry_failed_compensations
- * drains that queue.
+ * drains that queue.  A query cancel or statement_timeout is not the
+ * restore's failure but the caller's: it is raised again, nothing recorded.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,6 +45,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
@@ -249,6 +256,7 @@ typedef enum RotationOutcome
 
 typedef struct Rotation
 {
+	LeaseAdmissionLock lock;
 	LeaseScope	scope;
 	Datum		channel_id;
 	int64		rotate_from;
@@ -281,7 +289,7 @@ rotation_step(void *arg)
 	}
 
 	lease_spi_run(&unbind_stmt, &old_id, NULL, 0);
-	lease_admit(&r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
+	lease_admit(r->lock, &r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
 
 	switch (r->admission.outcome)
 	{
@@ -299,11 +307,9 @@ rotation_step(void *arg)
 	return false;
 }
 
-PG_FUNCTION_INFO_V1(lease_rotate_channel);
-
 /* lease.rotate_channel: rotated, busy, binding_changed or refused. */
-Datum
-lease_rotate_channel(PG_FUNCTION_ARGS)
+static Datum
+rotate_channel(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 {
 	Rotation	r;
 	ErrorData  *error;
@@ -313,6 +319,7 @@ lease_rotate_channel(PG_FUNCTION_ARGS)
 	const char *detail = NULL;
 
 	memset(&r, 0, sizeof(r));
+	r.lock = lock;
 	lease_scope_args(fcinfo, &r.scope);
 	r.channel_id = lease_arg_ident(fcinfo, 4, "channel_id");
 	r.rotate_from = lease_arg_int64(fcinfo, 5, "rotate_from");
@@ -320,8 +327,9 @@ lease_rotate_channel(PG_FUNCTION_ARGS)
 	lease_spi_connect();
 	if (lease_subxact_run(rotation_step, &r, &error) == LEASE_SUBXACT_ERROR)
 	{
-		/* Only step 1's lock timeout is ours to handle. */
-		if (!(r.in_locking_read && error->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE))
+		/* Only the lock timeouts of step 1 and of admission's lock are ours. */
+		if (!((r.in_locking_read || r.admission.waiting_for_lock) &&
+			  error->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE))
 			ReThrowError(error);
 		r.outcome = ROTATION_BUSY;
 	}
@@ -334,7 +342,9 @@ lease_rotate_channel(PG_FUNCTION_ARGS)
 			break;
 		case ROTATION_BUSY:
 			outcome = LEASE_OUTCOME_BUSY;
-			detail = "the previous conversation is busy; retry the rotation";
+			detail = r.in_locking_read
+				? "the previous conversation is busy; retry the rotation"
+				: "admission is busy; retry the rotation";
 			break;
 		case ROTATION_BINDING_CHANGED:
 			outcome = LEASE_OUTCOME_BINDING_CHANGED;
@@ -357,6 +367,9 @@ lease_rotate_channel(PG_FUNCTION_ARGS)
 	lease_return_row(fcinfo, values, nulls);
 	return (Datum) 0;
 }
+
+/* lease.rotate_channel: lease_rotate_channel, lease_rotate_channel_0_4. */
+LEASE_ADMISSION_ENTRY_POINTS(lease_rotate_channel, rotate_channel)
 
 /* The outcomes of restore_rotated_channel. */
 typedef enum RestoreOutcome
@@ -648,7 +661,9 @@ record_failure(int64 previous_id, int64 failed_id, const char *channel_id, Error
 
 /*
  * Restores one rotation pair (SPI connected).  Any error inside the restore
- * makes it `failed`, reported and recorded; never `superseded`.
+ * makes it `failed`, reported and recorded; never `superseded`.  Except a
+ * query cancel or statement_timeout (and an assertion failure), which is
+ * raised again: the restore is rolled back and nothing is recorded.
  */
 static RestoreOutcome
 restore_pair(int64 previous_id, int64 failed_id)
@@ -664,6 +679,15 @@ restore_pair(int64 previous_id, int64 failed_id)
 		case LEASE_SUBXACT_UNDONE:
 			break;
 		case LEASE_SUBXACT_ERROR:
+
+			/*
+			 * A cancel or statement_timeout (57014) is the caller's, not the
+			 * restore's: it goes through, nothing recorded, as PL/pgSQL's
+			 * WHEN OTHERS lets it (and an assertion failure) through.
+			 */
+			if (error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+				error->sqlerrcode == ERRCODE_ASSERT_FAILURE)
+				ReThrowError(error);
 			record_failure(previous_id, failed_id, channel_id, error);
 			FreeErrorData(error);
 			return RESTORE_FAILED;
@@ -716,7 +740,11 @@ lease_retry_failed_compensations(PG_FUNCTION_ARGS)
 		failed_ids[i] = DatumGetInt64(lease_spi_value(i, 2, &isnull));
 	}
 	for (uint64 i = 0; i < n; i++)
+	{
+		/* A cancel between two pairs ends the call, as one inside a restore does. */
+		CHECK_FOR_INTERRUPTS();
 		outcomes[i] = restore_pair(previous_ids[i], failed_ids[i]);
+	}
 	lease_spi_finish();
 
 	for (uint64 i = 0; i < n; i++)
