@@ -1,3 +1,175 @@
 /* pg_lease--0.3.0--0.4.0.sql: upgrade from 0.3.0 to 0.4.0.  Each change here has its twin in the SQL parts (Makefile, SQL_PARTS), and test/upgrade/upgrade.sh proves the two agree. */
 
 \echo Use "ALTER EXTENSION pg_lease UPDATE TO '0.4.0'" to load this file. \quit
+
+-- The guard of src/common/schema.sql, for an installed extension: the
+-- schema must be owned by the upgrading role or a superuser, no other role
+-- may create objects in it, and every function, operator and collation in
+-- it must be the extension's own.  A 0.3.0 or older install into a schema
+-- prepared by another role may already have bound its DDL to that role's
+-- objects (docs/security.md, "Installing into a schema you own"), so it is
+-- refused rather than upgraded.  Everything here is schema-qualified.
+DO $guard$
+DECLARE
+    schema_owner name;
+    owner_is_superuser boolean;
+    creators text;
+    planted text;
+BEGIN
+    SELECT r.rolname, r.rolsuper INTO schema_owner, owner_is_superuser
+      FROM pg_catalog.pg_namespace AS n
+      JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+     WHERE n.nspname OPERATOR(pg_catalog.=) 'lease';
+    IF NOT (owner_is_superuser OR schema_owner OPERATOR(pg_catalog.=) CURRENT_USER) THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = pg_catalog.format('schema "lease" is owned by role "%s", which is neither a superuser nor the installing role', schema_owner),
+            DETAIL = 'The owner of a schema can create, replace and drop objects in it, so it could take over the extension and the roles that use it.',
+            HINT = 'Inspect what the schema contains, then drop it, or make a superuser its owner (ALTER SCHEMA lease OWNER TO a superuser), and run ALTER EXTENSION pg_lease UPDATE again.';
+    END IF;
+    SELECT pg_catalog.string_agg(COALESCE(pg_catalog.quote_ident(g.rolname), 'PUBLIC'), ', ')
+      INTO creators
+      FROM pg_catalog.pg_namespace AS n,
+           LATERAL pg_catalog.aclexplode(n.nspacl) AS a
+      LEFT JOIN pg_catalog.pg_roles AS g ON g.oid OPERATOR(pg_catalog.=) a.grantee
+     WHERE n.nspname OPERATOR(pg_catalog.=) 'lease'
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+       AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner
+       AND NOT COALESCE(g.rolsuper, false);
+    IF creators IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = 'roles other than the owner of schema "lease" may create objects in it',
+            DETAIL = pg_catalog.format('CREATE on schema "lease" is granted to: %s.', creators),
+            HINT = 'Inspect what the schema contains, then drop it, or REVOKE CREATE ON SCHEMA lease from those roles, and run ALTER EXTENSION pg_lease UPDATE again.';
+    END IF;
+    SELECT pg_catalog.string_agg(pg_catalog.concat_ws(' ', i.type, i.identity), ', '
+                                 ORDER BY i.identity)
+      INTO planted
+      FROM (SELECT CAST('pg_catalog.pg_proc' AS pg_catalog.regclass) AS classid, p.oid AS objid
+              FROM pg_catalog.pg_proc AS p, pg_catalog.pg_namespace AS n
+             WHERE n.oid OPERATOR(pg_catalog.=) p.pronamespace
+               AND n.nspname OPERATOR(pg_catalog.=) 'lease'
+            UNION ALL
+            SELECT CAST('pg_catalog.pg_operator' AS pg_catalog.regclass), p.oid
+              FROM pg_catalog.pg_operator AS p, pg_catalog.pg_namespace AS n
+             WHERE n.oid OPERATOR(pg_catalog.=) p.oprnamespace
+               AND n.nspname OPERATOR(pg_catalog.=) 'lease'
+            UNION ALL
+            SELECT CAST('pg_catalog.pg_collation' AS pg_catalog.regclass), c.oid
+              FROM pg_catalog.pg_collation AS c, pg_catalog.pg_namespace AS n
+             WHERE n.oid OPERATOR(pg_catalog.=) c.collnamespace
+               AND n.nspname OPERATOR(pg_catalog.=) 'lease') AS o,
+           LATERAL pg_catalog.pg_identify_object(o.classid, o.objid, 0) AS i
+     WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_depend AS d, pg_catalog.pg_extension AS e
+                        WHERE d.classid OPERATOR(pg_catalog.=) o.classid
+                          AND d.objid OPERATOR(pg_catalog.=) o.objid
+                          AND d.refclassid OPERATOR(pg_catalog.=) CAST('pg_catalog.pg_extension' AS pg_catalog.regclass)
+                          AND d.refobjid OPERATOR(pg_catalog.=) e.oid
+                          AND e.extname OPERATOR(pg_catalog.=) 'pg_lease'
+                          AND d.deptype OPERATOR(pg_catalog.=) 'e');
+    IF planted IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'insufficient_privilege',
+            MESSAGE = 'schema "lease" holds functions or operators that are not part of pg_lease',
+            DETAIL = pg_catalog.format('Objects that are not members of the extension: %s.  An earlier install may have bound its definitions to them.', planted),
+            HINT = 'Inspect those objects and who created them.  Drop them, then drop and reinstall the extension (after saving its data with pg_dump), since its existing definitions may use them.';
+    END IF;
+END
+$guard$;
+
+-- Rows every function can go on with (src/leases/leases.sql,
+-- src/bindings/bindings.sql): counters below 2^62 (attempts below 2^30),
+-- finite times.  Validated: the update stops if a row breaks one of them
+-- (CHANGELOG.md, "Upgrading from 0.3.0", says how to find and fix it).
+ALTER TABLE lease.shard_leases
+    ADD CONSTRAINT shard_leases_counters_check
+        CHECK (lease_count OPERATOR(pg_catalog.<) 4611686018427387904
+               AND lease_epoch OPERATOR(pg_catalog.<) 4611686018427387904
+               AND owner_switches_since_checkpoint OPERATOR(pg_catalog.<) 4611686018427387904),
+    ADD CONSTRAINT shard_leases_times_check
+        CHECK (pg_catalog.isfinite(lease_expires_at) AND pg_catalog.isfinite(handoff_requested_at)
+               AND pg_catalog.isfinite(handoff_deadline) AND pg_catalog.isfinite(created_at)
+               AND pg_catalog.isfinite(updated_at) AND pg_catalog.isfinite(checkpointed_at));
+ALTER TABLE lease.sandboxes
+    ADD CONSTRAINT sandboxes_times_check
+        CHECK (pg_catalog.isfinite(created_at) AND pg_catalog.isfinite(updated_at));
+ALTER TABLE lease.conversations
+    ADD CONSTRAINT conversations_times_check
+        CHECK (pg_catalog.isfinite(created_at) AND pg_catalog.isfinite(updated_at));
+ALTER TABLE lease.turns
+    ADD CONSTRAINT turns_times_check CHECK (pg_catalog.isfinite(created_at));
+ALTER TABLE lease.compensation_failures
+    ADD CONSTRAINT compensation_failures_counters_check
+        CHECK (attempts OPERATOR(pg_catalog.<) 1073741824),
+    ADD CONSTRAINT compensation_failures_times_check
+        CHECK (pg_catalog.isfinite(occurred_at) AND pg_catalog.isfinite(last_failed_at)
+               AND pg_catalog.isfinite(resolved_at));
+
+-- App grants record the grantee's name (src/leases/access.sql): a grant
+-- matches only the role that still has the OID and the name it was granted
+-- to, and a dump carries only those.  Grants of roles dropped since (which
+-- matched nobody, but would match a role given the same OID later) are
+-- removed.
+ALTER TABLE lease.app_grants ADD COLUMN grantee_name name;
+DELETE FROM lease.app_grants AS g
+ WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) g.grantee);
+UPDATE lease.app_grants AS g SET grantee_name = pg_catalog.pg_get_userbyid(g.grantee);
+ALTER TABLE lease.app_grants ALTER COLUMN grantee_name SET NOT NULL;
+
+CREATE FUNCTION lease.app_grants_grantee_name()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.grantee_name := pg_catalog.pg_get_userbyid(NEW.grantee);
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER app_grants_grantee_name
+    BEFORE INSERT OR UPDATE OF granted_by ON lease.app_grants
+    FOR EACH ROW
+    EXECUTE FUNCTION lease.app_grants_grantee_name();
+
+REVOKE ALL ON FUNCTION lease.app_grants_grantee_name() FROM PUBLIC;
+
+-- The dump filter; out of the extension and back in first, so that the
+-- table is marked last, as in a fresh install (src/common/finish.sql).
+ALTER EXTENSION pg_lease DROP TABLE lease.app_grants;
+ALTER EXTENSION pg_lease ADD TABLE lease.app_grants;
+SELECT pg_catalog.pg_extension_config_dump('lease.app_grants',
+    'WHERE pg_catalog.pg_get_userbyid(grantee) OPERATOR(pg_catalog.=) grantee_name');
+
+-- Issue 27, item 2: admission serializes on the one row of
+-- lease.admission_gate, which only the extension's owner can lock, instead
+-- of advisory locks any role may take; start_conversation and
+-- rotate_channel move to the C symbols that take it (CREATE OR REPLACE with
+-- the same signature keeps their grants).
+CREATE TABLE lease.admission_gate (
+    only_row  boolean NOT NULL DEFAULT true PRIMARY KEY,
+    CONSTRAINT admission_gate_only_row_check CHECK (only_row)
+);
+
+COMMENT ON TABLE lease.admission_gate IS
+    'Exactly one row, locked by every admission (start_conversation, rotate_channel) until its transaction ends. Do not lock, delete or add rows.';
+
+INSERT INTO lease.admission_gate DEFAULT VALUES;
+
+REVOKE ALL ON lease.admission_gate FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION lease.start_conversation(
+    user_id text, agent_id text, vault_id text, environment_id text, channel_id text)
+RETURNS TABLE (outcome text, conversation_id bigint, detail text)
+AS 'MODULE_PATHNAME', 'lease_start_conversation_0_4'
+LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.rotate_channel(
+    user_id text, agent_id text, vault_id text, environment_id text, channel_id text,
+    rotate_from bigint)
+RETURNS TABLE (outcome text, conversation_id bigint, previous_conversation_id bigint, detail text)
+AS 'MODULE_PATHNAME', 'lease_rotate_channel_0_4'
+LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
+SET search_path = pg_catalog, pg_temp;

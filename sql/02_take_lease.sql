@@ -92,4 +92,24 @@ SELECT lease_test.try($$SELECT lease.take_lease('take', 's', 'c1', 'w', NULL, '-
 SELECT lease_test.try($$SELECT lease.take_lease('take', 's', 'c1', 'w', NULL, '1 day -24 hours')$$);
 SELECT lease_test.try($$SELECT lease.take_lease('take', 's', 'c1', 'w', NULL, '7 days 1 second')$$);
 SELECT lease_test.try($$SELECT lease.take_lease('take', 's', 'c1', 'w', NULL, '1 month')$$);
+-- months and days that cancel out as interval comparison counts them (a
+-- month = 30 days) are judged by now() + value: a month part has no fixed
+-- length and is refused, and so is a part that alone is too long, in every
+-- function that takes a lease_duration
+SELECT lease_test.try($$SELECT lease.take_lease('take', 's', 'c1', 'w', NULL, '1000 mon -29993 days')$$);
+SELECT lease_test.try($$SELECT lease.take_lease('take', 's', 'c1', 'w', NULL, '1 mon -25 days')$$);
+SELECT lease_test.try($$SELECT lease.take_lease('take', 's', 'c1', 'w', NULL, '1000000 days -23999999 hours')$$);
+SELECT lease_test.try($$SELECT lease.renew_lease('take', 's', 'c1', 'w', 1, '1000 mon -29993 days')$$);
+SELECT lease_test.try($$SELECT lease.take_leases('take', 's', 'w', '1000 mon -29993 days')$$);
+SELECT lease_test.try($$SELECT lease.renew_leases('take', 's', 'w', '1000 mon -29993 days')$$);
 SELECT lease_test.digest() = :'before' AS nothing_written;
+
+-- the limit itself is accepted, in days or in hours, and days and time
+-- that add up to less are too
+SELECT lease.create_lease('take-week', 's', 'a');
+SELECT lease.take_lease('take-week', 's', 'a', 'w1', NULL, '7 days') AS seven_days;
+SELECT lease.renew_lease('take-week', 's', 'a', 'w1', 1, '168 hours') AS hours_168;
+SELECT lease.renew_lease('take-week', 's', 'a', 'w1', 2, '8 days -25 hours') AS mixed;
+SELECT lease_expires_at - now() BETWEEN interval '6 days 22 hours' AND interval '6 days 24 hours' AS expires_in_mixed
+  FROM lease.shard_leases WHERE app_name = 'take-week';
+SELECT lease.delete_lease('take-week', 's', 'a');

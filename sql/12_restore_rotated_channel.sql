@@ -44,18 +44,8 @@ SELECT * FROM lease_test.pair(:old, :new);
 SELECT lease.find_channel_conversation('rs-u1', 'agent', NULL, NULL, 'newer') = :newer AS newer_holds_it,
        (SELECT status FROM lease.conversations WHERE id = :newer) AS newer_status;
 
--- superseded: the previous conversation ended; the failed replacement loses
--- the channel (a failed conversation never keeps one)
-SELECT old, new FROM lease_test.rotation('ended') \gset
-SELECT lease.end_conversation(:old);
-SELECT lease.restore_rotated_channel(:old, :new);
-SELECT * FROM lease_test.pair(:old, :new);
-
--- superseded: the previous conversation was reassigned (bound elsewhere)
-SELECT old, new FROM lease_test.rotation('moved') \gset
-UPDATE lease.conversations SET channel_id = 'elsewhere' WHERE id = :old;
-SELECT lease.restore_rotated_channel(:old, :new);
-SELECT * FROM lease_test.pair(:old, :new);
+-- (a previous conversation that ended or is bound elsewhere, and rotation
+-- chains: sql/16_restore_chains.sql)
 
 -- superseded: the replacement did start (a turn moved it to running); it is
 -- live and in use, so nothing is touched
@@ -92,10 +82,11 @@ SELECT lease.restore_rotated_channel(:old, :new);
 SELECT * FROM lease.retry_failed_compensations();
 SELECT count(*) AS rows, max(attempts) AS attempts FROM lease.compensation_failures;
 SELECT * FROM lease_test.pair(:old, :new);
--- a second failed pair, which is superseded by the time it is retried
+-- a second failed pair, which is superseded by the time it is retried (its
+-- replacement was ended)
 SELECT lease.restore_rotated_channel(:old2, :new2);
 RESET lease_test.inject;
-SELECT lease.end_conversation(:old2);
+SELECT lease.end_conversation(:new2);
 -- once the cause is gone, a retry drains the queue, oldest first, and marks
 -- what ended restored or superseded as resolved
 SELECT * FROM lease.retry_failed_compensations();

@@ -24,14 +24,45 @@ SELECT lease_test.try($$SET lease.fleet_capacity = -1$$);
 SELECT lease_test.try($$SET lease.default_sandbox_limit = -1$$);
 SELECT lease_test.try($$SET lease.fleet_lock_namespace = 4294967296$$);
 
--- the lock namespaces choose the advisory keys
+-- lease.fleet_lock_namespace chooses the advisory keys of admission on a
+-- schema older than 0.4.0: the C symbol lease_start_conversation, bound
+-- here the way pg_lease--0.3.0.sql binds lease.start_conversation (fleet
+-- and tenant lock).  A 0.4.0 schema's admission (lease_start_conversation_0_4,
+-- the admission gate) takes no advisory lock at all.
+CREATE FUNCTION lease_test.start_conversation_0_3(
+    user_id text, agent_id text, vault_id text, environment_id text, channel_id text)
+RETURNS TABLE (outcome text, conversation_id bigint, detail text)
+AS '$libdir/pg_lease', 'lease_start_conversation' LANGUAGE C VOLATILE ROWS 1;
 SET lease.fleet_lock_namespace = -7;
 BEGIN;
-SELECT outcome FROM lease.start_conversation('gu-u1', 'agent', NULL, NULL, NULL);
+SELECT outcome FROM lease_test.start_conversation_0_3('gu-u1', 'agent', NULL, NULL, NULL);
 SELECT classid::int4 AS namespace, count(*) FROM pg_locks
  WHERE locktype = 'advisory' AND pid = pg_backend_pid() GROUP BY 1;
 ROLLBACK;
+BEGIN;
+SELECT outcome FROM lease.start_conversation('gu-u1', 'agent', NULL, NULL, NULL);
+SELECT count(*) AS advisory_locks FROM pg_locks
+ WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+ROLLBACK;
 RESET lease.fleet_lock_namespace;
+DROP FUNCTION lease_test.start_conversation_0_3(text, text, text, text, text);
+
+-- admission_lock_timeout is a millisecond time GUC too, always bounded
+SHOW lease.admission_lock_timeout;
+SET lease.admission_lock_timeout = '2s';
+SHOW lease.admission_lock_timeout;
+RESET lease.admission_lock_timeout;
+SELECT lease_test.try($$SET lease.admission_lock_timeout = 0$$);
+-- it bounds only admission's locking read: lock_timeout is the caller's after it
+SET lock_timeout = '3s';
+BEGIN;
+SELECT outcome FROM lease.start_conversation('gu-u1', 'agent', NULL, NULL, NULL);
+SHOW lock_timeout;
+SELECT lease.admit_turn(conversation_id) > 0 AS turn
+  FROM lease.start_conversation('gu-u1', 'agent', NULL, NULL, NULL);
+SHOW lock_timeout;
+ROLLBACK;
+RESET lock_timeout;
 
 -- quotas and lock namespaces are superuser settings: a role that may call
 -- the functions cannot raise its own quota or leave the fleet lock's key
@@ -43,5 +74,6 @@ SELECT lease_test.try($$SET lease.default_sandbox_limit = 100000$$);
 SELECT lease_test.try($$SET lease.fleet_lock_namespace = 1$$);
 SELECT lease_test.try($$SET lease.sandbox_lock_namespace = 1$$);
 SELECT lease_test.try($$SET lease.rotation_lock_timeout = '1s'$$);
+SELECT lease_test.try($$SET lease.admission_lock_timeout = '1s'$$);
 RESET ROLE;
 DROP ROLE lease_gucs_user;

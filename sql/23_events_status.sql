@@ -68,4 +68,11 @@ SELECT * FROM lease.worker_loads WHERE app_name IN ('st', 'ev') ORDER BY 1, 2, 3
 SELECT lease_test.digest() AS before \gset
 SELECT lease_test.try($$SELECT lease.prune_events(NULL)$$);
 SELECT lease_test.try($$SELECT lease.prune_events('-1 s')$$);
+-- older_than is judged by now() - value: months and days that cancel out
+-- as interval comparison counts them, but not on the calendar, are a clean
+-- 22023 (not 22008 from the timestamp arithmetic)
+SELECT lease_test.try($$SELECT lease.prune_events('120000 mon -3240000 days')$$);
+SELECT lease_test.try($$SELECT lease.prune_events('12000 mon -4380000 days 100000000 hours')$$);
+SELECT lease_test.try($$SELECT lease.prune_events('1001 years')$$);
+SELECT lease_test.try($$SELECT lease.prune_events('-1000000 days 24000001 hours')$$);
 SELECT lease_test.digest() = :'before' AS nothing_written;

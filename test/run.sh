@@ -26,7 +26,7 @@ fi
 # install other builds of pg_lease (the archive's into PG_BINDIR's
 # PostgreSQL, the package into the system one) and put the installed files
 # back afterwards; they run last all the same.
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router torture bench upgrade dump alerts metrics router scale dist deb}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router torture bench upgrade dump sql-lint planted alerts metrics router scale dist deb}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -228,6 +228,8 @@ for suite in $SUITES; do
         settings) suite_script "settings (before and after the module loads)" test/settings/settings.sh ;;
         upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;
+        sql-lint) suite_counted sql-lint test/lint/sql_lint.sh ;;
+        planted) suite_counted planted test/security/planted.sh ;;
         deps) suite_script "dependency detection" test/packaging/deps_test.sh ;;
         alerts) suite_alerts ;;
         metrics) suite_script "metrics end to end (exporter)" test/monitoring/e2e.sh ;;

@@ -18,7 +18,11 @@ CREATE TABLE lease.sandboxes (
     created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT sandboxes_status_check
-        CHECK (status IN ('pending', 'starting', 'ready', 'suspended', 'terminated', 'failed'))
+        CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'starting', 'ready', 'suspended',
+                                                        'terminated', 'failed'])),
+    -- Finite times only (admission and monitoring compute with them).
+    CONSTRAINT sandboxes_times_check
+        CHECK (pg_catalog.isfinite(created_at) AND pg_catalog.isfinite(updated_at))
 );
 
 COMMENT ON TABLE lease.sandboxes IS
@@ -30,7 +34,7 @@ COMMENT ON TABLE lease.sandboxes IS
 -- the counting statement uses, so the planner can prove it applies.
 CREATE INDEX sandboxes_active_user_idx
     ON lease.sandboxes (user_id)
-    WHERE status IN ('pending', 'starting', 'ready');
+    WHERE status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'starting', 'ready']);
 
 CREATE TABLE lease.conversations (
     id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -45,13 +49,17 @@ CREATE TABLE lease.conversations (
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT conversations_status_check
-        CHECK (status IN ('pending', 'running', 'idle', 'failed', 'terminated')),
+        CHECK (status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running', 'idle', 'failed',
+                                                        'terminated'])),
     -- The invariant every function keeps, enforced by the table itself: a
     -- channel is only ever bound to a live conversation.
     CONSTRAINT conversations_binding_live_check
-        CHECK (channel_id IS NULL OR status IN ('pending', 'running', 'idle')),
+        CHECK (channel_id IS NULL
+               OR status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running', 'idle'])),
     CONSTRAINT conversations_not_rotated_from_itself_check
-        CHECK (rotated_from IS DISTINCT FROM id)
+        CHECK (rotated_from IS DISTINCT FROM id),
+    CONSTRAINT conversations_times_check
+        CHECK (pg_catalog.isfinite(created_at) AND pg_catalog.isfinite(updated_at))
 );
 
 COMMENT ON TABLE lease.conversations IS
@@ -103,7 +111,8 @@ CREATE INDEX conversations_sandbox_idx
 CREATE TABLE lease.turns (
     id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     conversation_id bigint      NOT NULL REFERENCES lease.conversations,
-    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT turns_times_check CHECK (pg_catalog.isfinite(created_at))
 );
 
 -- Serves the foreign key turns.conversation_id (a conversation's turns).
@@ -115,12 +124,13 @@ CREATE INDEX turns_conversation_idx
 CREATE TABLE lease.tenant_limits (
     user_id       text NOT NULL PRIMARY KEY,
     sandbox_limit int  NOT NULL,
-    CONSTRAINT tenant_limits_sandbox_limit_check CHECK (sandbox_limit >= 0)
+    CONSTRAINT tenant_limits_sandbox_limit_check CHECK (sandbox_limit OPERATOR(pg_catalog.>=) 0)
 );
 
 -- The queue of post-commit compensations that failed: restore_rotated_channel
 -- writes a row when its restore raised an error (after rolling the restore
--- back), retry_failed_compensations drains it.
+-- back) or found no live conversation to give the channel back to (the
+-- replacement keeps it; sqlstate 55000), retry_failed_compensations drains it.
 --
 -- At most one unresolved row per (previous, failed) pair: a restore of the
 -- same pair that fails again updates that row (reason, sqlstate,
@@ -143,8 +153,15 @@ CREATE TABLE lease.compensation_failures (
     last_failed_at            timestamptz NOT NULL DEFAULT pg_catalog.now(),
     attempts                  int         NOT NULL DEFAULT 1,
     resolved_at               timestamptz,
-    CONSTRAINT compensation_failures_sqlstate_check CHECK (sqlstate ~ '^[0-9A-Z]{5}$'),
-    CONSTRAINT compensation_failures_attempts_check CHECK (attempts >= 1)
+    CONSTRAINT compensation_failures_sqlstate_check CHECK (sqlstate OPERATOR(pg_catalog.~) '^[0-9A-Z]{5}$'),
+    CONSTRAINT compensation_failures_attempts_check CHECK (attempts OPERATOR(pg_catalog.>=) 1),
+    -- A failure that recurs increments attempts (kept below 2^30, far from
+    -- the end of its range); monitoring computes with the times.
+    CONSTRAINT compensation_failures_counters_check
+        CHECK (attempts OPERATOR(pg_catalog.<) 1073741824),
+    CONSTRAINT compensation_failures_times_check
+        CHECK (pg_catalog.isfinite(occurred_at) AND pg_catalog.isfinite(last_failed_at)
+               AND pg_catalog.isfinite(resolved_at))
 );
 
 COMMENT ON COLUMN lease.compensation_failures.channel_id IS
@@ -187,9 +204,11 @@ CREATE TABLE lease.conversation_id_partition (
     id_offset  integer NOT NULL,
     CONSTRAINT conversation_id_partition_only_row_check CHECK (only_row),
     CONSTRAINT conversation_id_partition_stride_check
-        CHECK (id_stride >= 1 AND id_stride & (id_stride - 1) = 0),
+        CHECK (id_stride OPERATOR(pg_catalog.>=) 1
+               AND (id_stride OPERATOR(pg_catalog.&) (id_stride OPERATOR(pg_catalog.-) 1))
+                   OPERATOR(pg_catalog.=) 0),
     CONSTRAINT conversation_id_partition_offset_check
-        CHECK (id_offset >= 0 AND id_offset < id_stride)
+        CHECK (id_offset OPERATOR(pg_catalog.>=) 0 AND id_offset OPERATOR(pg_catalog.<) id_stride)
 );
 
 COMMENT ON TABLE lease.conversation_id_partition IS
@@ -197,17 +216,38 @@ COMMENT ON TABLE lease.conversation_id_partition IS
 
 SELECT pg_catalog.pg_extension_config_dump('lease.conversation_id_partition', '');
 
+-- The admission gate (src/bindings/conversations.c): start_conversation and
+-- rotate_channel lock its one row FOR NO KEY UPDATE until the caller's
+-- transaction ends, so admissions take turns and their quota counts are
+-- exact.  Only the extension's owner can lock the row: no other role has any
+-- privilege on the table (finish.sql), so no other role can hold admission
+-- up (an advisory lock, which any role may take, could).  The row is
+-- inserted here and not marked for pg_dump: CREATE EXTENSION on restore
+-- inserts it again.
+CREATE TABLE lease.admission_gate (
+    only_row  boolean NOT NULL DEFAULT true PRIMARY KEY,
+    CONSTRAINT admission_gate_only_row_check CHECK (only_row)
+);
+
+COMMENT ON TABLE lease.admission_gate IS
+    'Exactly one row, locked by every admission (start_conversation, rotate_channel) until its transaction ends. Do not lock, delete or add rows.';
+
+INSERT INTO lease.admission_gate DEFAULT VALUES;
+
 -- The channel functions are C, not STRICT (a NULL where a value is required
 -- is 22004 naming the argument), SECURITY DEFINER with search_path pinned,
 -- and run fixed schema-qualified SQL with parameters (src/bindings/).  They
 -- take no app_name, so no per-app check applies: a role granted EXECUTE on
 -- them acts for every tenant (docs/security.md).  The admission lock they take is
 -- transaction-scoped: call each in its own short transaction (autocommit).
+-- start_conversation and rotate_channel are bound to the C symbols of this
+-- schema version (*_0_4: the admission gate); the symbols without a suffix
+-- serve 0.1.0 to 0.3.0 schemas until ALTER EXTENSION UPDATE.
 
 CREATE FUNCTION lease.start_conversation(
     user_id text, agent_id text, vault_id text, environment_id text, channel_id text)
 RETURNS TABLE (outcome text, conversation_id bigint, detail text)
-AS 'MODULE_PATHNAME', 'lease_start_conversation'
+AS 'MODULE_PATHNAME', 'lease_start_conversation_0_4'
 LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
 SET search_path = pg_catalog, pg_temp;
 
@@ -222,7 +262,7 @@ CREATE FUNCTION lease.rotate_channel(
     user_id text, agent_id text, vault_id text, environment_id text, channel_id text,
     rotate_from bigint)
 RETURNS TABLE (outcome text, conversation_id bigint, previous_conversation_id bigint, detail text)
-AS 'MODULE_PATHNAME', 'lease_rotate_channel'
+AS 'MODULE_PATHNAME', 'lease_rotate_channel_0_4'
 LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
 SET search_path = pg_catalog, pg_temp;
 

@@ -5,19 +5,33 @@
  *	  find_channel_conversation, admit_turn, end_conversation, and the
  *	  admission routine rotate_channel shares with start_conversation.
  *
- * Admission is serialized by two transaction-scoped advisory locks, the
- * fleet lock (lease.fleet_lock_namespace, 0) and then the tenant's lock
- * (lease.fleet_lock_namespace, hashtext(user_id)).  Counting active sandboxes
- * and inserting the new one happen under them, and they are held until the
- * caller's transaction ends, so the next admission's count (a new statement,
- * hence a new READ COMMITTED snapshot, taken after it got the locks) sees
- * every sandbox admitted before it: quota counts are exact.  That is why
- * these functions are meant to be called in their own short transaction.
+ * Admission is serialized by one lock held until the caller's transaction
+ * ends: on a 0.4.0 schema the one row of lease.admission_gate, locked FOR NO
+ * KEY UPDATE (the weakest row lock that conflicts with itself; nothing
+ * references the table, so FOR UPDATE would exclude nothing more).  Only the
+ * extension's owner can lock that row: no other role has any privilege on
+ * the table, so no stranger can take or hold the lock.  On an older schema
+ * (0.1.0 to 0.3.0, until ALTER EXTENSION UPDATE) it is the fleet advisory
+ * lock (lease.fleet_lock_namespace, 0) and then the tenant's
+ * (lease.fleet_lock_namespace, hashtext(user_id)): see LeaseAdmissionLock.
+ * Either way the wait for it is bounded by lease.admission_lock_timeout
+ * (55P03 "admission is busy").  Counting active sandboxes and inserting the
+ * new one happen under the lock, so the next admission's count (a new
+ * statement, hence a new READ COMMITTED snapshot, taken after it got the
+ * lock) sees every sandbox admitted before it: quota counts are exact.
+ * That is why these functions are meant to be called in their own short
+ * transaction.
  *
- * No admission ever waits for a row lock while it holds the fleet lock: the
- * binding check and the quota count are plain reads, and the inserts cannot
- * conflict with an uncommitted binding (a binding is only inserted under the
- * fleet lock, and a restore only moves a channel that a locked row holds).
+ * No admission ever waits for a row lock while it holds the admission lock:
+ * the binding check and the quota count are plain reads, and the inserts
+ * cannot conflict with an uncommitted binding (a binding is only inserted
+ * under the admission lock, and a restore only moves a channel that a
+ * locked row holds).
+ *
+ * admit_turn serializes the turns of a conversation with the conversation's
+ * row lock (FOR UPDATE), its wait bounded by lease.admission_lock_timeout
+ * too.  That also serializes the turns of a sandbox: admission gives every
+ * conversation a sandbox of its own, and nothing changes sandbox_id.
  *
  *-------------------------------------------------------------------------
  */
@@ -155,22 +169,14 @@ has_id_partition_table(void)
 		OidIsValid(get_relname_relid("conversation_id_partition", nsp));
 }
 
-/* admit_turn: the conversation's sandbox, read without a lock (it never changes). */
-static LeaseStatement turn_target_stmt = {
-	.name = "find the conversation's sandbox",
-	.sql =
-	"SELECT c.sandbox_id FROM lease.conversations AS c"
-	" WHERE c.id OPERATOR(pg_catalog.=) $1",
-	.nargs = 1,
-	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT
-};
-
-/* admit_turn: the conversation, locked FOR UPDATE (what a rotation waits on). */
+/*
+ * admit_turn: the conversation, locked FOR UPDATE (what a rotation waits
+ * on), whether it has a sandbox, and its status.
+ */
 static LeaseStatement turn_lock_stmt = {
 	.name = "lock the conversation for a turn",
 	.sql =
-	"SELECT c.status FROM lease.conversations AS c"
+	"SELECT c.sandbox_id IS NOT NULL, c.status FROM lease.conversations AS c"
 	" WHERE c.id OPERATOR(pg_catalog.=) $1"
 	" FOR UPDATE OF c",
 	.nargs = 1,
@@ -269,23 +275,99 @@ find_binding(const LeaseScope *scope, Datum channel_id, int64 *conversation_id)
 	return true;
 }
 
-/* Takes the fleet and then the tenant admission lock, both transaction-scoped. */
-static void
-lock_admission(Datum user_id)
-{
-	int32		tenant_key;
+/* 0.4.0 admission lock: the gate's one row (lease.admission_gate). */
+static LeaseStatement gate_stmt = {
+	.name = "lock the admission gate",
+	.sql =
+	"SELECT g.only_row FROM lease.admission_gate AS g"
+	" FOR NO KEY UPDATE OF g",
+	.nargs = 0,
+	.expected = SPI_OK_SELECT
+};
 
-	tenant_key = DatumGetInt32(DirectFunctionCall1Coll(hashtext, C_COLLATION_OID, user_id));
-	DirectFunctionCall2(pg_advisory_xact_lock_int4,
-						Int32GetDatum(lease_fleet_lock_namespace), Int32GetDatum(0));
-	DirectFunctionCall2(pg_advisory_xact_lock_int4,
-						Int32GetDatum(lease_fleet_lock_namespace), Int32GetDatum(tenant_key));
+/* 0.1.0-0.3.0 admission lock: the fleet advisory lock $1, 0, then the tenant's $1, $2. */
+static LeaseStatement advisory_stmt = {
+	.name = "take the fleet and tenant admission locks",
+	.sql =
+	"SELECT pg_catalog.pg_advisory_xact_lock($1, $2)"
+	"  FROM pg_catalog.pg_advisory_xact_lock($1, 0) AS fleet",
+	.nargs = 2,
+	.argtypes = {INT4OID, INT4OID},
+	.expected = SPI_OK_SELECT
+};
+
+/*
+ * Runs a locking read with lock_timeout = lease.admission_lock_timeout for
+ * exactly that statement; returns its row count.  Its lock timeout is raised
+ * again as 55P03 saying what is busy: the conversation when `conversation`
+ * is given, else admission.  Any other error goes through unchanged.  The
+ * caller's lock_timeout is back afterwards, or after the rollback of the
+ * (sub)transaction that the error aborts.
+ */
+static uint64
+run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversation)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	char		timeout[32];
+	volatile uint64 processed = 0;
+
+	snprintf(timeout, sizeof(timeout), "%d", lease_admission_lock_timeout_ms);
+	PG_TRY();
+	{
+		processed = lease_spi_run_with(stmt, values, NULL, 1, "lock_timeout", timeout);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *error;
+
+		MemoryContextSwitchTo(cxt);
+		error = CopyErrorData();
+		if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+		if (conversation != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("conversation " INT64_FORMAT " is busy", *conversation),
+					 errdetail("Another transaction held the conversation for longer than lease.admission_lock_timeout (%d ms): a turn being admitted on it, a rotation, a restore or an end.",
+							   lease_admission_lock_timeout_ms),
+					 errhint("Retry the call.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("admission is busy"),
+				 errdetail("Another admission held the admission lock for longer than lease.admission_lock_timeout (%d ms).",
+						   lease_admission_lock_timeout_ms),
+				 errhint("Retry the call. Admissions take turns: call each one in its own short transaction.")));
+	}
+	PG_END_TRY();
+	return processed;
+}
+
+/* Takes the admission lock `lock` (see LeaseAdmissionLock), its wait bounded. */
+static void
+lock_admission(LeaseAdmissionLock lock, Datum user_id, LeaseAdmission *result)
+{
+	Datum		values[2];
+
+	result->waiting_for_lock = true;
+	if (lock == LEASE_ADMISSION_GATE)
+	{
+		if (run_bounded_or_busy(&gate_stmt, NULL, NULL) != 1)
+			elog(ERROR, "pg_lease: lease.admission_gate does not hold its one row");
+	}
+	else
+	{
+		values[0] = Int32GetDatum(lease_fleet_lock_namespace);
+		values[1] = DirectFunctionCall1Coll(hashtext, C_COLLATION_OID, user_id);
+		run_bounded_or_busy(&advisory_stmt, values, NULL);
+	}
+	result->waiting_for_lock = false;
 }
 
 /* Admission: see conversations.h. */
 void
-lease_admit(const LeaseScope *scope, bool has_channel, Datum channel_id,
-			bool has_from, int64 rotated_from, LeaseAdmission *result)
+lease_admit(LeaseAdmissionLock lock, const LeaseScope *scope, bool has_channel,
+			Datum channel_id, bool has_from, int64 rotated_from, LeaseAdmission *result)
 {
 	Datum		values[LEASE_SCOPE_NARGS];
 	char		nulls[LEASE_SCOPE_NARGS];
@@ -295,7 +377,7 @@ lease_admit(const LeaseScope *scope, bool has_channel, Datum channel_id,
 	bool		isnull;
 
 	memset(result, 0, sizeof(*result));
-	lock_admission(scope->user_id);
+	lock_admission(lock, scope->user_id, result);
 
 	if (has_channel && find_binding(scope, channel_id, &result->conversation_id))
 	{
@@ -366,11 +448,9 @@ set_text(Datum *value, bool *isnull, const char *text)
 	*value = text ? CStringGetTextDatum(text) : (Datum) 0;
 }
 
-PG_FUNCTION_INFO_V1(lease_start_conversation);
-
 /* lease.start_conversation: started, already_bound or refused. */
-Datum
-lease_start_conversation(PG_FUNCTION_ARGS)
+static Datum
+start_conversation(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 {
 	LeaseScope	scope;
 	Datum		channel_id = (Datum) 0;
@@ -385,7 +465,7 @@ lease_start_conversation(PG_FUNCTION_ARGS)
 	has_channel = lease_arg_opt_ident(fcinfo, 4, "channel_id", &channel_id);
 
 	lease_spi_connect();
-	lease_admit(&scope, has_channel, channel_id, false, 0, &admission);
+	lease_admit(lock, &scope, has_channel, channel_id, false, 0, &admission);
 	lease_spi_finish();
 
 	switch (admission.outcome)
@@ -411,6 +491,9 @@ lease_start_conversation(PG_FUNCTION_ARGS)
 	lease_return_row(fcinfo, values, nulls);
 	return (Datum) 0;
 }
+
+/* lease.start_conversation: lease_start_conversation, lease_start_conversation_0_4. */
+LEASE_ADMISSION_ENTRY_POINTS(lease_start_conversation, start_conversation)
 
 PG_FUNCTION_INFO_V1(lease_find_channel_conversation);
 
@@ -443,34 +526,25 @@ lease_admit_turn(PG_FUNCTION_ARGS)
 {
 	int64		conversation_id = lease_arg_int64(fcinfo, 0, "conversation_id");
 	Datum		id = Int64GetDatum(conversation_id);
-	Datum		sandbox_id;
 	char	   *status;
 	int64		turn_id;
 	bool		isnull;
 
 	lease_spi_connect();
 
-	if (lease_spi_run(&turn_target_stmt, &id, NULL, 1) == 0)
+	/* Turns of a conversation, hence of its sandbox, are admitted one at a time. */
+	if (run_bounded_or_busy(&turn_lock_stmt, &id, &conversation_id) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("conversation " INT64_FORMAT " does not exist", conversation_id),
 				 errhint("Look the conversation up with lease.find_channel_conversation().")));
-	sandbox_id = lease_spi_value(0, 1, &isnull);
-	if (isnull)
+	if (!DatumGetBool(lease_spi_value(0, 1, &isnull)))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("conversation " INT64_FORMAT " has no sandbox", conversation_id),
 				 errdetail("Turns are admitted one at a time per sandbox, so a conversation needs one."),
 				 errhint("Start conversations with lease.start_conversation() or lease.rotate_channel(), which give them a sandbox.")));
-
-	/* Turns of one sandbox are admitted one at a time. */
-	DirectFunctionCall2(pg_advisory_xact_lock_int4,
-						Int32GetDatum(lease_sandbox_lock_namespace),
-						DirectFunctionCall1(hashint8, sandbox_id));
-
-	if (lease_spi_run(&turn_lock_stmt, &id, NULL, 1) == 0)
-		elog(ERROR, "pg_lease: conversation " INT64_FORMAT " disappeared", conversation_id);
-	status = TextDatumGetCString(lease_spi_value(0, 1, &isnull));
+	status = TextDatumGetCString(lease_spi_value(0, 2, &isnull));
 	if (strcmp(status, LEASE_STATUS_FAILED) == 0 || strcmp(status, LEASE_STATUS_TERMINATED) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

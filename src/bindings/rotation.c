@@ -13,20 +13,30 @@
  *	 2. checks that it still holds the channel;
  *	 3. unbinds it;
  *	 4. runs admission (conversations.c) for the replacement, bound to the
- *		channel with rotated_from set.
- * The row lock is taken before the fleet lock, so the fleet lock is never
- * held while waiting on a conversation.  Only `rotated` releases (keeps) the
- * subtransaction: `refused` and `binding_changed` roll it back, undoing the
- * unbind and any insert and releasing its locks, and a lock timeout in step 1
- * is caught as `busy`.  The unbind thus commits with the replacement, in the
- * caller's transaction, or not at all.
+ *		channel with rotated_from set; its wait for the admission lock is
+ *		bounded by lease.admission_lock_timeout.
+ * The row lock is taken before the admission lock, so the admission lock is
+ * never held while waiting on a conversation.  Only `rotated` releases
+ * (keeps) the subtransaction: `refused` and `binding_changed` roll it back,
+ * undoing the unbind and any insert and releasing its locks, and a lock
+ * timeout in step 1 or in admission's wait for its lock is caught as `busy`,
+ * after the rollback released the old conversation's row lock.  The unbind
+ * thus commits with the replacement, in the caller's transaction, or not at
+ * all.  Which admission lock is taken depends on the installed schema's
+ * version: lease_rotate_channel serves 0.1.0 to 0.3.0,
+ * lease_rotate_channel_0_4 serves 0.4.0 (LeaseAdmissionLock).
  *
  * restore_rotated_channel undoes a committed rotation whose replacement's
- * worker failed to start, only while the replacement still owns the channel.
+ * worker failed to start, only while the replacement still owns the channel,
+ * and never unbinds the channel without binding it again: the target is the
+ * previous conversation if it is live and unbound, else the nearest live,
+ * unbound ancestor up the rotated_from chain across failed conversations;
+ * with no target the replacement keeps the channel and the pair is queued.
  * Its work runs in a subtransaction too; any error there rolls the restore
  * back and is reported (WARNING) and recorded in lease.compensation_failures
  * after the rollback, so the record survives it; retry_failed_compensations
- * drains that queue.
+ * drains that queue.  A query cancel or statement_timeout is not the
+ * restore's failure but the caller's: it is raised again, nothing recorded.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,6 +45,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/tuplestore.h"
@@ -102,6 +113,35 @@ static LeaseStatement restore_lock_stmt = {
 };
 
 /*
+ * restore: where the rotation chain from $1 stops, read without locks: $1
+ * itself unless it failed, else the first conversation up its rotated_from
+ * chain that did not fail, or the chain's failed root.  A failed
+ * conversation never changes again, so only that stop needs its lock and a
+ * second look.  Each step follows the primary key; CYCLE ends a chain that
+ * was edited into a loop.
+ */
+static LeaseStatement chain_stmt = {
+	.name = "find the conversation to restore to",
+	.sql =
+	"WITH RECURSIVE chain (id, status, channel_id, rotated_from, depth) AS ("
+	"  SELECT c.id, c.status, c.channel_id, c.rotated_from, 0"
+	"    FROM lease.conversations AS c"
+	"   WHERE c.id OPERATOR(pg_catalog.=) $1"
+	"  UNION ALL"
+	"  SELECT a.id, a.status, a.channel_id, a.rotated_from, chain.depth OPERATOR(pg_catalog.+) 1"
+	"    FROM chain JOIN lease.conversations AS a"
+	"      ON a.id OPERATOR(pg_catalog.=) chain.rotated_from"
+	"   WHERE chain.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(LEASE_STATUS_FAILED)
+	") CYCLE id SET looped USING path"
+	" SELECT chain.id, chain.status, chain.channel_id FROM chain"
+	"  WHERE NOT chain.looped"
+	"  ORDER BY chain.depth DESC LIMIT 1",
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_SELECT
+};
+
+/*
  * restore: the pending replacement becomes failed and loses its binding (in
  * one update: a failed conversation never holds a channel); its sandbox
  * becomes failed unless it has already ended, so it stops counting against
@@ -125,7 +165,7 @@ static LeaseStatement mark_failed_stmt = {
 	.expected = SPI_OK_UPDATE
 };
 
-/* restore: bind the previous conversation again (after the replacement lost it). */
+/* restore: bind the target again (after the replacement lost the channel). */
 static LeaseStatement rebind_stmt = {
 	.name = "restore the previous binding",
 	.sql =
@@ -216,6 +256,7 @@ typedef enum RotationOutcome
 
 typedef struct Rotation
 {
+	LeaseAdmissionLock lock;
 	LeaseScope	scope;
 	Datum		channel_id;
 	int64		rotate_from;
@@ -248,7 +289,7 @@ rotation_step(void *arg)
 	}
 
 	lease_spi_run(&unbind_stmt, &old_id, NULL, 0);
-	lease_admit(&r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
+	lease_admit(r->lock, &r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
 
 	switch (r->admission.outcome)
 	{
@@ -266,11 +307,9 @@ rotation_step(void *arg)
 	return false;
 }
 
-PG_FUNCTION_INFO_V1(lease_rotate_channel);
-
 /* lease.rotate_channel: rotated, busy, binding_changed or refused. */
-Datum
-lease_rotate_channel(PG_FUNCTION_ARGS)
+static Datum
+rotate_channel(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 {
 	Rotation	r;
 	ErrorData  *error;
@@ -280,6 +319,7 @@ lease_rotate_channel(PG_FUNCTION_ARGS)
 	const char *detail = NULL;
 
 	memset(&r, 0, sizeof(r));
+	r.lock = lock;
 	lease_scope_args(fcinfo, &r.scope);
 	r.channel_id = lease_arg_ident(fcinfo, 4, "channel_id");
 	r.rotate_from = lease_arg_int64(fcinfo, 5, "rotate_from");
@@ -287,8 +327,9 @@ lease_rotate_channel(PG_FUNCTION_ARGS)
 	lease_spi_connect();
 	if (lease_subxact_run(rotation_step, &r, &error) == LEASE_SUBXACT_ERROR)
 	{
-		/* Only step 1's lock timeout is ours to handle. */
-		if (!(r.in_locking_read && error->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE))
+		/* Only the lock timeouts of step 1 and of admission's lock are ours. */
+		if (!((r.in_locking_read || r.admission.waiting_for_lock) &&
+			  error->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE))
 			ReThrowError(error);
 		r.outcome = ROTATION_BUSY;
 	}
@@ -301,7 +342,9 @@ lease_rotate_channel(PG_FUNCTION_ARGS)
 			break;
 		case ROTATION_BUSY:
 			outcome = LEASE_OUTCOME_BUSY;
-			detail = "the previous conversation is busy; retry the rotation";
+			detail = r.in_locking_read
+				? "the previous conversation is busy; retry the rotation"
+				: "admission is busy; retry the rotation";
 			break;
 		case ROTATION_BINDING_CHANGED:
 			outcome = LEASE_OUTCOME_BINDING_CHANGED;
@@ -325,6 +368,9 @@ lease_rotate_channel(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* lease.rotate_channel: lease_rotate_channel, lease_rotate_channel_0_4. */
+LEASE_ADMISSION_ENTRY_POINTS(lease_rotate_channel, rotate_channel)
+
 /* The outcomes of restore_rotated_channel. */
 typedef enum RestoreOutcome
 {
@@ -344,7 +390,20 @@ typedef struct Restore
 	int64		previous_id;
 	int64		failed_id;
 	RestoreOutcome outcome;
+	char	   *channel_id;		/* failed without error: the channel kept */
+	char	   *reason;			/* failed without error: why nothing took it */
 } Restore;
+
+/* Where a restore gives the channel back: a target, or the reason for none. */
+typedef struct RestoreTarget
+{
+	bool		found;
+	int64		id;
+	char	   *reason;
+} RestoreTarget;
+
+/* Attempts of a restore whose chain changed between its look and its locks. */
+#define RESTORE_ATTEMPTS 3
 
 /* A locked conversation's status and channel (NULL when unbound). */
 static void
@@ -369,53 +428,174 @@ is_live(const char *status)
 		strcmp(status, LEASE_STATUS_IDLE) == 0;
 }
 
-/* The restore itself, in a subtransaction; always keeps its work. */
+/*
+ * The restore's target from the previous conversation (chain_stmt): where
+ * the chain stops, if that conversation is live and unbound.  A live one
+ * bound elsewhere, an ended one or a failed root stops it without a target.
+ */
+static void
+find_target(int64 previous_id, RestoreTarget *target)
+{
+	Datum		value = Int64GetDatum(previous_id);
+	bool		isnull;
+	bool		unbound;
+	int64		id;
+	char	   *status;
+
+	if (lease_spi_run(&chain_stmt, &value, NULL, 1) == 0)
+		elog(ERROR, "pg_lease: conversation " INT64_FORMAT " disappeared", previous_id);
+	id = DatumGetInt64(lease_spi_value(0, 1, &isnull));
+	status = TextDatumGetCString(lease_spi_value(0, 2, &isnull));
+	(void) lease_spi_value(0, 3, &unbound);
+
+	target->found = (is_live(status) && unbound);
+	target->id = id;
+	if (target->found)
+		target->reason = NULL;
+	else if (is_live(status))
+		target->reason = psprintf("conversation " INT64_FORMAT " is bound to another channel", id);
+	else if (strcmp(status, LEASE_STATUS_FAILED) == 0)
+		target->reason = psprintf("conversation " INT64_FORMAT " failed and was not rotated from another one", id);
+	else
+		target->reason = psprintf("conversation " INT64_FORMAT " was ended", id);
+}
+
+/*
+ * One attempt of the restore, in a subtransaction of its own: true keeps it,
+ * false rolls it back (releasing its locks) because the chain changed
+ * between the look without locks and the locks; the caller tries again.
+ */
+static bool
+restore_attempt(void *arg)
+{
+	Restore    *r = (Restore *) arg;
+	RestoreTarget seen;
+	RestoreTarget target;
+	char	   *status;
+	char	   *channel;
+	char	   *failed_status;
+	char	   *failed_channel;
+	Datum		values[2];
+
+	/*
+	 * Lock order: old, then new (each wait bounded).  A target up the chain
+	 * is older than the previous conversation, so it is locked first.
+	 */
+	find_target(r->previous_id, &seen);
+	if (seen.found && seen.id != r->previous_id)
+		lock_for_restore(seen.id, &status, &channel);
+	lock_for_restore(r->previous_id, &status, &channel);
+	lock_for_restore(r->failed_id, &failed_status, &failed_channel);
+
+	/*
+	 * One that is running or idle did start after all, one that was ended
+	 * was ended on purpose, one already failed holds no channel: none is
+	 * touched, nothing is restored.
+	 */
+	if (strcmp(failed_status, LEASE_STATUS_PENDING) != 0)
+	{
+		r->outcome = RESTORE_SUPERSEDED;
+		return true;
+	}
+
+	/* A newer rotation took the channel: the replacement just failed. */
+	values[0] = Int64GetDatum(r->failed_id);
+	if (failed_channel == NULL)
+	{
+		lease_spi_run(&mark_failed_stmt, values, NULL, 0);
+		r->outcome = RESTORE_SUPERSEDED;
+		return true;
+	}
+
+	/* The chain again, under the locks: a different stop means start again. */
+	find_target(r->previous_id, &target);
+	if (target.found != seen.found || (target.found && target.id != seen.id))
+		return false;
+
+	/* No target: the replacement keeps the channel, untouched. */
+	if (!target.found)
+	{
+		r->outcome = RESTORE_FAILED;
+		r->channel_id = failed_channel;
+		r->reason = target.reason;
+		return true;
+	}
+
+	/*
+	 * The replacement fails and the target takes the channel, in this one
+	 * subtransaction: the replacement's binding is cleared first, so the
+	 * channel is free in the scope (conversations_channel_binding_key).
+	 */
+	lease_spi_run(&mark_failed_stmt, values, NULL, 0);
+	values[0] = Int64GetDatum(target.id);
+	values[1] = CStringGetTextDatum(failed_channel);
+	lease_spi_run(&rebind_stmt, values, NULL, 0);
+	r->outcome = RESTORE_RESTORED;
+	return true;
+}
+
+/* Queues a failed restore, or updates the pair's unresolved record. */
+static void
+queue_failure(int64 previous_id, int64 failed_id, const char *channel_id,
+			  const char *reason, const char *sqlstate)
+{
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+
+	values[0] = Int64GetDatum(previous_id);
+	values[1] = Int64GetDatum(failed_id);
+	values[2] = channel_id ? CStringGetTextDatum(channel_id) : (Datum) 0;
+	nulls[2] = channel_id ? ' ' : 'n';
+	values[3] = CStringGetTextDatum(reason);
+	values[4] = CStringGetTextDatum(sqlstate);
+	lease_spi_run(&record_stmt, values, nulls, 0);
+}
+
+/*
+ * The restore itself, in a subtransaction; always keeps its work.  Its
+ * attempts run in subtransactions of their own, so one whose chain changed
+ * under it leaves no lock behind (the next may need an older row first).
+ * A restore without a target warns and queues the pair (55000).
+ */
 static bool
 restore_step(void *arg)
 {
 	Restore    *r = (Restore *) arg;
-	char	   *prev_status;
-	char	   *prev_channel;
-	char	   *failed_status;
-	char	   *failed_channel;
-	bool		replacement_failed;
+	ErrorData  *error;
 	Datum		values[2];
+	int			attempts = 0;
+	LeaseSubxactResult result;
 
-	/* Lock order: old, then new (each wait bounded). */
-	lock_for_restore(r->previous_id, &prev_status, &prev_channel);
-	lock_for_restore(r->failed_id, &failed_status, &failed_channel);
-
-	/*
-	 * A pending replacement is marked failed (clearing its binding); one
-	 * already failed holds no binding.  One that is running or idle did
-	 * start after all, and one that was ended was ended on purpose: neither
-	 * is touched, nothing is restored.
-	 */
-	if (strcmp(failed_status, LEASE_STATUS_PENDING) == 0)
+	do
 	{
-		values[0] = Int64GetDatum(r->failed_id);
-		lease_spi_run(&mark_failed_stmt, values, NULL, 0);
-		replacement_failed = true;
-	}
-	else
-		replacement_failed = (strcmp(failed_status, LEASE_STATUS_FAILED) == 0);
+		if (++attempts > RESTORE_ATTEMPTS)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("the rotation chain of conversation " INT64_FORMAT " changed during the restore",
+							r->previous_id),
+					 errdetail("It changed between finding and locking the conversation to restore to, %d times.",
+							   RESTORE_ATTEMPTS)));
+		result = lease_subxact_run(restore_attempt, r, &error);
+		if (result == LEASE_SUBXACT_ERROR)
+			ReThrowError(error);
+	} while (result == LEASE_SUBXACT_UNDONE);
 
-	/*
-	 * Restore only while the failed replacement still owned the channel (no
-	 * newer rotation took it) and the previous conversation is unbound and
-	 * alive (not reassigned, not ended).  Its binding was cleared above, so
-	 * the channel is free in the scope: uniqueness is never violated.
-	 */
-	if (replacement_failed && failed_channel != NULL &&
-		prev_channel == NULL && is_live(prev_status))
+	if (r->outcome == RESTORE_FAILED)
 	{
-		values[0] = Int64GetDatum(r->previous_id);
-		values[1] = CStringGetTextDatum(failed_channel);
-		lease_spi_run(&rebind_stmt, values, NULL, 0);
-		r->outcome = RESTORE_RESTORED;
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not restore channel \"%s\" from failed conversation " INT64_FORMAT
+						" to conversation " INT64_FORMAT, r->channel_id, r->failed_id, r->previous_id),
+				 errdetail("No live conversation to give it back to: %s. Conversation " INT64_FORMAT
+						   " keeps the channel; the pair was recorded in lease.compensation_failures.",
+						   r->reason, r->failed_id),
+				 errhint("lease.retry_failed_compensations() resolves it once conversation " INT64_FORMAT
+						 " was rotated away from, started or ended.", r->failed_id)));
+		queue_failure(r->previous_id, r->failed_id, r->channel_id,
+					  psprintf("no live conversation to give the channel back to: %s", r->reason),
+					  unpack_sql_state(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE));
+		return true;
 	}
-	else
-		r->outcome = RESTORE_SUPERSEDED;
 
 	values[0] = Int64GetDatum(r->previous_id);
 	values[1] = Int64GetDatum(r->failed_id);
@@ -463,8 +643,6 @@ static void
 record_failure(int64 previous_id, int64 failed_id, const char *channel_id, ErrorData *error)
 {
 	const char *sqlstate = unpack_sql_state(error->sqlerrcode);
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 
 	ereport(WARNING,
 			(errcode(error->sqlerrcode),
@@ -478,18 +656,14 @@ record_failure(int64 previous_id, int64 failed_id, const char *channel_id, Error
 					   error->message, sqlstate),
 			 errhint("Call lease.retry_failed_compensations() once the cause is gone.")));
 
-	values[0] = Int64GetDatum(previous_id);
-	values[1] = Int64GetDatum(failed_id);
-	values[2] = channel_id ? CStringGetTextDatum(channel_id) : (Datum) 0;
-	nulls[2] = channel_id ? ' ' : 'n';
-	values[3] = CStringGetTextDatum(error->message);
-	values[4] = CStringGetTextDatum(sqlstate);
-	lease_spi_run(&record_stmt, values, nulls, 0);
+	queue_failure(previous_id, failed_id, channel_id, error->message, sqlstate);
 }
 
 /*
  * Restores one rotation pair (SPI connected).  Any error inside the restore
- * makes it `failed`, reported and recorded; never `superseded`.
+ * makes it `failed`, reported and recorded; never `superseded`.  Except a
+ * query cancel or statement_timeout (and an assertion failure), which is
+ * raised again: the restore is rolled back and nothing is recorded.
  */
 static RestoreOutcome
 restore_pair(int64 previous_id, int64 failed_id)
@@ -505,6 +679,15 @@ restore_pair(int64 previous_id, int64 failed_id)
 		case LEASE_SUBXACT_UNDONE:
 			break;
 		case LEASE_SUBXACT_ERROR:
+
+			/*
+			 * A cancel or statement_timeout (57014) is the caller's, not the
+			 * restore's: it goes through, nothing recorded, as PL/pgSQL's
+			 * WHEN OTHERS lets it (and an assertion failure) through.
+			 */
+			if (error->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+				error->sqlerrcode == ERRCODE_ASSERT_FAILURE)
+				ReThrowError(error);
 			record_failure(previous_id, failed_id, channel_id, error);
 			FreeErrorData(error);
 			return RESTORE_FAILED;
@@ -557,7 +740,11 @@ lease_retry_failed_compensations(PG_FUNCTION_ARGS)
 		failed_ids[i] = DatumGetInt64(lease_spi_value(i, 2, &isnull));
 	}
 	for (uint64 i = 0; i < n; i++)
+	{
+		/* A cancel between two pairs ends the call, as one inside a restore does. */
+		CHECK_FOR_INTERRUPTS();
 		outcomes[i] = restore_pair(previous_ids[i], failed_ids[i]);
+	}
 	lease_spi_finish();
 
 	for (uint64 i = 0; i < n; i++)

@@ -7,6 +7,7 @@
  */
 #include "pg_lease.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
 #include "parser/scansup.h"
@@ -181,9 +182,76 @@ lease_interval_from_ms(int64 ms)
 }
 
 /*
+ * True when no part of the interval (months, days, time) alone is longer
+ * than LEASE_MAX_AGE_YEARS, so that a timestamp plus or minus it, the parts
+ * applied one after the other, stays in range (never 22008) whatever the
+ * parts add up to.
+ */
+static bool
+parts_bounded(const Interval *value)
+{
+	int64		max_days = (int64) LEASE_MAX_AGE_YEARS * 366;
+
+	return Abs((int64) value->month) <= (int64) LEASE_MAX_AGE_YEARS * MONTHS_PER_YEAR &&
+		Abs((int64) value->day) <= max_days &&
+		value->time <= max_days * USECS_PER_DAY && value->time >= -max_days * USECS_PER_DAY;
+}
+
+/*
+ * now() + value, or now() - value when `minus`: what the value means to the
+ * statements that use it, months and days taken on the calendar of the
+ * session's time zone.  The value's parts must be bounded (parts_bounded).
+ */
+static TimestampTz
+shift_now(Datum value, bool minus)
+{
+	return DatumGetTimestampTz(DirectFunctionCall2(minus ? timestamptz_mi_interval
+												   : timestamptz_pl_interval,
+												   TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()),
+												   value));
+}
+
+/* The interval as text, for error details. */
+static char *
+interval_text(Datum value)
+{
+	return DatumGetCString(DirectFunctionCall1(interval_out, value));
+}
+
+/* Raises 22023: the interval argument is shorter than allowed. */
+static pg_attribute_noreturn() void
+refuse_short_interval(const char *name, Datum value, bool zero_allowed)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 zero_allowed ? errmsg("%s must not be negative", name)
+			 : errmsg("%s must be positive", name),
+			 errdetail("The value given is %s.", interval_text(value)),
+			 zero_allowed ? errhint("Pass an interval of zero or more, e.g. '7 days'.")
+			 : errhint("Pass a positive interval, or NULL for lease.default_lease_duration.")));
+}
+
+/* Raises 22023: the lease duration is longer than the limit. */
+static pg_attribute_noreturn() void
+refuse_long_duration(const char *name, Datum value, Datum limit)
+{
+	char	   *limit_text = interval_text(limit);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s is too long", name),
+			 errdetail("The value given is %s; the limit is %s.", interval_text(value), limit_text),
+			 errhint("Pass at most %s; a worker renews a lease long before it expires.",
+					 limit_text)));
+}
+
+/*
  * A required interval argument that must not be negative, nor longer than
  * LEASE_MAX_AGE_YEARS (any timestamp minus a longer one would be out of
- * range, 22008, which is not an error the caller can read).
+ * range, 22008, which is not an error the caller can read).  Both bounds
+ * hold for now() - value, which is how the value is used, so parts that
+ * cancel out ('120000 mon -3240000 days') are judged by what they add up
+ * to on the calendar, and a part too long on its own is refused.
  */
 Datum
 lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name)
@@ -195,58 +263,63 @@ lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const char *name)
 	value = PG_GETARG_DATUM(argno);
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value,
 										  lease_interval_from_ms(0))) < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", name),
-				 errdetail("The value given is %s.",
-						   DatumGetCString(DirectFunctionCall1(interval_out, value))),
-				 errhint("Pass an interval of zero or more, e.g. '7 days'.")));
+		refuse_short_interval(name, value, true);
 	limit->month = LEASE_MAX_AGE_YEARS * MONTHS_PER_YEAR;
-	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, IntervalPGetDatum(limit))) > 0)
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, IntervalPGetDatum(limit))) > 0 ||
+		!parts_bounded(DatumGetIntervalP(value)) ||
+		shift_now(value, true) < shift_now(IntervalPGetDatum(limit), true))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s is too long", name),
-				 errdetail("The value given is %s; the limit is %d years.",
-						   DatumGetCString(DirectFunctionCall1(interval_out, value)),
-						   LEASE_MAX_AGE_YEARS),
+				 errdetail("The value given is %s; the limit is %d years, for the whole and for each of its months, days and time.",
+						   interval_text(value), LEASE_MAX_AGE_YEARS),
 				 errhint("Pass at most %d years.", LEASE_MAX_AGE_YEARS)));
+	if (shift_now(value, true) > GetCurrentTransactionStartTimestamp())
+		refuse_short_interval(name, value, true);
 	return value;
 }
 
-/* A lease duration argument, defaulting to lease.default_lease_duration. */
+/*
+ * A lease duration argument, defaulting to lease.default_lease_duration.
+ * It is refused unless now() + value is after now() and at most
+ * LEASE_MAX_DURATION_MS later (or 7 calendar days: across a daylight-saving
+ * change a day is 23 or 25 hours, and '7 days' stays accepted).  A month
+ * part is refused: a month is 28 to 31 days, so a duration with one has no
+ * fixed length, and the lease's length would depend on when it is taken or
+ * handed over.
+ */
 Datum
 lease_arg_duration(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	Datum		value;
-	Datum		zero;
 	Datum		limit;
+	Interval   *limit_days = (Interval *) palloc0(sizeof(Interval));
+	TimestampTz expires;
 
 	if (PG_ARGISNULL(argno))
 		return IntervalPGetDatum(interval_from_ms(lease_default_lease_duration_ms));
 
 	value = PG_GETARG_DATUM(argno);
-	zero = IntervalPGetDatum(interval_from_ms(0));
 	limit = IntervalPGetDatum(interval_from_ms((int64) LEASE_MAX_DURATION_MS));
+	limit_days->day = LEASE_MAX_DURATION_MS / (SECS_PER_DAY * 1000);
 
-	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, zero)) <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be positive", name),
-				 errdetail("The value given is %s.",
-						   DatumGetCString(DirectFunctionCall1(interval_out, value))),
-				 errhint("Pass a positive interval, or NULL for lease.default_lease_duration.")));
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, lease_interval_from_ms(0))) <= 0)
+		refuse_short_interval(name, value, false);
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, value, limit)) > 0)
-	{
-		char	   *limit_text = DatumGetCString(DirectFunctionCall1(interval_out, limit));
-
+		refuse_long_duration(name, value, limit);
+	if (DatumGetIntervalP(value)->month != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s is too long", name),
-				 errdetail("The value given is %s; the limit is %s.",
-						   DatumGetCString(DirectFunctionCall1(interval_out, value)), limit_text),
-				 errhint("Pass at most %s; a worker renews a lease long before it expires.",
-						 limit_text)));
-	}
+				 errmsg("%s must not contain months", name),
+				 errdetail("The value given is %s; a month is 28 to 31 days, so a duration with months has no fixed length.",
+						   interval_text(value)),
+				 errhint("Pass the duration in days, hours, minutes or seconds.")));
+	expires = parts_bounded(DatumGetIntervalP(value)) ? shift_now(value, false) : DT_NOEND;
+	if (expires > shift_now(limit, false) &&
+		expires > shift_now(IntervalPGetDatum(limit_days), false))
+		refuse_long_duration(name, value, limit);
+	if (expires <= GetCurrentTransactionStartTimestamp())
+		refuse_short_interval(name, value, false);
 	return value;
 }
 

@@ -20,6 +20,7 @@ int			lease_fleet_capacity = 1000;
 int			lease_fleet_lock_namespace = 4315;
 int			lease_sandbox_lock_namespace = 4316;
 int			lease_rotation_lock_timeout_ms = 250;
+int			lease_admission_lock_timeout_ms = 1000;
 int			lease_handoff_timeout_ms = 30000;
 bool		lease_record_events = true;
 char	   *lease_notify_channel = NULL;
@@ -55,9 +56,9 @@ lease_define_gucs(void)
 
 	/*
 	 * Quotas and lock key spaces are PGC_SUSET: a role that may only call the
-	 * functions must not be able to raise its own quota, nor move its
-	 * admissions to another advisory-lock key space and so escape the fleet
-	 * lock that keeps the counts exact.
+	 * functions must not be able to raise its own quota, nor (on a schema
+	 * older than 0.4.0) move its admissions to another advisory-lock key
+	 * space and so escape the fleet lock that keeps the counts exact.
 	 */
 	DefineCustomIntVariable("lease.default_sandbox_limit",
 							"Active sandboxes a tenant may have when lease.tenant_limits has no row for it.",
@@ -82,7 +83,7 @@ lease_define_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("lease.fleet_lock_namespace",
-							"First key of the transaction-scoped advisory locks that serialize admission (fleet and tenant locks).",
+							"First key of the transaction-scoped advisory locks that serialize admission on schemas 0.1.0 to 0.3.0 (fleet and tenant locks).",
 							NULL,
 							&lease_fleet_lock_namespace,
 							4315,
@@ -93,7 +94,7 @@ lease_define_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("lease.sandbox_lock_namespace",
-							"First key of the transaction-scoped advisory lock admit_turn takes per sandbox.",
+							"Unused since 0.4.0 (admit_turn took a transaction-scoped advisory lock per sandbox in this key space); kept so that configurations setting it stay valid.",
 							NULL,
 							&lease_sandbox_lock_namespace,
 							4316,
@@ -108,6 +109,17 @@ lease_define_gucs(void)
 							"It bounds exactly those locking reads; lock_timeout is back to the caller's value afterwards.",
 							&lease_rotation_lock_timeout_ms,
 							250,
+							1,
+							INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lease.admission_lock_timeout",
+							"Longest wait of start_conversation and rotate_channel for the admission lock, and of admit_turn for its conversation.",
+							"It bounds exactly those locking reads; lock_timeout is back to the caller's value afterwards.",
+							&lease_admission_lock_timeout_ms,
+							1000,
 							1,
 							INT_MAX,
 							PGC_USERSET,

@@ -17,14 +17,17 @@ extern int	lease_default_sandbox_limit;
 /* lease.fleet_capacity: active sandboxes across all tenants */
 extern int	lease_fleet_capacity;
 
-/* lease.fleet_lock_namespace: advisory key space of the fleet and tenant admission locks */
+/* lease.fleet_lock_namespace: advisory key space of the fleet and tenant admission locks (schemas 0.1.0-0.3.0) */
 extern int	lease_fleet_lock_namespace;
 
-/* lease.sandbox_lock_namespace: advisory key space of admit_turn's per-sandbox lock */
+/* lease.sandbox_lock_namespace: unused since 0.4.0 (was admit_turn's per-sandbox advisory lock) */
 extern int	lease_sandbox_lock_namespace;
 
 /* lease.rotation_lock_timeout: milliseconds a rotation or restore waits for a conversation row */
 extern int	lease_rotation_lock_timeout_ms;
+
+/* lease.admission_lock_timeout: milliseconds an admission waits for its lock, admit_turn for its conversation */
+extern int	lease_admission_lock_timeout_ms;
 /* lease.handoff_timeout: milliseconds a holder has to hand a lease over */
 extern int	lease_handoff_timeout_ms;
 

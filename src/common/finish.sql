@@ -11,5 +11,13 @@ SELECT pg_catalog.pg_extension_config_dump('lease.stream_workers', 'WHERE false'
 SELECT pg_catalog.pg_extension_config_dump('lease.stream_takeable', 'WHERE false');
 SELECT pg_catalog.pg_extension_config_dump('lease.lineage_changes', 'WHERE false');
 
+-- App grants (src/leases/access.sql): only those that still match their
+-- role, by OID and name, are dumped (pg_dump runs the filter with an empty
+-- search_path).  Marked last, for the same reason: the 0.3.0--0.4.0 upgrade
+-- gives the table its filter by taking it out of the extension and adding
+-- it back, which moves it to the end of the list.
+SELECT pg_catalog.pg_extension_config_dump('lease.app_grants',
+    'WHERE pg_catalog.pg_get_userbyid(grantee) OPERATOR(pg_catalog.=) grantee_name');
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

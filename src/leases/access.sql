@@ -12,13 +12,20 @@
 -- policy applies that one check (lease.has_app_access).  Roles are
 -- cluster-wide, so the extension creates none: an operator creates them and
 -- grants apps with lease.grant_app() (docs/security.md has the recipes).
--- grantee holds a role OID: a dropped role's row matches nobody, and
--- pg_dump writes regrole values by name, so a restore maps them again.
+-- grantee holds a role OID and grantee_name the role's name when it was
+-- granted (set by the trigger below): a grant matches only while the role
+-- with that OID still has that name, so neither a dropped role's row nor a
+-- new role that is given its OID later acts for the app, and a renamed role
+-- must be granted again.  pg_dump writes regrole values by name, so a
+-- restore maps a grant to the role of that name; the dump filter leaves out
+-- grants that no longer match (a dropped role's OID would be written as a
+-- number and name whichever role has it in the restored cluster).
 CREATE TABLE lease.app_grants (
     app_name    text        NOT NULL,
     grantee     regrole     NOT NULL,
     granted_by  regrole     NOT NULL,
     granted_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    grantee_name name       NOT NULL,
     -- Serves the app check (the grantees of one app), grant_app's
     -- ON CONFLICT and revoke_app.
     PRIMARY KEY (app_name, grantee)
@@ -27,7 +34,27 @@ CREATE TABLE lease.app_grants (
 COMMENT ON TABLE lease.app_grants IS
     'Roles granted an app_name (lease.grant_app, lease.revoke_app); members of a grantee role act for the app too.';
 
-SELECT pg_catalog.pg_extension_config_dump('lease.app_grants', '');
+-- Records the grantee's name on every new grant, and on a stale grant that
+-- grant_app renews (grant_app does not name the column, so the module works
+-- the same against 0.3.0's table).
+CREATE FUNCTION lease.app_grants_grantee_name()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.grantee_name := pg_catalog.pg_get_userbyid(NEW.grantee);
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER app_grants_grantee_name
+    BEFORE INSERT OR UPDATE OF granted_by ON lease.app_grants
+    FOR EACH ROW
+    EXECUTE FUNCTION lease.app_grants_grantee_name();
+
+-- Marked for pg_dump in src/common/finish.sql, with a filter that keeps
+-- only the grants that still match their role.
 
 -- SECURITY INVOKER on purpose: the check needs the caller's identity
 -- (GetUserId()), which SECURITY DEFINER would replace by the owner's.  The

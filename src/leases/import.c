@@ -97,7 +97,8 @@ static const KclColumn kcl_columns[] = {
 "             OPERATOR(pg_catalog.<=) " CppAsString2(LEASE_MAX_IDENT_BYTES) ")" \
 "        AND (r.checkpoint IS NULL OR pg_catalog.octet_length(r.checkpoint)" \
 "             OPERATOR(pg_catalog.<=) " CppAsString2(LEASE_MAX_CHECKPOINT_BYTES) ")" \
-"        AND r.lease_count OPERATOR(pg_catalog.>=) 0) IS NOT TRUE"
+"        AND r.lease_count OPERATOR(pg_catalog.>=) 0" \
+"        AND r.lease_count OPERATOR(pg_catalog.<) 4611686018427387904) IS NOT TRUE"
 
 /*
  * The import: completed shards become SHARD_END; a lease keeps its owner of

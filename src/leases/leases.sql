@@ -39,12 +39,26 @@ CREATE TABLE lease.shard_leases (
     -- equals one upgraded from 0.2.0 (ALTER TABLE ... ADD COLUMN).
     checkpointed_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
     PRIMARY KEY (app_name, stream_name, shard_id),
-    CONSTRAINT shard_leases_lease_count_check CHECK (lease_count >= 0),
+    CONSTRAINT shard_leases_lease_count_check CHECK (lease_count OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT shard_leases_owner_expiry_check
-        CHECK ((lease_owner IS NULL) = (lease_expires_at IS NULL)),
+        CHECK ((lease_owner IS NULL) OPERATOR(pg_catalog.=) (lease_expires_at IS NULL)),
     CONSTRAINT shard_leases_handoff_check
-        CHECK (num_nulls(handoff_to, handoff_requested_at, handoff_deadline,
-                         handoff_lease_duration) IN (0, 4))
+        CHECK (pg_catalog.num_nulls(handoff_to, handoff_requested_at, handoff_deadline,
+                                    handoff_lease_duration) OPERATOR(pg_catalog.=) ANY (ARRAY[0, 4])),
+    -- Every row a write can produce (an operator's INSERT and import_kcl_ex
+    -- included) is one the functions can go on with: the counters they
+    -- increment stay below 2^62 (far more than any lease sees, so a row can
+    -- not be stored at the end of their range, where the next take would
+    -- fail), and the times that renewals, handoffs and monitoring compute
+    -- with are finite.
+    CONSTRAINT shard_leases_counters_check
+        CHECK (lease_count OPERATOR(pg_catalog.<) 4611686018427387904
+               AND lease_epoch OPERATOR(pg_catalog.<) 4611686018427387904
+               AND owner_switches_since_checkpoint OPERATOR(pg_catalog.<) 4611686018427387904),
+    CONSTRAINT shard_leases_times_check
+        CHECK (pg_catalog.isfinite(lease_expires_at) AND pg_catalog.isfinite(handoff_requested_at)
+               AND pg_catalog.isfinite(handoff_deadline) AND pg_catalog.isfinite(created_at)
+               AND pg_catalog.isfinite(updated_at) AND pg_catalog.isfinite(checkpointed_at))
 )
 -- Renewals and checkpoints touch no indexed column: leave room on each page
 -- so they stay HOT updates.
@@ -59,7 +73,7 @@ COMMENT ON TABLE lease.shard_leases IS
 -- it asks for) and the view worker_loads.  Renewals and checkpoints change
 -- neither lease_owner nor shard_id, so they remain HOT.
 CREATE INDEX shard_leases_owner_idx
-    ON lease.shard_leases (app_name, stream_name, lease_owner, shard_id COLLATE "C")
+    ON lease.shard_leases (app_name, stream_name, lease_owner, shard_id COLLATE pg_catalog."C")
     WHERE lease_owner IS NOT NULL;
 
 -- Serves take_leases claiming the leases promised to the caller whose
@@ -84,7 +98,7 @@ SELECT pg_catalog.pg_extension_config_dump('lease.shard_leases', '');
 -- their parents).  Ownership changes are non-HOT updates already.
 CREATE INDEX shard_leases_unowned_idx
     ON lease.shard_leases (app_name, stream_name)
-    WHERE lease_owner IS NULL AND checkpoint <> 'SHARD_END';
+    WHERE lease_owner IS NULL AND checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END';
 
 -- One row per worker holding leases in a stream:
 --   leases       exactly the number of rows of lease.shard_leases with
@@ -114,7 +128,7 @@ COMMENT ON TABLE lease.stream_workers IS
 -- lease stays out of it.
 CREATE INDEX stream_workers_holding_idx
     ON lease.stream_workers (app_name, stream_name)
-    WHERE leases > 0;
+    WHERE leases OPERATOR(pg_catalog.>) 0;
 
 
 -- The number of takeable leases of a stream (not ended, not blocked by an
@@ -448,9 +462,9 @@ CREATE TABLE lease.lease_events (
     to_owner    text,
     lease_count bigint      NOT NULL,
     lease_epoch bigint      NOT NULL,
-    CONSTRAINT lease_events_event_check CHECK (event IN
-        ('take', 'expiry_takeover', 'steal', 'transfer', 'release', 'close',
-         'handoff_request'))
+    CONSTRAINT lease_events_event_check CHECK (event OPERATOR(pg_catalog.=) ANY (ARRAY[
+        'take', 'expiry_takeover', 'steal', 'transfer', 'release', 'close',
+        'handoff_request']))
 );
 
 COMMENT ON TABLE lease.lease_events IS

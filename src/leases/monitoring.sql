@@ -44,7 +44,7 @@ CREATE TABLE lease.lease_event_totals (
     pruned      bigint NOT NULL,
     -- Serves lease_events_deleted's ON CONFLICT.
     PRIMARY KEY (app_name, stream_name, event),
-    CONSTRAINT lease_event_totals_pruned_check CHECK (pruned >= 0)
+    CONSTRAINT lease_event_totals_pruned_check CHECK (pruned OPERATOR(pg_catalog.>=) 0)
 );
 
 COMMENT ON TABLE lease.lease_event_totals IS

@@ -22,24 +22,44 @@
 #include "leases/privileges.h"
 #include "common/spi_util.h"
 
-/* The roles granted an app. */
+/*
+ * The roles granted an app that still have the name they were granted by
+ * (grantee_name, 0.4.0): a role given a dropped grantee's OID is not its
+ * grantee.  The column is read through to_jsonb, so the same plan works
+ * against a 0.3.0 table, which has no grantee_name (every grant matches
+ * there, as it did).
+ */
 static LeaseStatement grantees_stmt = {
 	.name = "app grantees",
 	.sql =
 	"SELECT g.grantee FROM lease.app_grants AS g"
-	" WHERE g.app_name OPERATOR(pg_catalog.=) $1",
+	" WHERE g.app_name OPERATOR(pg_catalog.=) $1"
+	"   AND pg_catalog.pg_get_userbyid(g.grantee) OPERATOR(pg_catalog.=)"
+	"       COALESCE(CAST(pg_catalog.to_jsonb(g) OPERATOR(pg_catalog.->>) 'grantee_name'"
+	"                     AS pg_catalog.name),"
+	"                pg_catalog.pg_get_userbyid(g.grantee))",
 	.nargs = 1,
 	.argtypes = {TEXTOID},
 	.expected = SPI_OK_SELECT
 };
 
-/* Grant an app to a role unless it already is. */
+/*
+ * Grant an app to a role unless it already is.  A grant left by a role that
+ * was renamed or dropped since (its grantee_name no longer matches, 0.4.0)
+ * is renewed for the role that now has the OID, which the trigger
+ * app_grants_grantee_name records; a 0.3.0 table has no such grants.
+ */
 static LeaseStatement grant_stmt = {
 	.name = "grant_app",
 	.sql =
 	"INSERT INTO lease.app_grants AS g (app_name, grantee, granted_by)"
 	" VALUES ($1, $2, $3)"
-	" ON CONFLICT (app_name, grantee) DO NOTHING"
+	" ON CONFLICT (app_name, grantee) DO UPDATE"
+	"    SET granted_by = excluded.granted_by, granted_at = excluded.granted_at"
+	"  WHERE pg_catalog.pg_get_userbyid(g.grantee) OPERATOR(pg_catalog.<>)"
+	"        COALESCE(CAST(pg_catalog.to_jsonb(g) OPERATOR(pg_catalog.->>) 'grantee_name'"
+	"                      AS pg_catalog.name),"
+	"                 pg_catalog.pg_get_userbyid(g.grantee))"
 	" RETURNING true",
 	.nargs = 3,
 	.argtypes = {TEXTOID, REGROLEOID, REGROLEOID},
@@ -76,7 +96,8 @@ function_owner(FunctionCallInfo fcinfo)
 /*
  * True when `caller` may act for the app: it has the owner's privileges,
  * or those of a role granted the app.  Must run as the owner (it reads
- * lease.app_grants).  A grantee role that was dropped matches nobody.
+ * lease.app_grants).  A grantee role that was dropped or renamed matches
+ * nobody, nor does a role that was given a dropped grantee's OID.
  * read_only: called from the STABLE has_app_access.
  */
 static bool

@@ -320,7 +320,7 @@ SQL
         echo "| --- | ---: |"
         printf '| rotations per second (any outcome) | %.0f |\n' "$tps"
         printf '| latency average (ms) | %.3f |\n' "$lat"
-        printf '| longest rotation (ms): an upper bound on how long the fleet lock is held | %s |\n' "$max"
+        printf '| longest rotation (ms): an upper bound on how long the admission lock is held | %s |\n' "$max"
         printf '| time to a `busy` answer while a turn holds the old conversation (ms, mean of 3 / max), with `lease.rotation_lock_timeout` = 250ms | %.1f / %.1f |\n' \
             "$(awk -v a="$busy_sum" 'BEGIN { print a / 3 }')" "$busy_max"
     } >>"$REPORT"

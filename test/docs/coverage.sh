@@ -10,8 +10,11 @@
 #     through the server's utils/errcodes.h; XX000 for elog(ERROR)) has
 #     exactly one heading "### `CODE`";
 #   - every relative link in the pages names a file that exists (or one of
-#     the pages PLANNED below matches, a path or a glob).
-# One count per function, setting, SQLSTATE and page; closes with
+#     the pages PLANNED below matches, a path or a glob);
+#   - a recipe a test copies from a page (the lines between "-- recipe: PAGE"
+#     and "-- end of recipe" in test/pgtap/*.sql) is in PAGE as it is in the
+#     test, so the test proves what the page tells a reader to run.
+# One count per function, setting, SQLSTATE, page and recipe; closes with
 # "N passed, N failed".  Runs against $PGHOST/$PGPORT when set (test/run.sh's
 # cluster), otherwise starts a throwaway cluster.
 set -uo pipefail
@@ -105,6 +108,36 @@ for page in "${PAGES[@]}"; do
     done < <(grep -oE '\]\([^)#][^)]*\)' "$page" | sed -E 's/^\]\((.*)\)$/\1/' | grep -vE '^[a-z]+:')
     [ "$broken" -eq 0 ] && ok
 done
+
+# Recipes copied into tests: each copy to a file of its own, $recipes/N.K
+# (the K-th of the N-th test file), whose first line is "PAGE TEST:LINE".
+# (No trap of its own: cluster_start's EXIT trap stops the cluster.)
+recipes=$(mktemp -d)
+i=0
+for t in test/pgtap/*.sql; do
+    i=$((i + 1))
+    awk -v out="$recipes/$i" -v test="$t" '
+        /^-- recipe: / { n++; f = out "." n; print substr($0, 12) " " test ":" FNR > f; next }
+        /^-- end of recipe$/ { f = ""; next }
+        f != "" { print > f }
+        END { if (f != "") print "" > (f ".open") }' "$t"
+done
+for copy in "$recipes"/*; do
+    [ -f "$copy" ] || continue
+    case $copy in *.open) continue ;; esac
+    read -r page where <"$copy"
+    body=$(tail -n +2 "$copy")
+    if [ -f "$copy.open" ]; then
+        bad "the recipe at $where has no \"-- end of recipe\" line"
+    elif [ ! -f "$page" ]; then
+        bad "the recipe at $where names $page, which does not exist"
+    elif [ -z "$body" ] || [[ $(cat "$page") != *"$body"* ]]; then
+        bad "the recipe at $where is not in $page as written there"
+    else
+        ok
+    fi
+done
+rm -rf "$recipes"
 
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

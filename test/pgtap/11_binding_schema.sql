@@ -1,7 +1,7 @@
 -- pgTAP: the channel-binding schema: tables, columns, keys, constraints,
 -- the partial unique binding index and its predicate, the query indexes.
 BEGIN;
-SELECT plan(40);
+SELECT plan(44);
 
 SELECT has_table('lease', t, format('lease.%s exists', t))
   FROM unnest(ARRAY['sandboxes', 'conversations', 'turns', 'tenant_limits', 'compensation_failures']) t;
@@ -116,6 +116,17 @@ SELECT ok((SELECT ARRAY['lease.compensation_failures', 'lease.compensation_failu
                          'lease.turns_id_seq', 'lease.conversation_id_partition']::regclass[]::oid[] <@ extconfig
              FROM pg_extension WHERE extname = 'pg_lease'),
           'binding tables and their sequences are marked for pg_dump');
+
+-- the admission gate: exactly one row, which the install script inserts
+-- (so it is not marked for pg_dump: CREATE EXTENSION on restore inserts it)
+SELECT col_is_pk('lease', 'admission_gate', 'only_row', 'the gate is keyed by only_row');
+SELECT results_eq($$SELECT only_row FROM lease.admission_gate$$, $$VALUES (true)$$,
+                  'the admission gate holds its one row');
+SELECT throws_ok($$INSERT INTO lease.admission_gate VALUES (false)$$, '23514', NULL,
+                 'the gate admits no second row');
+SELECT ok((SELECT NOT 'lease.admission_gate'::regclass::oid = ANY (extconfig)
+             FROM pg_extension WHERE extname = 'pg_lease'),
+          'the admission gate is not marked for pg_dump');
 
 SELECT * FROM finish();
 ROLLBACK;

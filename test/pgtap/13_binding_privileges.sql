@@ -2,10 +2,11 @@
 -- with the grants docs/security.md lists can run the protocol and cannot
 -- write the tables.
 BEGIN;
-SELECT plan(16);
+SELECT plan(19);
 
 SELECT table_privs_are('lease', t, 'public', ARRAY[]::text[], format('PUBLIC has no privileges on %s', t))
-  FROM unnest(ARRAY['sandboxes', 'conversations', 'turns', 'tenant_limits', 'compensation_failures']) t;
+  FROM unnest(ARRAY['sandboxes', 'conversations', 'turns', 'tenant_limits', 'compensation_failures',
+                    'admission_gate']) t;
 
 CREATE ROLE tap_chat_worker;
 GRANT USAGE ON SCHEMA lease TO tap_chat_worker;
@@ -36,6 +37,12 @@ SELECT throws_ok($$SELECT * FROM lease.retry_failed_compensations()$$, '42501', 
                  'draining the failure queue is for operators');
 SELECT throws_ok($$SET lease.fleet_capacity = 1000000$$, '42501', NULL,
                  'a worker cannot raise the fleet capacity');
+-- the admission lock is the gate's row: a role with the recipe's grants
+-- (USAGE on the schema) cannot lock it, so it cannot hold admission up
+SELECT throws_ok($$SELECT 1 FROM lease.admission_gate FOR NO KEY UPDATE$$, '42501', NULL,
+                 'a worker cannot lock the admission gate');
+SELECT throws_ok($$LOCK TABLE lease.admission_gate IN ACCESS SHARE MODE$$, '42501', NULL,
+                 'nor lock its table');
 RESET ROLE;
 
 SET LOCAL ROLE tap_chat_stranger;

@@ -1,11 +1,13 @@
--- pgTAP: the role model (docs/security.md).  The three group roles are
--- built with the recipes of docs/security.md verbatim; login roles are members of one
--- and are granted apps.  Each can do exactly its documented set, for its
--- own apps only, through every function and view.
+-- pgTAP: the role model (docs/security.md).  The four group roles are
+-- built with the recipes of docs/security.md verbatim (each copy sits between
+-- a "-- recipe: PAGE" and an "-- end of recipe" line, and the docs-coverage
+-- suite fails unless the lines between appear as they are in PAGE); login
+-- roles are members of one and are granted apps.  Each can do exactly its
+-- documented set, for its own apps only, through every function and view.
 BEGIN;
-SELECT plan(74);
+SELECT plan(87);
 
--- the recipes of docs/security.md
+-- recipe: docs/security.md
 CREATE ROLE lease_worker NOLOGIN;
 GRANT USAGE ON SCHEMA lease TO lease_worker;
 GRANT EXECUTE ON FUNCTION
@@ -39,8 +41,6 @@ GRANT EXECUTE ON FUNCTION
     lease.request_handoff(text, text, text, text),
     lease.cleanup_ended(text, text),
     lease.delete_lease(text, text, text),
-    lease.prune_events(interval),
-    lease.retry_failed_compensations(),
     lease.import_kcl_ex(regclass),
     lease.import_kcl_ex_rows(text[], text[], text[], text[], text[], bigint[], boolean[]),
     lease.grant_app(text, regrole),
@@ -53,11 +53,22 @@ GRANT SELECT ON lease.lease_status, lease.worker_loads, lease.lease_events,
 -- ON CONFLICT, which also needs SELECT); row-level security shows and admits
 -- the rows of the operator's own apps only
 GRANT SELECT, INSERT ON lease.shard_leases TO lease_operator;
+-- end of recipe
+
+-- recipe: docs/security.md
+CREATE ROLE lease_fleet_operator NOLOGIN;
+GRANT USAGE ON SCHEMA lease TO lease_fleet_operator;
+GRANT EXECUTE ON FUNCTION
+    lease.prune_events(interval),
+    lease.retry_failed_compensations()
+    TO lease_fleet_operator;
+-- end of recipe
 
 CREATE ROLE tap_rm_w1 IN ROLE lease_worker;      -- app rm-a
 CREATE ROLE tap_rm_w2 IN ROLE lease_worker;      -- app rm-b
 CREATE ROLE tap_rm_op IN ROLE lease_operator;    -- app rm-a
 CREATE ROLE tap_rm_chat IN ROLE lease_app;
+CREATE ROLE tap_rm_fleet IN ROLE lease_fleet_operator;
 CREATE ROLE tap_rm_nobody;
 GRANT USAGE ON SCHEMA lease TO tap_rm_nobody;
 SELECT lease.grant_app('rm-a', 'tap_rm_w1'), lease.grant_app('rm-b', 'tap_rm_w2'),
@@ -97,13 +108,17 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.has_app_access(text)',
                 'lease.import_kcl_ex(regclass)',
                 'lease.import_kcl_ex_rows(text[],text[],text[],text[],text[],bigint[],boolean[])',
-                'lease.prune_events(interval)',
                 'lease.request_handoff(text,text,text,text)',
-                'lease.retry_failed_compensations()',
                 'lease.revoke_app(text,regrole)'],
-          'the operator role executes exactly the admin functions')
+          'the operator role executes exactly the admin functions of an app')
   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
    AND has_function_privilege('tap_rm_op', p.oid, 'EXECUTE');
+SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C"),
+          ARRAY['lease.prune_events(interval)',
+                'lease.retry_failed_compensations()'],
+          'the fleet operator role executes exactly the functions that act on every app')
+  FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
+   AND has_function_privilege('tap_rm_fleet', p.oid, 'EXECUTE');
 SELECT is(count(*)::int, 0, 'a role with no grants executes no function')
   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
    AND has_function_privilege('tap_rm_nobody', p.oid, 'EXECUTE');
@@ -114,8 +129,8 @@ SELECT is(array_agg(format($f$%s:%s$f$, c.relname, priv) ORDER BY c.relname COLL
   FROM pg_class c, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) priv
  WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind IN ('r', 'v')
    AND has_table_privilege('tap_rm_op', c.oid, priv);
-SELECT is(count(*)::int, 0, 'worker and application roles hold no table or view privilege')
-  FROM pg_class c, unnest(ARRAY['tap_rm_w1', 'tap_rm_chat']) r,
+SELECT is(count(*)::int, 0, 'worker, application and fleet operator roles hold no table or view privilege')
+  FROM pg_class c, unnest(ARRAY['tap_rm_w1', 'tap_rm_chat', 'tap_rm_fleet']) r,
        unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) priv
  WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind IN ('r', 'v')
    AND has_table_privilege(r, c.oid, priv);
@@ -123,6 +138,15 @@ SELECT is(count(*)::int, 0, 'worker and application roles hold no table or view 
 -- data of both apps
 SELECT lease.create_lease('rm-a', 's', '0'), lease.create_lease('rm-b', 's', '0'),
        lease.take_lease('rm-b', 's', '0', 'w2');
+-- and a queued compensation (a rotation whose restore is recorded as failed)
+CREATE TEMP TABLE rm_rotation AS
+SELECT conversation_id AS previous_id FROM lease.start_conversation('rm-u2', 'agent', NULL, NULL, 'c2');
+ALTER TABLE rm_rotation ADD COLUMN failed_id bigint;
+UPDATE rm_rotation SET failed_id = r.conversation_id
+  FROM lease.rotate_channel('rm-u2', 'agent', NULL, NULL, 'c2', (SELECT previous_id FROM rm_rotation)) r;
+INSERT INTO lease.compensation_failures (previous_conversation_id, failed_conversation_id, reason, sqlstate)
+SELECT previous_id, failed_id, 'pgTAP: queued by hand', '55P03' FROM rm_rotation;
+CREATE TEMP TABLE rm_b_events AS SELECT * FROM lease.lease_events WHERE app_name = 'rm-b';
 
 -- the worker: its own app
 SET LOCAL ROLE tap_rm_w1;
@@ -164,14 +188,14 @@ SELECT throws_ok(stmt, '42501', NULL, 'worker: ' || stmt)
     $$UPDATE lease.shard_leases SET lease_owner = 'w1'$$]) AS stmt;
 RESET ROLE;
 
--- an error raised while a function runs its SQL as the owner (here a
--- bigint overflow inside the renewal's UPDATE), caught by the caller's own
--- subtransaction (throws_ok's EXCEPTION block): the caller is the current
--- user again, with no more privileges than before
+-- an error raised while a function runs its SQL as the owner (here the
+-- renewal's UPDATE taking lease_count past shard_leases_counters_check),
+-- caught by the caller's own subtransaction (throws_ok's EXCEPTION block):
+-- the caller is the current user again, with no more privileges than before
 SELECT lease.create_lease('rm-a', 'max', '0'), lease.take_lease('rm-a', 'max', '0', 'w1');
-UPDATE lease.shard_leases SET lease_count = 9223372036854775807 WHERE app_name = 'rm-a' AND stream_name = 'max';
+UPDATE lease.shard_leases SET lease_count = 4611686018427387903 WHERE app_name = 'rm-a' AND stream_name = 'max';
 SET LOCAL ROLE tap_rm_w1;
-SELECT throws_ok($$SELECT lease.renew_lease('rm-a', 'max', '0', 'w1', 9223372036854775807)$$, '22003', NULL,
+SELECT throws_ok($$SELECT lease.renew_lease('rm-a', 'max', '0', 'w1', 4611686018427387903)$$, '23514', NULL,
                  'an error inside the owner section');
 SELECT is(current_user::text, 'tap_rm_w1', 'after it the caller is the current user again');
 SELECT throws_ok($$DELETE FROM lease.shard_leases$$, '42501', NULL, 'and has none of the owner''s privileges');
@@ -217,8 +241,15 @@ SELECT is(lease.delete_lease('rm-a', 's', '1'), true, 'operator deletes a lease 
 SELECT is(lease.cleanup_ended('rm-a', 's'), 0, 'operator cleans up its app');
 SELECT is(lease.grant_app('rm-a', 'tap_rm_w2'), true, 'operator grants its app to another role');
 SELECT is(lease.revoke_app('rm-a', 'tap_rm_w2'), true, 'operator revokes it');
-SELECT ok(lease.prune_events('1 day') >= 0, 'operator prunes events');
-SELECT is((SELECT count(*)::int FROM lease.retry_failed_compensations()), 0, 'operator drains the queue');
+-- prune_events and retry_failed_compensations act on every app: not for
+-- the operator of one
+SELECT throws_ok($$SELECT lease.prune_events('0')$$, '42501', 'permission denied for function prune_events',
+                 'operator of one app cannot prune events (every app''s)');
+SELECT throws_ok($$SELECT * FROM lease.retry_failed_compensations()$$, '42501',
+                 'permission denied for function retry_failed_compensations',
+                 'operator of one app cannot drain the compensation queue (every tenant''s)');
+SELECT throws_ok($$DELETE FROM lease.lease_events$$, '42501', NULL,
+                 'operator cannot delete events directly');
 SELECT throws_ok(stmt, '42501', 'permission denied for app "rm-b"', 'operator, other app: ' || stmt)
   FROM unnest(ARRAY[
     $$SELECT lease.request_handoff('rm-b', 's', '0', 'w9')$$,
@@ -265,6 +296,29 @@ SELECT throws_ok($$SELECT lease.grant_app('rm-c', 4294967295::oid::regrole)$$, '
 
 SELECT results_eq($$SELECT lease_owner, lease_count FROM lease.shard_leases WHERE app_name = 'rm-b'$$,
                   $$VALUES ('w2'::text, 1::bigint)$$, 'nobody changed the other app''s lease');
+SELECT ok((SELECT count(*) FROM rm_b_events) > 0, 'the other app has events');
+SELECT set_eq($$SELECT * FROM lease.lease_events WHERE app_name = 'rm-b'$$, $$SELECT * FROM rm_b_events$$,
+              'the other app''s events survived the operator''s attempt to prune');
+SELECT is((SELECT count(*)::int FROM lease.compensation_failures c JOIN rm_rotation r
+            ON c.previous_conversation_id = r.previous_id AND c.failed_conversation_id = r.failed_id
+           WHERE c.resolved_at IS NULL AND c.attempts = 1), 1,
+          'the queued compensation is untouched by the operator''s attempt');
+
+-- the fleet operator: both functions, for every app, and nothing of one app
+SET LOCAL ROLE tap_rm_fleet;
+SELECT is(array_agg(outcome), ARRAY['restored'], 'fleet operator drains the compensation queue')
+  FROM lease.retry_failed_compensations();
+SELECT ok(lease.prune_events('0') > 0, 'fleet operator prunes events');
+SELECT throws_ok(stmt, '42501', NULL, 'fleet operator: ' || stmt)
+  FROM unnest(ARRAY[
+    $$SELECT lease.create_lease('rm-a', 's', '9')$$,
+    $$SELECT lease.delete_lease('rm-b', 's', '0')$$,
+    $$SELECT lease.grant_app('rm-b', 'tap_rm_fleet')$$,
+    $$SELECT * FROM lease.lease_events$$]) AS stmt;
+RESET ROLE;
+SELECT is((SELECT count(*)::int FROM lease.lease_events), 0, 'no event is left, of any app');
+SELECT is((SELECT count(*)::int FROM lease.compensation_failures WHERE resolved_at IS NULL), 0,
+          'no compensation is left queued');
 
 SELECT * FROM finish();
 ROLLBACK;

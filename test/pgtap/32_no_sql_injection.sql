@@ -46,7 +46,7 @@ SELECT is((SELECT count(*)::int FROM lease.lease_events e JOIN hostile h ON e.ap
 SELECT tables_are('lease', ARRAY['shard_leases', 'lease_events', 'sandboxes', 'conversations', 'turns',
                                  'tenant_limits', 'compensation_failures', 'app_grants',
                                  'lease_event_totals',
-                                 'conversation_id_partition',
+                                 'conversation_id_partition', 'admission_gate',
                                  'stream_workers', 'stream_takeable', 'lineage_changes'],
                   'every table of the extension is still there');
 

@@ -7,7 +7,9 @@
 BEGIN;
 SELECT plan(44);
 
--- docs/monitoring.md, "Installing": the recipe
+-- docs/monitoring.md, "Installing": the recipe (the docs-coverage suite
+-- checks that the page shows these lines as they are here)
+-- recipe: docs/monitoring.md
 CREATE ROLE lease_monitor NOLOGIN;
 GRANT USAGE ON SCHEMA lease TO lease_monitor;
 GRANT EXECUTE ON FUNCTION
@@ -20,6 +22,7 @@ GRANT EXECUTE ON FUNCTION
     lease.monitoring_fleet(),
     lease.monitoring_compensation_failures()
     TO lease_monitor;
+-- end of recipe
 CREATE ROLE tap_mon_exporter LOGIN IN ROLE lease_monitor;
 CREATE ROLE tap_mon_nobody;
 GRANT USAGE ON SCHEMA lease TO tap_mon_nobody;

@@ -30,6 +30,7 @@ SETTINGS=(
     "lease.fleet_lock_namespace|5315|5315"
     "lease.sandbox_lock_namespace|5316|5316"
     "lease.rotation_lock_timeout|'500ms'|500ms"
+    "lease.admission_lock_timeout|'1500ms'|1500ms"
     "lease.handoff_timeout|'31s'|31s"
     "lease.record_events|off|off"
     "lease.notify_channel|'lease_settings_x'|lease_settings_x"

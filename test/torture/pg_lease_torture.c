@@ -476,7 +476,12 @@ on_error(Client *cl, const char *op, Res r)
 			violation("%s: connection lost: %s", op, cl->c.errmsg);
 		return "connection_lost";
 	}
-	if (strcmp(cl->c.sqlstate, "40P01") == 0 || strcmp(cl->c.sqlstate, "40001") == 0)
+	/*
+	 * Retryable (docs/client-rules.md): a conflict, or 55P03 from a bounded
+	 * wait (lease.admission_lock_timeout: admission or a turn is busy).
+	 */
+	if (strcmp(cl->c.sqlstate, "40P01") == 0 || strcmp(cl->c.sqlstate, "40001") == 0 ||
+		strcmp(cl->c.sqlstate, "55P03") == 0)
 	{
 		snprintf(label, sizeof(label), "error %s", cl->c.sqlstate);
 		return label;
@@ -2476,7 +2481,8 @@ kill_channel_holder(Conn *k)
 
 /*
  * Mid-rotation: the rotation has locked and unbound the old conversation
- * and waits for the fleet lock, which we hold.  Killing it must leave the
+ * and waits for the admission lock (the row of lease.admission_gate), which
+ * we hold; the victim may wait for it a minute.  Killing it must leave the
  * old binding and no new rows.
  */
 static void
@@ -2500,7 +2506,8 @@ kill_rotation(Conn *k, Conn *h, Conn *v)
 		+ count1(k, "SELECT count(*) FROM lease.sandboxes WHERE user_id = 'tk'", 0, NULL);
 	must(h, "LOAD 'pg_lease'", 0, NULL);
 	must(h, "BEGIN", 0, NULL);
-	must(h, "SELECT pg_advisory_xact_lock(current_setting('lease.fleet_lock_namespace')::int, 0)", 0, NULL);
+	must(h, "SELECT only_row FROM lease.admission_gate FOR NO KEY UPDATE", 0, NULL);
+	must(v, "SET lease.admission_lock_timeout = '60s'", 0, NULL);
 	if (!kill_held(k, h, v, "SELECT outcome FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)",
 				   6, p, "%rotate_channel%", INV_KILL_ROTATE))
 		return;

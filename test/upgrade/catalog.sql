@@ -167,3 +167,8 @@ SELECT 'init_privs ' || pg_catalog.pg_describe_object(i.classoid, i.objoid, i.ob
   JOIN pg_catalog.pg_depend d ON d.classid = i.classoid AND d.objid = i.objoid AND d.deptype = 'e'
   JOIN pg_catalog.pg_extension e ON d.refobjid = e.oid AND e.extname = 'pg_lease'
  ORDER BY 1;
+
+-- Rows the install script itself writes, which no dump keeps: the one row
+-- of the admission gate (0.4.0), without which admission cannot lock.
+SELECT 'admission_gate ' || pg_catalog.string_agg(g.only_row::text, ',')
+  FROM lease.admission_gate g;

@@ -47,7 +47,7 @@ SELECT * FROM lease.start_conversation('dump-u2', 'agent', NULL, NULL, 'refused'
 
 -- Compensation failures: a restore that fails (a trigger raising, as in
 -- sql/12_restore_rotated_channel.sql): one pair that fails and is then
--- resolved by a retry, another that fails twice and stays unresolved.  The trigger is dropped again: the dump must
+-- resolved by a retry (its replacement ended: superseded), another that fails twice and stays unresolved.  The trigger is dropped again: the dump must
 -- hold only what pg_lease itself creates.
 CREATE FUNCTION public.dump_inject() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -64,7 +64,7 @@ CREATE TRIGGER dump_inject BEFORE UPDATE ON lease.conversations
     FOR EACH ROW EXECUTE FUNCTION public.dump_inject();
 SELECT lease.restore_rotated_channel(:c7, :c9);
 ALTER TABLE lease.conversations DISABLE TRIGGER dump_inject;
-SELECT lease.end_conversation(:c7);
+SELECT lease.end_conversation(:c9);
 SELECT * FROM lease.retry_failed_compensations();
 ALTER TABLE lease.conversations ENABLE TRIGGER dump_inject;
 SELECT lease.restore_rotated_channel(:c6, :c8);

@@ -10,5 +10,12 @@ BEGIN
             CREATE ROLE lease_dump_worker NOLOGIN;
         END IF;
         PERFORM lease.grant_app('dump', 'lease_dump_worker');
+        -- 0.4.0: a grant to a role dropped since is not dumped
+        -- (test/upgrade/dump.sh checks the source still has it).
+        IF pg_catalog.to_regprocedure('lease.app_grants_grantee_name()') IS NOT NULL THEN
+            CREATE ROLE lease_dump_gone NOLOGIN;
+            PERFORM lease.grant_app('dump-gone', 'lease_dump_gone');
+            DROP ROLE lease_dump_gone;
+        END IF;
     END IF;
 END $$;
