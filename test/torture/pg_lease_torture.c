@@ -2133,8 +2133,8 @@ check_tables(Conn *c)
  * The restorable-chain rule on shared channels from..to-1: no channel is
  * unbound while restore could have given it back.  Precisely: a channel that
  * no conversation holds, whose newest conversation (the highest id in its
- * scope: admissions are serialized by the fleet lock, so ids are in commit
- * order) reaches, through rotated_from across conversations that failed, a
+ * scope: admissions are serialized by the admission lock, held until
+ * commit, so ids are in commit order) reaches, through rotated_from across conversations that failed, a
  * conversation that is live and unbound.  The walk stops at the first
  * conversation that did not fail: one ended on purpose ends the chain.
  *
