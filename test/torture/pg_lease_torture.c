@@ -40,16 +40,23 @@
 #define NCHAN 2					/* own channels per client */
 #define NTENANTS 4
 #define TENANT_LIMIT 3			/* lease.default_sandbox_limit; every tenant here has a row */
-#define FLEET_CAPACITY 22
+#define FLEET_CAPACITY 35
 #define APP "torture"
 #define STREAM "orders"
 #define LINEAGE "lineage"
+#define NSHTEN 2				/* tenants whose channels several clients share */
+#define NSHCH 2					/* shared channels per such tenant */
+#define NSHARED (NSHTEN * NSHCH)
+#define NMINE 2					/* own rotations a client may leave to restore later */
+#define NKNOWN 8				/* conversations a client remembers per shared channel */
 
 /* ---------------------------------------------------------------- options */
 
 static int	opt_clients = 8;
 static int	opt_seconds = 10;
 static int	opt_kills = 0;
+static int	opt_shared = 4;			/* clients also working the shared channels */
+static int	opt_serial = 0;			/* steps of the serial replay; 0: the concurrent run */
 static bool opt_expect_crash = false;
 static unsigned long long opt_seed;
 static const char *opt_dbname = NULL;
@@ -391,6 +398,20 @@ typedef struct Chan
 	FailedPair	pair;
 } Chan;
 
+/*
+ * What one client knows of one shared channel: the conversation it last saw
+ * holding it (0: none), its own rotations whose worker "failed" and which it
+ * has still to restore, and recent conversations of the channel.
+ */
+typedef struct SharedView
+{
+	long long	seen;
+	int			nmine;
+	FailedPair	mine[NMINE];
+	int			nknown;
+	long long	known[NKNOWN];
+} SharedView;
+
 typedef struct Client
 {
 	int			id;
@@ -401,6 +422,8 @@ typedef struct Client
 	char		agent[16];
 	Held		held[NSHARDS];
 	Chan		chan[NCHAN];
+	bool		shared;			/* works the shared channels too */
+	SharedView	sh[NSHARED];
 	long long	seq;
 	bool		lost;			/* the last call lost the connection */
 	pthread_t	thread;
@@ -1017,6 +1040,35 @@ op_events(Client *cl)
 
 /* ----------------------------------------------------------- channel ops */
 
+/* One line of the serial replay's trace; channel -1: not about a channel. */
+typedef struct TraceLine
+{
+	int			channel;
+	char		text[120];
+} TraceLine;
+
+static Vec	trace_lines = {.size = sizeof(TraceLine)};
+static int	serial_step = 0;
+
+static int	check_restorable(Conn *c, int from, int to, bool confirm);
+
+/* Records a call and its answer in the serial replay (no-op otherwise). */
+static void
+trace(Client *cl, int channel, const char *fmt,...)
+{
+	TraceLine	t = {.channel = channel};
+	int			len;
+	va_list		ap;
+
+	if (opt_serial == 0)
+		return;
+	len = snprintf(t.text, sizeof(t.text), "step %d: w%02d ", serial_step, cl->id);
+	va_start(ap, fmt);
+	vsnprintf(t.text + len, sizeof(t.text) - len, fmt, ap);
+	va_end(ap);
+	record(&trace_lines, &t);
+}
+
 /* The conversation bound to a channel of (user, agent), or 0. */
 static Res
 find_channel(Client *cl, const char *user, const char *agent, const char *channel, long long *holder)
@@ -1081,20 +1133,32 @@ note_indeterminate(void)
 	pthread_mutex_unlock(&mu);
 }
 
+/*
+ * Runs a start or rotation (an admission) tallied under op; on an error
+ * tallies it, remembering an admission with no answer, and returns false.
+ */
+static bool
+admit_call(Client *cl, const char *op, const char *sql, int n, const char *const *p)
+{
+	Res			r = q(&cl->c, sql, n, p);
+
+	if (r == RES_OK)
+		return true;
+	if (r == RES_LOST)
+		note_indeterminate();
+	tally(op, on_error(cl, op, r));
+	return false;
+}
+
 /* start_conversation on an unbound own channel. */
 static void
 op_start(Client *cl, Chan *ch)
 {
 	const char *p[5] = {cl->user, cl->agent, NULL, NULL, ch->channel};
-	Res			r = q(&cl->c, "SELECT outcome, conversation_id FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p);
 
-	if (r != RES_OK)
-	{
-		if (r == RES_LOST)
-			note_indeterminate();
-		tally("start_conversation", on_error(cl, "start_conversation", r));
+	if (!admit_call(cl, "start_conversation",
+					"SELECT outcome, conversation_id FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p))
 		return;
-	}
 	if (strcmp(val(&cl->c, 0, 0), "started") == 0)
 	{
 		long long	id = atoll(val(&cl->c, 0, 1));
@@ -1109,9 +1173,9 @@ op_start(Client *cl, Chan *ch)
 	tally("start_conversation", val(&cl->c, 0, 0));
 }
 
-/* end_conversation of a conversation id (boolean). */
+/* end_conversation of a conversation id (boolean), tallied under op. */
 static Res
-end_conv(Client *cl, long long id)
+end_conv(Client *cl, const char *op, long long id)
 {
 	char		a[24];
 	const char *p[1] = {a};
@@ -1120,15 +1184,15 @@ end_conv(Client *cl, long long id)
 	snprintf(a, sizeof(a), "%lld", id);
 	r = q(&cl->c, "SELECT lease.end_conversation($1::bigint)", 1, p);
 	if (r == RES_OK)
-		tally("end_conversation", val(&cl->c, 0, 0)[0] == 't' ? "ended" : "already ended");
+		tally(op, val(&cl->c, 0, 0)[0] == 't' ? "ended" : "already ended");
 	else
-		tally("end_conversation", on_error(cl, "end_conversation", r));
+		tally(op, on_error(cl, op, r));
 	return r;
 }
 
-/* restore_rotated_channel(prev, failed); returns the outcome or NULL. */
+/* restore_rotated_channel(prev, failed) tallied under op; the outcome or NULL. */
 static const char *
-restore(Client *cl, long long prev, long long failed)
+restore(Client *cl, const char *op, long long prev, long long failed)
 {
 	char		a[24],
 				b[24];
@@ -1140,10 +1204,10 @@ restore(Client *cl, long long prev, long long failed)
 	r = q(&cl->c, "SELECT lease.restore_rotated_channel($1::bigint, $2::bigint)", 2, p);
 	if (r != RES_OK)
 	{
-		tally("restore_rotated_channel", on_error(cl, "restore_rotated_channel", r));
+		tally(op, on_error(cl, op, r));
 		return NULL;
 	}
-	tally("restore_rotated_channel", val(&cl->c, 0, 0));
+	tally(op, val(&cl->c, 0, 0));
 	return val(&cl->c, 0, 0);
 }
 
@@ -1224,7 +1288,7 @@ op_rotate(Client *cl, Chan *ch)
 	ch->holder = id;
 	if (rnd(&cl->rng, 3) == 0)
 	{
-		const char *o = restore(cl, prev, id);
+		const char *o = restore(cl, "restore_rotated_channel", prev, id);
 
 		if (o == NULL)
 			return;
@@ -1240,7 +1304,7 @@ op_rotate(Client *cl, Chan *ch)
 		}
 	}
 	else if (rnd(&cl->rng, 5) != 0)
-		end_conv(cl, prev);
+		end_conv(cl, "end_conversation", prev);
 }
 
 /*
@@ -1268,14 +1332,13 @@ random_conversation(Client *cl, bool hot)
 }
 
 /*
- * admit_turn on a random conversation; `hold` keeps its transaction open a
- * while, so rotations and restores meet a busy conversation.
+ * admit_turn on conversation id (none when 0), tallied under op; `hold`
+ * keeps its transaction open a while, so rotations and restores meet a busy
+ * conversation.
  */
 static void
-op_admit(Client *cl, bool hold)
+admit_turn_on(Client *cl, const char *op, long long id, bool hold)
 {
-	const char *op = hold ? "admit_turn(held)" : "admit_turn";
-	long long	id = random_conversation(cl, hold && rnd(&cl->rng, 2) == 0);
 	char		a[24];
 	const char *p[1] = {a};
 	Res			r;
@@ -1303,6 +1366,14 @@ op_admit(Client *cl, bool hold)
 	}
 }
 
+/* admit_turn on a random conversation of the load, sometimes held. */
+static void
+op_admit(Client *cl, bool hold)
+{
+	admit_turn_on(cl, hold ? "admit_turn(held)" : "admit_turn",
+				  random_conversation(cl, hold && rnd(&cl->rng, 2) == 0), hold);
+}
+
 /* Rotates a shared channel (every client competes for it). */
 static void
 op_rotate_shared(Client *cl)
@@ -1320,14 +1391,9 @@ op_rotate_shared(Client *cl)
 		return;
 	}
 	snprintf(from, sizeof(from), "%lld", holder);
-	r = q(&cl->c, "SELECT outcome, conversation_id FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p);
-	if (r != RES_OK)
-	{
-		if (r == RES_LOST)
-			note_indeterminate();
-		tally("rotate_channel(shared)", on_error(cl, "rotate_channel(shared)", r));
+	if (!admit_call(cl, "rotate_channel(shared)",
+					"SELECT outcome, conversation_id FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p))
 		return;
-	}
 	tally("rotate_channel(shared)", val(&cl->c, 0, 0));
 	if (strcmp(val(&cl->c, 0, 0), "rotated") == 0)
 	{
@@ -1337,7 +1403,7 @@ op_rotate_shared(Client *cl)
 		record(&conv_acked, &id);
 		record(&conv_pool, &id);
 		record(&rot_acked, &rp);
-		end_conv(cl, holder);
+		end_conv(cl, "end_conversation", holder);
 	}
 }
 
@@ -1345,7 +1411,8 @@ op_rotate_shared(Client *cl)
 static void
 op_retry(Client *cl)
 {
-	Res			r = q(&cl->c, "SELECT outcome FROM lease.retry_failed_compensations()", 0, NULL);
+	Res			r = q(&cl->c, "SELECT outcome, previous_conversation_id, failed_conversation_id"
+					  "  FROM lease.retry_failed_compensations()", 0, NULL);
 	int			i;
 
 	if (r != RES_OK)
@@ -1354,9 +1421,274 @@ op_retry(Client *cl)
 		return;
 	}
 	for (i = 0; i < PQntuples(cl->c.res); i++)
+	{
+		FailedPair	fp = {atoll(val(&cl->c, i, 1)), atoll(val(&cl->c, i, 2))};
+
 		tally("retry_failed_compensations", val(&cl->c, i, 0));
+		trace(cl, -1, "retry_failed_compensations() -> (%lld, %lld) %s", fp.prev, fp.failed, val(&cl->c, i, 0));
+		if (strcmp(val(&cl->c, i, 0), "failed") == 0)
+			record(&failed_pairs, &fp);
+	}
 	if (PQntuples(cl->c.res) == 0)
 		tally("retry_failed_compensations", "queue empty");
+}
+
+/* ------------------------------------------------------ shared channels */
+
+/*
+ * Shared channels: NSHARED channels of NSHTEN tenants ("tx" with a small
+ * limit, so rotations are refused by it, and "ty"), each channel in its own scope
+ * (agent "sa<j>", channel "sc<j>"), so every conversation of that scope is a
+ * conversation of that channel.  The first --shared-channels clients rotate,
+ * restore their own rotations, end, admit turns and retry on them.
+ */
+static const char *const sh_tenant[NSHTEN] = {"tx", "ty"};
+static const int sh_limit[NSHTEN] = {4, 10};
+
+/* The tenant, agent and channel names of shared channel j. */
+static const char *
+sh_names(int j, char *agent, char *channel)
+{
+	snprintf(agent, 8, "sa%d", j);
+	snprintf(channel, 8, "sc%d", j);
+	return sh_tenant[j / NSHCH];
+}
+
+/* Remembers a conversation of a shared channel. */
+static void
+sh_remember(SharedView *v, long long id)
+{
+	v->known[v->nknown++ % NKNOWN] = id;
+}
+
+/* A remembered conversation of a shared channel, 0 if none. */
+static long long
+sh_known(Client *cl, SharedView *v)
+{
+	int			n = v->nknown < NKNOWN ? v->nknown : NKNOWN;
+
+	return n ? v->known[rnd(&cl->rng, n)] : 0;
+}
+
+/* Records an acknowledged start or rotation of a shared channel. */
+static void
+sh_acked(SharedView *v, long long prev, long long id)
+{
+	record(&conv_acked, &id);
+	record(&conv_pool, &id);
+	if (prev != 0)
+	{
+		FailedPair	rp = {prev, id};
+
+		record(&rot_acked, &rp);
+	}
+	v->seen = id;
+	sh_remember(v, id);
+}
+
+/* The outcome of a shared start or rotation; a refusal says whose limit. */
+static const char *
+sh_outcome(Client *cl)
+{
+	if (strcmp(val(&cl->c, 0, 0), "refused") != 0)
+		return val(&cl->c, 0, 0);
+	return strncmp(val(&cl->c, 0, 2), "fleet", 5) == 0 ? "refused (fleet)" : "refused (tenant)";
+}
+
+/*
+ * start_conversation on a shared channel the client found unbound; first
+ * the restorable-chain rule for that channel, evaluated by the client that
+ * is about to bind it (so a violation is seen before a new start hides it).
+ */
+static void
+sh_start(Client *cl, int j)
+{
+	char		agent[8],
+				channel[8];
+	const char *p[5] = {sh_names(j, agent, channel), agent, NULL, NULL, channel};
+
+	check_restorable(&cl->c, j, j + 1, opt_serial == 0);
+	if (!admit_call(cl, "shared: start_conversation",
+					"SELECT outcome, conversation_id, detail FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p))
+		return;
+	tally("shared: start_conversation", sh_outcome(cl));
+	trace(cl, j, "start_conversation(%s) -> %s %s", channel, sh_outcome(cl), val(&cl->c, 0, 1));
+	if (strcmp(val(&cl->c, 0, 0), "started") == 0)
+		sh_acked(&cl->sh[j], 0, atoll(val(&cl->c, 0, 1)));
+	else if (!isnull(&cl->c, 0, 1))
+		cl->sh[j].seen = atoll(val(&cl->c, 0, 1));
+}
+
+/* find_channel_conversation on a shared channel; starts one when unbound. */
+static void
+sh_find(Client *cl, int j)
+{
+	char		agent[8],
+				channel[8];
+	const char *user = sh_names(j, agent, channel);
+	long long	holder;
+	Res			r = find_channel(cl, user, agent, channel, &holder);
+
+	if (r != RES_OK)
+	{
+		tally("shared: find_channel_conversation", on_error(cl, "shared: find_channel_conversation", r));
+		return;
+	}
+	tally("shared: find_channel_conversation", holder ? "bound" : "unbound");
+	trace(cl, j, "find_channel_conversation(%s) -> %lld", channel, holder);
+	cl->sh[j].seen = holder;
+	if (holder == 0)
+		sh_start(cl, j);
+	else
+		sh_remember(&cl->sh[j], holder);
+}
+
+/*
+ * Restores an own rotation of shared channel j (its worker "failed").  When
+ * superseded, the client is done with the previous conversation a third of
+ * the time and ends it (else it stays live and unbound, holding its quota
+ * slot, until an end_conversation of a remembered conversation finds it).
+ */
+static void
+sh_restore_pair(Client *cl, int j, FailedPair fp)
+{
+	const char *o = restore(cl, "shared: restore_rotated_channel", fp.prev, fp.failed);
+
+	trace(cl, j, "restore_rotated_channel(%lld, %lld) -> %s", fp.prev, fp.failed, o ? o : "error");
+	if (o == NULL)
+		return;
+	if (strcmp(o, "restored") == 0)
+		cl->sh[j].seen = fp.prev;
+	else if (strcmp(o, "failed") == 0)
+		record(&failed_pairs, &fp);
+	else if (strcmp(o, "superseded") != 0)
+		return;
+	else if (rnd(&cl->rng, 3) != 0)
+		sh_remember(&cl->sh[j], fp.prev);
+	else if (end_conv(cl, "shared: end_conversation", fp.prev) == RES_OK)
+		trace(cl, j, "end_conversation(%lld)", fp.prev);
+}
+
+/* Restores one of the client's pending rotations of shared channel j. */
+static void
+sh_restore(Client *cl, int j)
+{
+	SharedView *v = &cl->sh[j];
+	int			i = rnd(&cl->rng, v->nmine);
+	FailedPair	fp = v->mine[i];
+
+	v->mine[i] = v->mine[--v->nmine];
+	sh_restore_pair(cl, j, fp);
+}
+
+/*
+ * end_conversation of the holder of a shared channel or of a remembered one;
+ * after a refusal by the tenant limit (`tidy`), of a remembered one that is
+ * not the holder, as the refusal's detail advises.
+ */
+static void
+sh_end(Client *cl, int j, bool tidy)
+{
+	SharedView *v = &cl->sh[j];
+	long long	id = !tidy && rnd(&cl->rng, 3) == 0 ? v->seen : sh_known(cl, v);
+
+	if (id == 0 || (tidy && id == v->seen))
+		return;
+	if (end_conv(cl, "shared: end_conversation", id) != RES_OK)
+		return;
+	trace(cl, j, "end_conversation(%lld)", id);
+	if (id == v->seen)
+		v->seen = 0;
+}
+
+/*
+ * rotate_channel on a shared channel, from the conversation the client last
+ * saw there or from find_channel_conversation.  After `rotated` the new
+ * worker either "fails" (the pair is kept to restore later, so other
+ * clients' rotations and restores come in between), or starts (the previous
+ * conversation is ended), or the previous conversation is left live.
+ */
+static void
+sh_rotate(Client *cl, int j)
+{
+	SharedView *v = &cl->sh[j];
+	char		agent[8],
+				channel[8],
+				from[24];
+	const char *p[6] = {sh_names(j, agent, channel), agent, NULL, NULL, channel, from};
+	long long	prev = v->seen;
+	int			k;
+	Res			r;
+
+	if (prev == 0 || rnd(&cl->rng, 2) == 0)
+	{
+		if ((r = find_channel(cl, p[0], agent, channel, &prev)) != RES_OK)
+		{
+			tally("shared: rotate_channel", on_error(cl, "shared: rotate_channel", r));
+			return;
+		}
+		if (prev == 0)
+		{
+			sh_start(cl, j);
+			return;
+		}
+	}
+	snprintf(from, sizeof(from), "%lld", prev);
+	if (!admit_call(cl, "shared: rotate_channel",
+					"SELECT outcome, conversation_id, detail FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)", 6, p))
+		return;
+	tally("shared: rotate_channel", sh_outcome(cl));
+	trace(cl, j, "rotate_channel(%s from %lld) -> %s %s", channel, prev, sh_outcome(cl), val(&cl->c, 0, 1));
+	if (strcmp(val(&cl->c, 0, 0), "rotated") != 0)
+	{
+		if (strcmp(sh_outcome(cl), "refused (tenant)") == 0)
+			sh_end(cl, j, true);
+		v->seen = 0;			/* look it up next time */
+		return;
+	}
+	sh_acked(v, prev, atoll(val(&cl->c, 0, 1)));
+	k = rnd(&cl->rng, 10);
+	if (k < 4)
+	{
+		FailedPair	fp = {prev, v->seen};
+
+		if (v->nmine < NMINE)
+			v->mine[v->nmine++] = fp;
+		else
+			sh_restore_pair(cl, j, fp);
+	}
+	else if (k < 9 && end_conv(cl, "shared: end_conversation", prev) == RES_OK)
+		trace(cl, j, "end_conversation(%lld)", prev);
+}
+
+/* admit_turn on a conversation of a shared channel (ended ones refuse). */
+static void
+sh_admit(Client *cl, int j)
+{
+	SharedView *v = &cl->sh[j];
+
+	admit_turn_on(cl, "shared: admit_turn", v->seen && rnd(&cl->rng, 2) ? v->seen : sh_known(cl, v), false);
+}
+
+/* One operation on a random shared channel. */
+static void
+op_shared(Client *cl)
+{
+	int			j = rnd(&cl->rng, NSHARED);
+	int			k = rnd(&cl->rng, 100);
+
+	if (cl->sh[j].nmine > 0 && k < 30)
+		sh_restore(cl, j);
+	else if (k < 60)
+		sh_rotate(cl, j);
+	else if (k < 72)
+		sh_end(cl, j, false);
+	else if (k < 80)
+		sh_admit(cl, j);
+	else if (k < 92)
+		sh_find(cl, j);
+	else
+		op_retry(cl);
 }
 
 /* One channel operation on a random own channel. */
@@ -1374,7 +1706,7 @@ op_channel(Client *cl)
 		op_rotate(cl, ch);
 	else
 	{
-		if (end_conv(cl, ch->holder) == RES_OK)
+		if (end_conv(cl, "end_conversation", ch->holder) == RES_OK)
 			ch->holder = 0;
 	}
 }
@@ -1451,9 +1783,15 @@ client_main(void *arg)
 		int			k = rnd(&cl->rng, 100);
 		size_t		i;
 
-		for (i = 0; i < sizeof(mix) / sizeof(mix[0]) - 1 && k >= mix[i].weight; i++)
-			k -= mix[i].weight;
-		mix[i].fn(cl);
+		/* a shared-channel client spends a third of its calls there */
+		if (cl->shared && rnd(&cl->rng, 3) == 0)
+			op_shared(cl);
+		else
+		{
+			for (i = 0; i < sizeof(mix) / sizeof(mix[0]) - 1 && k >= mix[i].weight; i++)
+				k -= mix[i].weight;
+			mix[i].fn(cl);
+		}
 		if (cl->lost)
 		{
 			if (!opt_expect_crash || !reconnect(&cl->c, cl->c.appname))
@@ -1490,6 +1828,7 @@ enum
 	INV_KILL_ROTATE,
 	INV_KILL_RESTORE,
 	INV_TAKER_STATE,
+	INV_RESTORABLE,
 	NINV
 };
 static const char *inv_names[NINV] = {
@@ -1506,6 +1845,7 @@ static const char *inv_names[NINV] = {
 	"backend killed mid-rotation leaves nothing partial",
 	"backend killed mid-restore leaves nothing partial",
 	"the taker's bookkeeping equals a recount (test/lib/taker_state_check.sql)",
+	"no shared channel unbound while a failed chain leads back to a live unbound conversation",
 };
 static int	inv_failures[NINV];
 static int	inv_checks[NINV];
@@ -1789,6 +2129,90 @@ check_tables(Conn *c)
 	free(fps);
 }
 
+/*
+ * The restorable-chain rule on shared channels from..to-1: no channel is
+ * unbound while restore could have given it back.  Precisely: a channel that
+ * no conversation holds, whose newest conversation (the highest id in its
+ * scope: admissions are serialized by the admission lock, held until
+ * commit, so ids are in commit order) reaches, through rotated_from across conversations that failed, a
+ * conversation that is live and unbound.  The walk stops at the first
+ * conversation that did not fail: one ended on purpose ends the chain.
+ *
+ * Every call is its own transaction, so one statement's snapshot is a state
+ * between whole calls; with `confirm` (while clients run) a violation counts
+ * only if a second snapshot 100 ms later shows the very same chain, so no
+ * state a call in flight is about to change is reported.  Returns a bit per
+ * violating channel.
+ */
+static int
+check_restorable(Conn *c, int from, int to, bool confirm)
+{
+	char		users[64] = "{",
+				agents[64] = "{",
+				channels[64] = "{",
+				seen[NSHARED][160];
+	const char *p[3] = {users, agents, channels};
+	int			j,
+				pass,
+				bad = 0;
+
+	for (j = from; j < to; j++)
+	{
+		char		agent[8],
+					channel[8];
+		const char *user = sh_names(j, agent, channel);
+		const char *sep = j + 1 < to ? "," : "}";
+
+		snprintf(users + strlen(users), sizeof(users) - strlen(users), "%s%s", user, sep);
+		snprintf(agents + strlen(agents), sizeof(agents) - strlen(agents), "%s%s", agent, sep);
+		snprintf(channels + strlen(channels), sizeof(channels) - strlen(channels), "%s%s", channel, sep);
+		seen[j][0] = '\0';
+	}
+	for (pass = 0; pass < (confirm ? 2 : 1); pass++)
+	{
+		int			i;
+
+		if (pass > 0)
+			sleep_ms(100);
+		if (q(c, "WITH RECURSIVE ch(u, a, chan) AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[])),"
+			  " walk AS ("
+			  "  SELECT ch.chan, n.id, n.status, n.channel_id, n.rotated_from, n.id::text AS path"
+			  "    FROM ch CROSS JOIN LATERAL (SELECT * FROM lease.conversations c"
+			  "           WHERE c.user_id = ch.u AND c.agent_id = ch.a ORDER BY c.id DESC LIMIT 1) n"
+			  "   WHERE NOT EXISTS (SELECT 1 FROM lease.conversations h"
+			  "                      WHERE h.user_id = ch.u AND h.agent_id = ch.a AND h.channel_id = ch.chan)"
+			  "  UNION ALL"
+			  "  SELECT w.chan, p.id, p.status, p.channel_id, p.rotated_from,"
+			  "         w.path || ' (failed) <- ' || p.id"
+			  "    FROM walk w JOIN lease.conversations p ON p.id = w.rotated_from"
+			  "   WHERE w.status = 'failed')"
+			  " SELECT substr(chan, 3)::int, chan, path || ' (' || status || ', unbound)' FROM walk"
+			  "  WHERE status IN ('pending', 'running', 'idle') AND channel_id IS NULL", 3, p) != RES_OK)
+			return 0;
+		bad = 0;
+		for (i = 0; i < PQntuples(c->res); i++)
+		{
+			int			k = atoi(val(c, i, 0));
+			char		msg[160];
+
+			if (k < from || k >= to)
+				continue;
+			snprintf(msg, sizeof(msg), "shared channel %s unbound, restore could give it back: %s",
+					 val(c, i, 1), val(c, i, 2));
+			if (pass + 1 == (confirm ? 2 : 1) && (!confirm || strcmp(seen[k], msg) == 0))
+			{
+				bad |= 1 << k;
+				violation("%s", msg);
+			}
+			snprintf(seen[k], sizeof(seen[k]), "%s", msg);
+		}
+		if (PQntuples(c->res) == 0)
+			break;
+	}
+	checked(INV_RESTORABLE, bad == 0);
+	return bad;
+}
+
 /* Compares two long longs (qsort, bsearch). */
 static int
 cmp_ll(const void *a, const void *b)
@@ -1945,6 +2369,8 @@ checker_main(void *arg)
 	{
 		check_tables(&c);
 		check_checkpoints(&c);
+		if (opt_shared > 0)
+			check_restorable(&c, 0, NSHARED, true);
 		if (PQstatus(c.pg) == CONNECTION_BAD)
 		{
 			if (!opt_expect_crash || !reconnect(&c, "torture-checker"))
@@ -2271,7 +2697,7 @@ killer_main(void *arg)
 
 /* ---------------------------------------------------------------- setup */
 
-/* Creates the leases, limits, shared channels; sets the quota GUCs. */
+/* Creates the leases, limits (shared tenants' too), shared channels; sets the quota GUCs. */
 static void
 setup(void)
 {
@@ -2301,6 +2727,14 @@ setup(void)
 	}
 	must(&c, "INSERT INTO lease.tenant_limits VALUES ('t0', 4), ('t1', 3), ('t2', 5), ('t3', 6), ('ts', 3), ('tk', 3)",
 		 0, NULL);
+	for (i = 0; i < NSHTEN; i++)
+	{
+		char		lim[8];
+		const char *p[2] = {sh_tenant[i], lim};
+
+		snprintf(lim, sizeof(lim), "%d", sh_limit[i]);
+		must(&c, "INSERT INTO lease.tenant_limits VALUES ($1, $2::int)", 2, p);
+	}
 	for (i = 0; i < NSHARDS; i++)
 	{
 		char		shard[8];
@@ -2337,6 +2771,116 @@ setup(void)
 
 /* ----------------------------------------------------------------- main */
 
+/* The concurrent run: client threads, the checker, the killer. */
+static void
+run_concurrent(void)
+{
+	pthread_t	checker,
+				killer;
+	int			i;
+
+	for (i = 0; i < opt_clients; i++)
+		pthread_create(&clients[i].thread, NULL, client_main, &clients[i]);
+	pthread_create(&checker, NULL, checker_main, NULL);
+	if (opt_kills > 0)
+		pthread_create(&killer, NULL, killer_main, NULL);
+	for (i = 0; i < opt_clients; i++)
+		pthread_join(clients[i].thread, NULL);
+	pthread_join(checker, NULL);
+	if (opt_kills > 0)
+		pthread_join(killer, NULL);
+}
+
+/*
+ * The serial replay: opt_serial shared-channel calls, one at a time (each
+ * call its own transaction, so every state checked is quiescent), by the
+ * client the seeded generator picks; the restorable rule after each.  The
+ * same seed gives the same calls and answers on a fresh database.  Stops at
+ * the first violation and prints the calls that led to it.
+ */
+static void
+run_serial(void)
+{
+	uint64_t	pick = opt_seed ^ 0x5e71a1ULL;
+	Conn		c;
+	int			bad = 0;
+	size_t		k;
+
+	if (!conn_open(&c, "torture-checker"))
+	{
+		violation("serial replay: cannot connect: %s", c.errmsg);
+		return;
+	}
+	for (serial_step = 1; serial_step <= opt_serial && bad == 0; serial_step++)
+	{
+		Client	   *cl = &clients[rnd(&pick, opt_shared)];
+
+		op_shared(cl);
+		if (cl->lost)
+			break;
+		bad = check_restorable(&c, 0, NSHARED, false);
+	}
+	conn_close(&c);
+	if (bad == 0)
+		return;
+	printf("\nserial replay: violated after step %d; the calls on that channel and the retries:\n",
+		   serial_step - 1);
+	for (k = 0; k < trace_lines.n; k++)
+	{
+		TraceLine  *t = &((TraceLine *) trace_lines.data)[k];
+
+		if (t->channel < 0 || (bad & (1 << t->channel)))
+			printf("  %s\n", t->text);
+	}
+}
+
+/* The sum of an operation's tallies for one outcome (NULL: all outcomes). */
+static long
+tally_sum(const char *op, const char *outcome)
+{
+	long		n = 0;
+	int			i;
+
+	for (i = 0; i < ntallies; i++)
+		if (strcmp(tallies[i].op, op) == 0 && (outcome == NULL || strcmp(tallies[i].outcome, outcome) == 0))
+			n += tallies[i].count;
+	return n;
+}
+
+/* One line of counts for the shared channels. */
+static void
+print_shared_counts(void)
+{
+	const char *rs = "shared: restore_rotated_channel";
+
+	printf("\nshared channels: %d clients on %d channels of %d tenants: %ld rotations (%ld rotated, %ld refused"
+		   " by the tenant limit, %ld by the fleet), restores %ld restored / %ld superseded / %ld failed,"
+		   " %ld starts, %ld ends, %ld retries (all clients)\n",
+		   opt_shared, NSHARED, NSHTEN, tally_sum("shared: rotate_channel", NULL),
+		   tally_sum("shared: rotate_channel", "rotated"), tally_sum("shared: rotate_channel", "refused (tenant)"),
+		   tally_sum("shared: rotate_channel", "refused (fleet)"),
+		   tally_sum(rs, "restored"), tally_sum(rs, "superseded"), tally_sum(rs, "failed"),
+		   tally_sum("shared: start_conversation", "started"),
+		   tally_sum("shared: end_conversation", "ended"), tally_sum("retry_failed_compensations", NULL));
+}
+
+/* Prints what runs and how to reproduce it. */
+static void
+print_banner(void)
+{
+	if (opt_serial > 0)
+		printf("pg_lease_torture: seed %llu, serial replay: %d steps of %d clients on %d shared channels, database %s\n"
+			   "reproduce with: --seed %llu --clients %d --shared-channels %d --serial %d\n",
+			   opt_seed, opt_serial, opt_shared, NSHARED, opt_dbname, opt_seed, opt_clients, opt_shared, opt_serial);
+	else
+		printf("pg_lease_torture: seed %llu, %d clients (%d on %d shared channels), %d s, %d kills%s, database %s\n"
+			   "reproduce with: --seed %llu --clients %d --shared-channels %d --seconds %d --kills %d%s\n",
+			   opt_seed, opt_clients, opt_shared, NSHARED, opt_seconds, opt_kills,
+			   opt_expect_crash ? ", expecting a crash" : "", opt_dbname,
+			   opt_seed, opt_clients, opt_shared, opt_seconds, opt_kills, opt_expect_crash ? " --expect-crash" : "");
+	fflush(stdout);
+}
+
 /* Orders tallies by operation, then outcome. */
 static int
 cmp_tally(const void *a, const void *b)
@@ -2354,7 +2898,10 @@ usage(const char *argv0)
 {
 	fprintf(stderr,
 			"usage: %s [--clients N] [--seconds S] [--seed N] [--kills N] [--expect-crash]\n"
-			"          [--dbname DB]\n"
+			"          [--shared-channels N] [--serial STEPS] [--dbname DB]\n"
+			"--shared-channels N: the first N clients also work the shared channels (default 4, 0: none);\n"
+			"--serial STEPS: instead of the concurrent run, STEPS shared-channel calls one at a time,\n"
+			"the client chosen by the seed, the restorable rule checked after each (deterministic).\n"
 			"Connects with the usual PG* environment (PGHOST, PGPORT, PGUSER) to database DB,\n"
 			"which must be fresh and have CREATE EXTENSION pg_lease; needs a superuser.\n",
 			argv0);
@@ -2365,8 +2912,6 @@ int
 main(int argc, char **argv)
 {
 	int			i;
-	pthread_t	checker,
-				killer;
 	Conn		c;
 	bool		seeded = false;
 
@@ -2387,6 +2932,10 @@ main(int argc, char **argv)
 			opt_kills = atoi(argv[++i]);
 		else if (strcmp(a, "--dbname") == 0)
 			opt_dbname = argv[++i];
+		else if (strcmp(a, "--shared-channels") == 0)
+			opt_shared = atoi(argv[++i]);
+		else if (strcmp(a, "--serial") == 0)
+			opt_serial = atoi(argv[++i]);
 		else if (strcmp(a, "--seed") == 0)
 		{
 			opt_seed = strtoull(argv[++i], NULL, 10);
@@ -2395,8 +2944,11 @@ main(int argc, char **argv)
 		else
 			usage(argv[0]);
 	}
-	if (opt_clients < 1 || opt_clients > MAX_CLIENTS || opt_seconds < 1 || opt_kills < 0)
+	if (opt_clients < 1 || opt_clients > MAX_CLIENTS || opt_seconds < 1 || opt_kills < 0 ||
+		opt_shared < 0 || opt_serial < 0 || (opt_serial > 0 && (opt_shared < 1 || opt_kills > 0 || opt_expect_crash)))
 		usage(argv[0]);
+	if (opt_shared > opt_clients)
+		opt_shared = opt_clients;
 	if (!seeded)
 	{
 		struct timespec ts;
@@ -2407,12 +2959,7 @@ main(int argc, char **argv)
 	}
 	if (opt_dbname == NULL)
 		opt_dbname = getenv("PGDATABASE") ? getenv("PGDATABASE") : "postgres";
-	printf("pg_lease_torture: seed %llu, %d clients, %d s, %d kills%s, database %s\n",
-		   opt_seed, opt_clients, opt_seconds, opt_kills,
-		   opt_expect_crash ? ", expecting a crash" : "", opt_dbname);
-	printf("reproduce with: --seed %llu --clients %d --seconds %d --kills %d%s\n",
-		   opt_seed, opt_clients, opt_seconds, opt_kills, opt_expect_crash ? " --expect-crash" : "");
-	fflush(stdout);
+	print_banner();
 
 	setup();
 
@@ -2426,6 +2973,7 @@ main(int argc, char **argv)
 
 		cl->id = i;
 		cl->rng = opt_seed * 1000003ULL + (uint64_t) i;
+		cl->shared = i < opt_shared;
 		snprintf(cl->owner, sizeof(cl->owner), "w%02d", i);
 		snprintf(cl->user, sizeof(cl->user), "t%d", i % NTENANTS);
 		snprintf(cl->agent, sizeof(cl->agent), "a%02d", i);
@@ -2438,16 +2986,10 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
-	for (i = 0; i < opt_clients; i++)
-		pthread_create(&clients[i].thread, NULL, client_main, &clients[i]);
-	pthread_create(&checker, NULL, checker_main, NULL);
-	if (opt_kills > 0)
-		pthread_create(&killer, NULL, killer_main, NULL);
-	for (i = 0; i < opt_clients; i++)
-		pthread_join(clients[i].thread, NULL);
-	pthread_join(checker, NULL);
-	if (opt_kills > 0)
-		pthread_join(killer, NULL);
+	if (opt_serial > 0)
+		run_serial();
+	else
+		run_concurrent();
 	for (i = 0; i < opt_clients; i++)
 		conn_close(&clients[i].c);
 
@@ -2468,6 +3010,8 @@ main(int argc, char **argv)
 	check_tables(&c);
 	check_checkpoints(&c);
 	check_durability(&c);
+	if (opt_shared > 0)
+		check_restorable(&c, 0, NSHARED, false);	/* quiescent: no client runs */
 	conn_close(&c);
 	if (opt_expect_crash && reconnects == 0)
 		violation("--expect-crash, but no client lost its connection: the crash did not happen under load");
@@ -2492,6 +3036,8 @@ main(int argc, char **argv)
 			   ckpt_acks.n, take_acks.n, conv_acked.n, rot_acked.n, failed_pairs.n, reconnects,
 			   indeterminate_admissions, uncommitted, conv_uncommitted.n);
 	}
+	if (opt_shared > 0)
+		print_shared_counts();
 	printf("\ninvariants:\n");
 	for (i = 0; i < NINV; i++)
 	{
@@ -2503,7 +3049,8 @@ main(int argc, char **argv)
 			verdict = "not run";
 		else
 			verdict = "ok";
-		if ((i == INV_KILL_ROTATE || i == INV_KILL_RESTORE) && opt_kills == 0)
+		if (((i == INV_KILL_ROTATE || i == INV_KILL_RESTORE) && opt_kills == 0) ||
+			(i == INV_RESTORABLE && opt_shared == 0))
 			continue;
 		printf("  %-7s %s (%d checks)\n", verdict, inv_names[i], inv_checks[i]);
 		if (inv_checks[i] == 0 && i != INV_COMPENSATION)

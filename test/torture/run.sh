@@ -9,9 +9,14 @@
 #
 # Options: --clients N, --seconds S (torture phase), --crash-seconds S,
 # --crashes N (immediate stops during the crash phase), --kills N (backends
-# terminated mid-rotation/mid-restore, restores failing against a held lock), --seed N (reproduce a run).
+# terminated mid-rotation/mid-restore, restores failing against a held lock), --seed N (reproduce a run),
+# --shared-channels N (clients that also rotate, restore and end on the shared
+# channels; 0: none), --serial-seed N (the serial replay's seed).
 #
-# The torture phase runs the driver on a fresh database; the crash phase runs
+# The torture phase first replays SERIAL_STEPS shared-channel calls one at a
+# time, the order fixed by the serial seed (deterministic: seed 32 reaches an
+# unbound channel with a restorable chain at step 36 under the 0.3.0
+# restore), then runs the driver concurrently on a fresh database; the crash phase runs
 # it with --expect-crash and stops the server with `pg_ctl stop -m immediate`
 # under the load, restarts it, and lets the driver check that everything it
 # saw acknowledged survived.  Exit status is non-zero when a phase failed.
@@ -26,9 +31,12 @@ CRASH_SECONDS=16
 CRASHES=1
 KILLS=3
 SEED=
+SHARED=4
+SERIAL_SEED=32
+SERIAL_STEPS=400
 while [ $# -gt 0 ]; do
     case "$1" in
-        --long) LONG=1; CLIENTS=12; TORTURE_SECONDS=180; CRASH_SECONDS=120; CRASHES=4; KILLS=20 ;;
+        --long) LONG=1; CLIENTS=12; TORTURE_SECONDS=180; CRASH_SECONDS=120; CRASHES=4; KILLS=20; SHARED=6 ;;
         --phase) PHASE=$2; shift ;;
         --clients) CLIENTS=$2; shift ;;
         --seconds) TORTURE_SECONDS=$2; shift ;;
@@ -36,8 +44,11 @@ while [ $# -gt 0 ]; do
         --crashes) CRASHES=$2; shift ;;
         --kills) KILLS=$2; shift ;;
         --seed) SEED=$2; shift ;;
+        --shared-channels) SHARED=$2; shift ;;
+        --serial-seed) SERIAL_SEED=$2; shift ;;
         *) echo "usage: $0 [--long] [--phase torture|crash|all] [--clients N] [--seconds S]" \
-                "[--crash-seconds S] [--crashes N] [--kills N] [--seed N]" >&2
+                "[--crash-seconds S] [--crashes N] [--kills N] [--seed N] [--shared-channels N]" \
+                "[--serial-seed N]" >&2
            exit 2 ;;
     esac
     shift
@@ -64,21 +75,30 @@ fresh_db() {
     "$PG_BINDIR/psql" -X -q -d "$DB" -v ON_ERROR_STOP=1 -c "CREATE EXTENSION pg_lease" || return 1
 }
 
-seed_args=()
-[ -n "$SEED" ] && seed_args=(--seed "$SEED")
+seed_args=(--shared-channels "$SHARED")
+[ -n "$SEED" ] && seed_args+=(--seed "$SEED")
 
-# The torture phase: every function from N clients, kills included.
+# The torture phase: the serial replay on the shared channels, then every
+# function from N clients, kills included.
 phase_torture() {
-    echo "== torture: $CLIENTS clients, $TORTURE_SECONDS s, $KILLS kills"
+    local status=0
+    if [ "$SHARED" -gt 0 ]; then
+        echo "== serial replay: $SERIAL_STEPS shared-channel calls of 3 clients, seed $SERIAL_SEED"
+        fresh_db || return 1
+        "$DRIVER" --dbname "$DB" --clients 3 --shared-channels 3 --serial "$SERIAL_STEPS" \
+            --seed "$SERIAL_SEED" || status=1
+    fi
+    echo "== torture: $CLIENTS clients ($SHARED on shared channels), $TORTURE_SECONDS s, $KILLS kills"
     fresh_db || return 1
     "$DRIVER" --dbname "$DB" --clients "$CLIENTS" --seconds "$TORTURE_SECONDS" --kills "$KILLS" \
-        "${seed_args[@]}"
+        "${seed_args[@]}" || status=1
+    return "$status"
 }
 
 # The crash phase: immediate stops of the whole server under the load.
 phase_crash() {
     local pid i status
-    echo "== crash recovery: $CLIENTS clients, $CRASH_SECONDS s, $CRASHES immediate stops"
+    echo "== crash recovery: $CLIENTS clients ($SHARED on shared channels), $CRASH_SECONDS s, $CRASHES immediate stops"
     fresh_db || return 1
     "$DRIVER" --dbname "$DB" --clients "$CLIENTS" --seconds "$CRASH_SECONDS" --expect-crash \
         "${seed_args[@]}" &
