@@ -199,6 +199,7 @@ static Shared *shm;
 /* ---------------------------------------------------------------------- */
 /* Small helpers */
 
+/* Monotonic clock in milliseconds. */
 static double
 now_ms(void)
 {
@@ -208,6 +209,7 @@ now_ms(void)
 	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
 }
 
+/* Sleeps ms milliseconds (through signals). */
 static void
 sleep_ms(int ms)
 {
@@ -217,6 +219,7 @@ sleep_ms(int ms)
 		;
 }
 
+/* Prints an error and exits with status 2 (usage, connection or setup error). */
 static void
 die(const char *fmt,...)
 {
@@ -233,6 +236,7 @@ die(const char *fmt,...)
 /* This process's history (--history), line buffered so a killed process loses nothing written. */
 static FILE *hist;
 
+/* Opens this process's history file NAME.log in --history DIR (no-op without it). */
 static void
 hist_open(const char *name)
 {
@@ -250,6 +254,7 @@ hist_open(const char *name)
 static void
 hist_printf(const char *fmt,...) __attribute__((format(printf, 1, 2)));
 
+/* Appends a line to this process's history (no-op without --history). */
 static void
 hist_printf(const char *fmt,...)
 {
@@ -270,6 +275,7 @@ quiet_notices(void *arg, const char *message)
 	(void) message;
 }
 
+/* Connects under an application name; --public-only waits up to 30 s for the server. */
 static PGconn *
 connect_db(const char *appname)
 {
@@ -305,6 +311,7 @@ enum
 };
 static __thread int last_call;
 
+/* What an error means by the client rules: an answer, worth a repeat, or ambiguous (CALL_*). */
 static int
 classify(const char *state, const char *msg, bool conn_bad)
 {
@@ -393,6 +400,7 @@ must_repeat(PGconn *conn, const char *sql, int n, const char *const *params)
 	return res;
 }
 
+/* Runs a statement without parameters that must succeed. */
 static void
 must_exec(PGconn *conn, const char *sql)
 {
@@ -420,6 +428,7 @@ static int	nshards;
 static char stream_names[MAX_STREAMS][48] = {STREAM_NAME};
 static int	nstreams = 1;
 
+/* Adds a shard to the stream definition. */
 static void
 add_shard(int stream, const char *id, const char *parents, int64_t end)
 {
@@ -454,6 +463,7 @@ define_shards(void)
 	}
 }
 
+/* The index of a stream's shard by its id, -1 when unknown. */
 static int
 shard_index(int stream, const char *id)
 {
@@ -501,6 +511,7 @@ static const char *app_name;
 static char lease_interval[32];
 static volatile sig_atomic_t got_term;
 
+/* SIGTERM: the worker stops after its current batch. */
 static void
 on_term(int sig)
 {
@@ -508,6 +519,7 @@ on_term(int sig)
 	got_term = 1;
 }
 
+/* Whether this worker should go on (not told to stop). */
 static bool
 worker_running(void)
 {
@@ -1129,6 +1141,7 @@ static const char *tenant_vault[NTENANTS] = {NULL, "vault-1"};	/* scope with and
 static const char *tenant_env[NTENANTS] = {NULL, "prod"};
 static const char *AGENT = "agent-1";
 
+/* The name of channel c ("C01"). */
 static void
 channel_name(int c, char *buf, size_t len)
 {
@@ -1152,6 +1165,7 @@ find_binding(PGconn *conn, int t, const char *chan)
 	return id;
 }
 
+/* The index of an outcome in names, n for any other. */
 static int
 outcome_index(const char *outcome, const char *const *names, int n)
 {
@@ -1485,6 +1499,7 @@ typedef struct FleetResult
 	double		start;			/* now_ms() when the fleet started */
 } FleetResult;
 
+/* Forks a process running fn. */
 static pid_t
 spawn(void (*fn) (void))
 {
@@ -1497,6 +1512,7 @@ spawn(void (*fn) (void))
 	return pid;
 }
 
+/* Forks worker index and records it in shared memory. */
 static pid_t
 spawn_worker(int index, const char *app, bool legacy)
 {
@@ -1550,6 +1566,7 @@ sample_leases(PGconn *conn, const char *app, int sample)
 	PQclear(res);
 }
 
+/* A one-value count that must succeed. */
 static long
 query_long(PGconn *conn, const char *sql, int n, const char *const *params)
 {
@@ -1657,6 +1674,7 @@ analyse(PGconn *conn, const char *app, FleetResult *fr)
 	}
 }
 
+/* One progress line: leases per worker, checkpoints, channel counts (not with --quiet). */
 static void
 print_progress(const FleetResult *fr, double elapsed)
 {
@@ -1859,6 +1877,7 @@ typedef struct Ack
 	double		t;
 } Ack;
 
+/* Orders ownership intervals by shard, then start. */
 static int
 cmp_own(const void *a, const void *b)
 {
@@ -1869,6 +1888,7 @@ cmp_own(const void *a, const void *b)
 	return (x->start > y->start) - (x->start < y->start);
 }
 
+/* Orders doubles (qsort). */
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -2215,6 +2235,7 @@ check_history(PGconn *conn, const char *app, const FleetResult *fr)
 
 static int	failures;
 
+/* Counts a broken invariant and prints it. */
 static void
 check(bool ok, const char *what)
 {
@@ -2250,6 +2271,7 @@ print_timeline(const FleetResult *fr)
 	}
 }
 
+/* The stream section of the report for one fleet. */
 static void
 print_stream(const FleetResult *fr, bool pg_lease)
 {
@@ -2285,6 +2307,7 @@ print_stream(const FleetResult *fr, bool pg_lease)
 		   fr->joined + 1, fr->joined_final, fr->fair_floor);
 }
 
+/* The stream invariants for one fleet. */
 static void
 check_stream(const FleetResult *fr)
 {
@@ -2496,6 +2519,7 @@ setup_public_names(PGconn *conn, char *app, size_t len)
 	}
 }
 
+/* Prints the options. */
 static void
 usage(void)
 {
@@ -2520,6 +2544,7 @@ usage(void)
 		   opt.partitions);
 }
 
+/* Reads and validates the options (exits 2 on a bad one). */
 static void
 parse_args(int argc, char **argv)
 {
@@ -2584,6 +2609,7 @@ parse_args(int argc, char **argv)
 		die("--channels must be between 1 and %d", MAX_CHANNELS);
 }
 
+/* Runs the fleet (and the legacy one), then the report; the exit status is the verdict. */
 int
 main(int argc, char **argv)
 {
