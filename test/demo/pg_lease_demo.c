@@ -199,6 +199,7 @@ static Shared *shm;
 /* ---------------------------------------------------------------------- */
 /* Small helpers */
 
+/* Monotonic clock in milliseconds. */
 static double
 now_ms(void)
 {
@@ -208,6 +209,7 @@ now_ms(void)
 	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
 }
 
+/* Sleeps ms milliseconds (through signals). */
 static void
 sleep_ms(int ms)
 {
@@ -217,6 +219,7 @@ sleep_ms(int ms)
 		;
 }
 
+/* Prints an error and exits with status 2 (usage, connection or setup error). */
 static void
 die(const char *fmt,...)
 {
@@ -233,6 +236,7 @@ die(const char *fmt,...)
 /* This process's history (--history), line buffered so a killed process loses nothing written. */
 static FILE *hist;
 
+/* Opens this process's history file NAME.log in --history DIR (no-op without it). */
 static void
 hist_open(const char *name)
 {
@@ -250,6 +254,7 @@ hist_open(const char *name)
 static void
 hist_printf(const char *fmt,...) __attribute__((format(printf, 1, 2)));
 
+/* Appends a line to this process's history (no-op without --history). */
 static void
 hist_printf(const char *fmt,...)
 {
@@ -270,6 +275,7 @@ quiet_notices(void *arg, const char *message)
 	(void) message;
 }
 
+/* Connects under an application name; --public-only waits up to 30 s for the server. */
 static PGconn *
 connect_db(const char *appname)
 {
@@ -305,6 +311,7 @@ enum
 };
 static __thread int last_call;
 
+/* What an error means by the client rules: an answer, worth a repeat, or ambiguous (CALL_*). */
 static int
 classify(const char *state, const char *msg, bool conn_bad)
 {
@@ -393,6 +400,7 @@ must_repeat(PGconn *conn, const char *sql, int n, const char *const *params)
 	return res;
 }
 
+/* Runs a statement without parameters that must succeed. */
 static void
 must_exec(PGconn *conn, const char *sql)
 {
@@ -420,6 +428,7 @@ static int	nshards;
 static char stream_names[MAX_STREAMS][48] = {STREAM_NAME};
 static int	nstreams = 1;
 
+/* Adds a shard to the stream definition. */
 static void
 add_shard(int stream, const char *id, const char *parents, int64_t end)
 {
@@ -454,6 +463,7 @@ define_shards(void)
 	}
 }
 
+/* The index of a stream's shard by its id, -1 when unknown. */
 static int
 shard_index(int stream, const char *id)
 {
@@ -501,6 +511,7 @@ static const char *app_name;
 static char lease_interval[32];
 static volatile sig_atomic_t got_term;
 
+/* SIGTERM: the worker stops after its current batch. */
 static void
 on_term(int sig)
 {
@@ -508,6 +519,7 @@ on_term(int sig)
 	got_term = 1;
 }
 
+/* Whether this worker should go on (not told to stop). */
 static bool
 worker_running(void)
 {
@@ -905,22 +917,20 @@ forget_pending(int s)
 		shm->ranges[held[s].pending_slot].why = WHY_UNANSWERED;
 }
 
-/* Processes one batch of one held shard (or honours a handoff, or closes an ended shard). */
-static void
-work_shard(PGconn *conn, int s, bool legacy)
+/*
+ * Whether this worker may process shard s now: still owned (else its
+ * interval ends and an unanswered checkpoint is given up) and, with
+ * --public-only, before its local deadline.  Says whether a handoff was asked.
+ */
+static bool
+shard_workable(int s, int *handoff)
 {
-	const char *key[4] = {app_name, stream_of(s), shard_defs[s].id, me_name};
-	int			owned, handoff;
+	int			owned;
 	double		deadline;
-	int64_t		first, last;
-	long		slot;
-	char		count[32];
-	int64_t		epoch;
-	int			why;
 
 	pthread_mutex_lock(&held_mu);
 	owned = held[s].owned;
-	handoff = held[s].handoff;
+	*handoff = held[s].handoff;
 	deadline = held[s].deadline;
 	if (!owned)
 		own_end(s, "lost");		/* a renewal no longer returned it */
@@ -928,66 +938,77 @@ work_shard(PGconn *conn, int s, bool legacy)
 	if (!owned)
 	{
 		forget_pending(s);
-		return;
+		return false;
 	}
 	/* the local deadline: no processing on a lease that was not renewed in time */
 	if (opt.public_only && now_ms() + opt.work_ms >= deadline)
 	{
 		forget_pending(s);
 		drop_shard(s, "deadline");
-		return;
+		return false;
 	}
-	if (held[s].pending)
-	{
-		/* repeat the unanswered fenced checkpoint before anything else on this shard */
-		why = checkpoint_batch(conn, s, held[s].pending_last, NULL, held[s].pending_epoch);
-		if (why == WHY_PENDING)
-			return;
-		held[s].pending = 0;
-		checkpoint_done(s, held[s].pending_slot, held[s].pending_last, why);
-		return;
-	}
-	if (!held[s].pos_valid)
-	{
-		int			r = load_position(conn, s);
+	return true;
+}
 
-		if (r < 0)
-			return;
-		if (r == 0)
-		{
-			drop_shard(s, "lost");
-			return;
-		}
-	}
+/* Repeats the unanswered fenced checkpoint of shard s, before anything else on it. */
+static void
+repeat_pending(PGconn *conn, int s)
+{
+	int			why = checkpoint_batch(conn, s, held[s].pending_last, NULL, held[s].pending_epoch);
 
-	if (handoff)
-	{
-		/* every processed batch is already checkpointed: hand the shard over */
-		drop_shard(s, "handoff");
-		if (call_true(conn, "SELECT lease.release_lease($1, $2, $3, $4)", 4, key))
-			shm->w[me].handoffs_honoured++;
+	if (why == WHY_PENDING)
 		return;
-	}
+	held[s].pending = 0;
+	checkpoint_done(s, held[s].pending_slot, held[s].pending_last, why);
+}
 
-	if (shard_defs[s].end > 0 && held[s].pos >= shard_defs[s].end)
+/* Reads the position of shard s when it is not known; false when the shard cannot be processed now. */
+static bool
+position_known(PGconn *conn, int s)
+{
+	int			r;
+
+	if (held[s].pos_valid)
+		return true;
+	r = load_position(conn, s);
+	if (r == 0)
+		drop_shard(s, "lost");
+	return r > 0;
+}
+
+/* Closes shard s, processed to its end; kept for the next visit when the call may be repeated. */
+static void
+close_ended(PGconn *conn, int s, const char *const *key)
+{
+	PGresult   *res = run(conn, "SELECT lease.close_shard($1, $2, $3, $4)", 4, key);
+
+	if (res == NULL)
 	{
-		PGresult   *res = run(conn, "SELECT lease.close_shard($1, $2, $3, $4)", 4, key);
-
-		if (res == NULL)
-		{
-			shm->w[me].errors++;
-			if (opt.public_only && last_call != CALL_ANSWER)
-				return;			/* safe to repeat: again at the next visit */
-		}
-		else
-		{
-			if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
-				shm->w[me].closes++;
-			PQclear(res);
-		}
-		drop_shard(s, "ended");
-		return;
+		shm->w[me].errors++;
+		if (opt.public_only && last_call != CALL_ANSWER)
+			return;				/* safe to repeat: again at the next visit */
 	}
+	else
+	{
+		if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+			shm->w[me].closes++;
+		PQclear(res);
+	}
+	drop_shard(s, "ended");
+}
+
+/*
+ * Processes the next batch of shard s and checkpoints it (legacy: guarded
+ * on the lease_count read before it); an unanswered checkpoint is kept to
+ * be repeated.
+ */
+static void
+process_batch(PGconn *conn, int s, bool legacy)
+{
+	char		count[32];
+	int64_t		epoch, first, last;
+	long		slot;
+	int			why;
 
 	if (legacy && !legacy_read(conn, s, count, sizeof(count)))
 	{
@@ -1019,6 +1040,38 @@ work_shard(PGconn *conn, int s, bool legacy)
 		return;
 	}
 	checkpoint_done(s, slot, last, why);
+}
+
+/* Processes one batch of one held shard (or honours a handoff, or closes an ended shard). */
+static void
+work_shard(PGconn *conn, int s, bool legacy)
+{
+	const char *key[4] = {app_name, stream_of(s), shard_defs[s].id, me_name};
+	int			handoff;
+
+	if (!shard_workable(s, &handoff))
+		return;
+	if (held[s].pending)
+	{
+		repeat_pending(conn, s);
+		return;
+	}
+	if (!position_known(conn, s))
+		return;
+	if (handoff)
+	{
+		/* every processed batch is already checkpointed: hand the shard over */
+		drop_shard(s, "handoff");
+		if (call_true(conn, "SELECT lease.release_lease($1, $2, $3, $4)", 4, key))
+			shm->w[me].handoffs_honoured++;
+		return;
+	}
+	if (shard_defs[s].end > 0 && held[s].pos >= shard_defs[s].end)
+	{
+		close_ended(conn, s, key);
+		return;
+	}
+	process_batch(conn, s, legacy);
 }
 
 /* A worker process; never returns. */
@@ -1088,6 +1141,7 @@ static const char *tenant_vault[NTENANTS] = {NULL, "vault-1"};	/* scope with and
 static const char *tenant_env[NTENANTS] = {NULL, "prod"};
 static const char *AGENT = "agent-1";
 
+/* The name of channel c ("C01"). */
 static void
 channel_name(int c, char *buf, size_t len)
 {
@@ -1111,6 +1165,7 @@ find_binding(PGconn *conn, int t, const char *chan)
 	return id;
 }
 
+/* The index of an outcome in names, n for any other. */
 static int
 outcome_index(const char *outcome, const char *const *names, int n)
 {
@@ -1125,130 +1180,123 @@ static const char *const restore_outcomes[] = {"restored", "superseded", "failed
 
 static int	rotator_index;		/* set before each rotator is forked */
 
+/* The conversation bound to a channel, asked until answered (up to 100 times); -1 when never answered. */
+static long long
+find_binding_answered(PGconn *conn, int t, const char *chan)
+{
+	long long	bound = -1;
+
+	for (int i = 0; i < 100 && bound < 0; i++)
+		bound = find_binding(conn, t, chan);
+	return bound;
+}
+
 /*
- * Rotates channels at random; a share of the replacements "fail to start" and
- * are restored.  Two rotators run at once, so rotations of one tenant compete
- * for its one spare sandbox (some are refused) and for the same channel
- * (binding_changed, busy).
+ * rotate_channel is not safe to repeat: after a lost connection, look the
+ * binding up.  Still `from`: nothing happened (the next round may rotate).
+ * Another conversation: the channel moved, by this call or a competing one;
+ * the outcome is ambiguous and nothing more is done about it.
  */
 static void
-rotator_main(void)
+rotation_unanswered(PGconn *conn, int t, const char *chan, long long from)
 {
-	PGconn	   *conn;
-	unsigned	rng = opt.seed ^ (0x9e3779b9u * (unsigned) (rotator_index + 1));
-	bool		drains = rotator_index == 0;
-	char		name[32];
+	if (find_binding_answered(conn, t, chan) != from)
+		shm->ch.ambiguous++;
+	else
+		shm->ch.repeated++;
+}
 
-	snprintf(name, sizeof(name), "rotator-%d", rotator_index + 1);
-	hist_open(name);
-	conn = connect_db("demo-rotator");
+/*
+ * After a rotation: a share of the replacements "fail to start" and the
+ * rotation from from_s to new_s is restored; otherwise the previous
+ * conversation is ended.
+ */
+static void
+after_rotation(PGconn *conn, unsigned *rng, const char *from_s, const char *new_s)
+{
+	const char *pair[2] = {from_s, new_s};
 
-	while (!shm->stop_channels)
+	sleep_ms(5);				/* the platform starts the replacement's worker */
+	if ((int) (rand_r(rng) % 100) < opt.fail_pct)
 	{
-		/*
-		 * --public-only sets no tenant limit (no public function does), so
-		 * nothing would keep two rotations of one tenant from both
-		 * succeeding and then both restoring, which can leave a channel
-		 * with nothing to hold it: each rotator keeps to its own tenant.
-		 */
-		int			t = opt.public_only ? rotator_index % NTENANTS : (int) (rand_r(&rng) % NTENANTS);
-		char		chan[16];
-		long long	from;
-		char		from_s[24];
-		const char *params[6];
-		PGresult   *res;
-		double		t0;
-		int			k;
+		/* safe to repeat: a second call answers superseded when the first restored */
+		PGresult   *r2 = run_repeat(conn, 20000, &shm->ch.repeated,
+									"SELECT lease.restore_rotated_channel($1, $2)", 2, pair);
 
-		channel_name(rand_r(&rng) % opt.channels, chan, sizeof(chan));
-		from = find_binding(conn, t, chan);
-		if (from < 0)
-			continue;			/* not answered (run() backed off): look again */
-		if (from == 0)
+		if (r2 == NULL)
+			shm->ch.restores[3]++;
+		else
 		{
-			shm->ch.unbound_seen++;
-			sleep_ms(10);
-			continue;
+			shm->ch.restores[outcome_index(PQgetvalue(r2, 0, 0), restore_outcomes, 3)]++;
+			PQclear(r2);
 		}
-		snprintf(from_s, sizeof(from_s), "%lld", from);
-		params[0] = tenant_user[t];
-		params[1] = AGENT;
-		params[2] = tenant_vault[t];
-		params[3] = tenant_env[t];
-		params[4] = chan;
-		params[5] = from_s;
-		t0 = now_ms();
-		res = run(conn, "SELECT outcome, conversation_id, previous_conversation_id"
-				  "  FROM lease.rotate_channel($1, $2, $3, $4, $5, $6)", 6, params);
-		if (res == NULL && opt.public_only && last_call != CALL_ANSWER)
-		{
-			/*
-			 * rotate_channel is not safe to repeat: after a lost
-			 * connection, look the binding up.  Still `from`: nothing
-			 * happened (the next round may rotate).  Another conversation:
-			 * the channel moved, by this call or a competing one; the
-			 * outcome is ambiguous and nothing more is done about it.
-			 */
-			long long	now_bound = -1;
-
-			for (int i = 0; i < 100 && now_bound < 0; i++)
-				now_bound = find_binding(conn, t, chan);
-			if (now_bound != from)
-				shm->ch.ambiguous++;
-			else
-				shm->ch.repeated++;
-			continue;
-		}
-		if (res == NULL || PQntuples(res) != 1)
-		{
-			shm->ch.rotations[5]++;
-			if (res != NULL)
-				PQclear(res);
-			continue;
-		}
-		k = outcome_index(PQgetvalue(res, 0, 0), rotation_outcomes, 4);
-		shm->ch.rotations[k]++;
-		if (k == 1 && now_ms() - t0 > shm->ch.busy_ms_max)
-			shm->ch.busy_ms_max = now_ms() - t0;
-		if (k == 0)
-		{
-			char		new_s[24];
-			const char *pair[2] = {from_s, new_s};
-
-			snprintf(new_s, sizeof(new_s), "%s", PQgetvalue(res, 0, 1));
-			sleep_ms(5);		/* the platform starts the replacement's worker */
-			if ((int) (rand_r(&rng) % 100) < opt.fail_pct)
-			{
-				/* safe to repeat: a second call answers superseded when the first restored */
-				PGresult   *r2 = run_repeat(conn, 20000, &shm->ch.repeated,
-											"SELECT lease.restore_rotated_channel($1, $2)", 2, pair);
-
-				if (r2 == NULL)
-					shm->ch.restores[3]++;
-				else
-				{
-					shm->ch.restores[outcome_index(PQgetvalue(r2, 0, 0), restore_outcomes, 3)]++;
-					PQclear(r2);
-				}
-			}
-			else
-			{
-				PGresult   *r2 = run_repeat(conn, 20000, &shm->ch.repeated,
-											"SELECT lease.end_conversation($1)", 1, pair);
-
-				if (r2 != NULL)
-				{
-					shm->ch.ends++;
-					PQclear(r2);
-				}
-			}
-		}
-		PQclear(res);
-		sleep_ms(15);
 	}
+	else
+	{
+		PGresult   *r2 = run_repeat(conn, 20000, &shm->ch.repeated,
+									"SELECT lease.end_conversation($1)", 1, pair);
 
-	/* drain the compensation queue once the turns have stopped */
-	for (int i = 0; drains && i < 20; i++)
+		if (r2 != NULL)
+		{
+			shm->ch.ends++;
+			PQclear(r2);
+		}
+	}
+}
+
+/* One rotation of a random channel of tenant t, counted by its outcome; then a restore or an end. */
+static void
+rotate_one(PGconn *conn, unsigned *rng, int t)
+{
+	char		chan[16];
+	long long	from;
+	char		from_s[24];
+	const char *params[6] = {tenant_user[t], AGENT, tenant_vault[t], tenant_env[t], chan, from_s};
+	PGresult   *res;
+	double		t0;
+	int			k;
+
+	channel_name(rand_r(rng) % opt.channels, chan, sizeof(chan));
+	from = find_binding(conn, t, chan);
+	if (from < 0)
+		return;					/* not answered (run() backed off): look again */
+	if (from == 0)
+	{
+		shm->ch.unbound_seen++;
+		sleep_ms(10);
+		return;
+	}
+	snprintf(from_s, sizeof(from_s), "%lld", from);
+	t0 = now_ms();
+	res = run(conn, "SELECT outcome, conversation_id, previous_conversation_id"
+			  "  FROM lease.rotate_channel($1, $2, $3, $4, $5, $6)", 6, params);
+	if (res == NULL && opt.public_only && last_call != CALL_ANSWER)
+	{
+		rotation_unanswered(conn, t, chan, from);
+		return;
+	}
+	if (res == NULL || PQntuples(res) != 1)
+	{
+		shm->ch.rotations[5]++;
+		if (res != NULL)
+			PQclear(res);
+		return;
+	}
+	k = outcome_index(PQgetvalue(res, 0, 0), rotation_outcomes, 4);
+	shm->ch.rotations[k]++;
+	if (k == 1 && now_ms() - t0 > shm->ch.busy_ms_max)
+		shm->ch.busy_ms_max = now_ms() - t0;
+	if (k == 0)
+		after_rotation(conn, rng, from_s, PQgetvalue(res, 0, 1));
+	PQclear(res);
+	sleep_ms(15);
+}
+
+/* Drains the compensation queue once the turns have stopped (up to 20 rounds). */
+static void
+drain_compensations(PGconn *conn)
+{
+	for (int i = 0; i < 20; i++)
 	{
 		PGresult   *res = run(conn, opt.public_only
 							  ? "SELECT COALESCE(sum(unresolved), 0) FROM lease.monitoring_compensation_failures()"
@@ -1267,6 +1315,37 @@ rotator_main(void)
 		}
 		sleep_ms(100);
 	}
+}
+
+/*
+ * Rotates channels at random; a share of the replacements "fail to start" and
+ * are restored.  Two rotators run at once, so rotations of one tenant compete
+ * for its one spare sandbox (some are refused) and for the same channel
+ * (binding_changed, busy).
+ */
+static void
+rotator_main(void)
+{
+	PGconn	   *conn;
+	unsigned	rng = opt.seed ^ (0x9e3779b9u * (unsigned) (rotator_index + 1));
+	char		name[32];
+
+	snprintf(name, sizeof(name), "rotator-%d", rotator_index + 1);
+	hist_open(name);
+	conn = connect_db("demo-rotator");
+
+	while (!shm->stop_channels)
+	{
+		/*
+		 * --public-only sets no tenant limit (no public function does), so
+		 * nothing would keep two rotations of one tenant from both
+		 * succeeding and then both restoring, which can leave a channel
+		 * with nothing to hold it: each rotator keeps to its own tenant.
+		 */
+		rotate_one(conn, &rng, opt.public_only ? rotator_index % NTENANTS : (int) (rand_r(&rng) % NTENANTS));
+	}
+	if (rotator_index == 0)
+		drain_compensations(conn);
 	PQfinish(conn);
 	if (hist != NULL)
 		fclose(hist);
@@ -1420,6 +1499,7 @@ typedef struct FleetResult
 	double		start;			/* now_ms() when the fleet started */
 } FleetResult;
 
+/* Forks a process running fn. */
 static pid_t
 spawn(void (*fn) (void))
 {
@@ -1432,6 +1512,7 @@ spawn(void (*fn) (void))
 	return pid;
 }
 
+/* Forks worker index and records it in shared memory. */
 static pid_t
 spawn_worker(int index, const char *app, bool legacy)
 {
@@ -1485,6 +1566,7 @@ sample_leases(PGconn *conn, const char *app, int sample)
 	PQclear(res);
 }
 
+/* A one-value count that must succeed. */
 static long
 query_long(PGconn *conn, const char *sql, int n, const char *const *params)
 {
@@ -1512,6 +1594,68 @@ setup_stream(PGconn *conn, const char *app)
 	}
 }
 
+/* The final checkpoint of shard s: through lease.lease_status with --public-only, else from the table. */
+static PGresult *
+final_checkpoint(PGconn *conn, const char *app, int s)
+{
+	const char *p3[3] = {app, stream_of(s), shard_defs[s].id};
+
+	if (opt.public_only)
+		return must_repeat(conn, "SELECT checkpoint FROM lease.lease_status"
+						   " WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3", 3, p3);
+	return must(conn, "SELECT checkpoint FROM lease.shard_leases"
+				" WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3", 3, p3);
+}
+
+/* A record processed again: blames the earlier attempt, range prev, unless a checkpoint acknowledged it. */
+static void
+count_duplicate(FleetResult *fr, long prev)
+{
+	Range	   *p = &shm->ranges[prev];
+	int			why = p->why;
+
+	if (p->acked)
+		fr->dup_after_ack++;
+	else
+	{
+		if (why == WHY_NONE && shm->w[p->worker].crashed >= 0)
+			why = WHY_CRASH;
+		fr->dup_records[why]++;
+	}
+}
+
+/* Walks the processing log of shard s (n ranges) up to its final checkpoint: records, duplicates, gaps. */
+static void
+analyse_shard(FleetResult *fr, int s, long n, int64_t final)
+{
+	int64_t		maxrec = final;
+	long	   *owner;
+
+	for (long i = 0; i < n; i++)
+		if (shm->ranges[i].shard == s + 1 && shm->ranges[i].last > maxrec)
+			maxrec = shm->ranges[i].last;
+	owner = calloc((size_t) maxrec + 1, sizeof(long));	/* 1 + index of the first range that processed it */
+	for (long i = 0; i < n; i++)
+	{
+		Range	   *r = &shm->ranges[i];
+
+		if (r->shard != s + 1)
+			continue;
+		for (int64_t rec = r->first; rec <= r->last; rec++)
+		{
+			if (owner[rec] == 0)
+				fr->records++;
+			else
+				count_duplicate(fr, owner[rec] - 1);	/* processed again */
+			owner[rec] = i + 1;
+		}
+	}
+	for (int64_t rec = 1; rec <= final; rec++)
+		if (owner[rec] == 0)
+			fr->gaps++;
+	free(owner);
+}
+
 /* Walks the processing log: duplicates by cause, gaps. */
 static void
 analyse(PGconn *conn, const char *app, FleetResult *fr)
@@ -1520,63 +1664,17 @@ analyse(PGconn *conn, const char *app, FleetResult *fr)
 
 	for (int s = 0; s < nshards; s++)
 	{
-		const char *p3[3] = {app, stream_of(s), shard_defs[s].id};
-		PGresult   *res = opt.public_only
-			? must_repeat(conn, "SELECT checkpoint FROM lease.lease_status"
-						  " WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3", 3, p3)
-			: must(conn, "SELECT checkpoint FROM lease.shard_leases"
-				   " WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3", 3, p3);
+		PGresult   *res = final_checkpoint(conn, app, s);
 		const char *ck = PQgetvalue(res, 0, 0);
 		int64_t		final = strcmp(ck, "SHARD_END") == 0 ? shard_defs[s].end
 			: (ck[0] >= '0' && ck[0] <= '9') ? strtoll(ck, NULL, 10) : 0;
-		int64_t		maxrec = final;
-		long	   *owner;
 
 		PQclear(res);
-		for (long i = 0; i < n; i++)
-			if (shm->ranges[i].shard == s + 1 && shm->ranges[i].last > maxrec)
-				maxrec = shm->ranges[i].last;
-		owner = calloc((size_t) maxrec + 1, sizeof(long));	/* 1 + index of the first range that processed it */
-		for (long i = 0; i < n; i++)
-		{
-			Range	   *r = &shm->ranges[i];
-
-			if (r->shard != s + 1)
-				continue;
-			for (int64_t rec = r->first; rec <= r->last; rec++)
-			{
-				long		prev = owner[rec] - 1;
-
-				if (prev < 0)
-				{
-					owner[rec] = i + 1;
-					fr->records++;
-					continue;
-				}
-				/* processed again: blame the earlier, unacknowledged attempt */
-				{
-					Range	   *p = &shm->ranges[prev];
-					int			why = p->why;
-
-					if (p->acked)
-						fr->dup_after_ack++;
-					else
-					{
-						if (why == WHY_NONE && shm->w[p->worker].crashed >= 0)
-							why = WHY_CRASH;
-						fr->dup_records[why]++;
-					}
-				}
-				owner[rec] = i + 1;
-			}
-		}
-		for (int64_t rec = 1; rec <= final; rec++)
-			if (owner[rec] == 0)
-				fr->gaps++;
-		free(owner);
+		analyse_shard(fr, s, n, final);
 	}
 }
 
+/* One progress line: leases per worker, checkpoints, channel counts (not with --quiet). */
 static void
 print_progress(const FleetResult *fr, double elapsed)
 {
@@ -1604,14 +1702,22 @@ print_progress(const FleetResult *fr, double elapsed)
 	fflush(stdout);
 }
 
-/* Runs one fleet for opt.duration seconds: crash at 35 %, join at 55 %. */
-static void
-run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult *fr)
-{
-	pid_t		chan_pids[3] = {0, 0, 0};
-	double		start, crash_at, join_at, end_at;
-	int			crashed = 0, joined = 0;
+/*
+ * The leases of stream $2 of app $1 that a worker can take: not ended, and
+ * no parent still open.
+ */
+#define TAKEABLE_LEASES \
+	"lease.shard_leases l" \
+	" WHERE l.app_name = $1 AND l.stream_name = $2 AND l.checkpoint <> 'SHARD_END'" \
+	"   AND NOT EXISTS (SELECT 1 FROM lease.shard_leases p" \
+	"                    WHERE p.app_name = l.app_name AND p.stream_name = l.stream_name" \
+	"                      AND p.shard_id = ANY (l.parent_shard_ids)" \
+	"                      AND p.checkpoint <> 'SHARD_END')"
 
+/* Starts a fleet afresh: its stream (and channels), the workers, the rotators and the turns. */
+static void
+fleet_start(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult *fr, pid_t *chan_pids)
+{
 	memset((void *) shm, 0, sizeof(Shared));
 	fr->nworkers = opt.workers + 1;
 	fr->crashed = 0;
@@ -1633,6 +1739,14 @@ run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult
 		chan_pids[1] = spawn(rotator_main);
 		chan_pids[2] = spawn(turns_main);
 	}
+}
+
+/* Samples the fleet every 500 ms for opt.duration seconds: worker-1 is killed at 35 %, one joins at 55 %. */
+static void
+fleet_drive(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult *fr)
+{
+	double		start, crash_at, join_at, end_at;
+	int			crashed = 0, joined = 0;
 
 	start = now_ms();
 	fr->start = start;
@@ -1664,8 +1778,12 @@ run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult
 		shm->sample++;
 	}
 	fr->samples = shm->sample;
+}
 
-	/* before stopping: every takeable lease must be held by a live worker */
+/* Before the stop: every takeable lease must be held by a live worker; the fair share; the joiner's leases. */
+static void
+fleet_orphans(PGconn *conn, const char *app, FleetResult *fr)
+{
 	if (opt.public_only)
 	{
 		const char *p1[1] = {app};
@@ -1678,31 +1796,24 @@ run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult
 		fr->orphaned = atol(PQgetvalue(res, 0, 0));
 		fr->fair_floor = (int) (atol(PQgetvalue(res, 0, 1)) / opt.workers);
 		fr->ended = atol(PQgetvalue(res, 0, 2));
-		fr->joined_final = shm->load[fr->samples - 1][fr->joined];
 		PQclear(res);
 	}
 	else
 	{
 		const char *p2[2] = {app, STREAM_NAME};
 
-		fr->orphaned = query_long(conn,
-								  "SELECT count(*) FROM lease.shard_leases l"
-								  " WHERE l.app_name = $1 AND l.stream_name = $2 AND l.checkpoint <> 'SHARD_END'"
-								  "   AND (l.lease_owner IS NULL OR l.lease_expires_at <= clock_timestamp())"
-								  "   AND NOT EXISTS (SELECT 1 FROM lease.shard_leases p"
-								  "                    WHERE p.app_name = l.app_name AND p.stream_name = l.stream_name"
-								  "                      AND p.shard_id = ANY (l.parent_shard_ids)"
-								  "                      AND p.checkpoint <> 'SHARD_END')", 2, p2);
-		fr->fair_floor = (int) (query_long(conn,
-										   "SELECT count(*) FROM lease.shard_leases l"
-										   " WHERE l.app_name = $1 AND l.stream_name = $2 AND l.checkpoint <> 'SHARD_END'"
-										   "   AND NOT EXISTS (SELECT 1 FROM lease.shard_leases p"
-										   "                    WHERE p.app_name = l.app_name AND p.stream_name = l.stream_name"
-										   "                      AND p.shard_id = ANY (l.parent_shard_ids)"
-										   "                      AND p.checkpoint <> 'SHARD_END')", 2, p2) / opt.workers);
-		fr->joined_final = shm->load[fr->samples - 1][fr->joined];
+		fr->orphaned = query_long(conn, "SELECT count(*) FROM " TAKEABLE_LEASES
+								  "   AND (l.lease_owner IS NULL OR l.lease_expires_at <= clock_timestamp())",
+								  2, p2);
+		fr->fair_floor = (int) (query_long(conn, "SELECT count(*) FROM " TAKEABLE_LEASES, 2, p2) / opt.workers);
 	}
+	fr->joined_final = shm->load[fr->samples - 1][fr->joined];
+}
 
+/* Stops the live workers (SIGTERM: they checkpoint and release), then the channel processes. */
+static void
+fleet_stop(const FleetResult *fr, const pid_t *chan_pids)
+{
 	shm->stop_workers = 1;
 	for (int w = 0; w < fr->nworkers; w++)
 	{
@@ -1716,7 +1827,12 @@ run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult
 	for (int i = 0; i < 3; i++)
 		if (chan_pids[i] != 0)
 			waitpid(chan_pids[i], NULL, 0);
+}
 
+/* Adds up the workers' counters. */
+static void
+fleet_totals(FleetResult *fr)
+{
 	for (int w = 0; w < fr->nworkers; w++)
 	{
 		fr->checkpoints += shm->w[w].checkpoints;
@@ -1728,6 +1844,19 @@ run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult
 		fr->closes += shm->w[w].closes;
 		fr->errors += shm->w[w].errors;
 	}
+}
+
+/* Runs one fleet for opt.duration seconds: crash at 35 %, join at 55 %; then walks what it did. */
+static void
+run_fleet(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult *fr)
+{
+	pid_t		chan_pids[3] = {0, 0, 0};
+
+	fleet_start(conn, app, legacy, channels, fr, chan_pids);
+	fleet_drive(conn, app, legacy, channels, fr);
+	fleet_orphans(conn, app, fr);
+	fleet_stop(fr, chan_pids);
+	fleet_totals(fr);
 	analyse(conn, app, fr);
 }
 
@@ -1748,6 +1877,7 @@ typedef struct Ack
 	double		t;
 } Ack;
 
+/* Orders ownership intervals by shard, then start. */
 static int
 cmp_own(const void *a, const void *b)
 {
@@ -1758,6 +1888,7 @@ cmp_own(const void *a, const void *b)
 	return (x->start > y->start) - (x->start < y->start);
 }
 
+/* Orders doubles (qsort). */
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -1779,6 +1910,279 @@ grow(void *arr, long *cap, long n, size_t size)
 	return arr;
 }
 
+/* A growing list of acknowledged positions (checkpoints, or positions read). */
+typedef struct AckList
+{
+	Ack		   *a;
+	long		n;
+	long		cap;
+} AckList;
+
+/* What the histories of every process say, gathered for the checks. */
+typedef struct History
+{
+	const char *files[MAX_WORKERS + 4];	/* the processes, in reading order */
+	char		names[MAX_WORKERS][32];
+	int			nfiles;
+	Own		   *owns;			/* ownership intervals */
+	long		nowns;
+	long		cap_owns;
+	AckList		acks;			/* checkpoints acknowledged */
+	AckList		reads;			/* positions read */
+	int64_t		max_ack[MAX_SHARDS];
+	char		state[64][6];	/* the SQLSTATEs seen ... */
+	long		count[64];		/* ... and how often */
+	int			ns;
+	long		errors;
+	long		handoffs;
+	long		unbound;
+	int			violations;		/* missing files, partitions without progress, no handoff */
+} History;
+
+/* One process's open ownership interval of a shard, while its history is read. */
+typedef struct OpenOwn
+{
+	int			open;
+	int64_t		epoch;
+	double		since;
+	double		deadline;
+} OpenOwn;
+
+/* Records an ownership interval of shard s by process w. */
+static void
+history_add_own(History *h, int s, int w, int64_t epoch, double start, double end)
+{
+	h->owns = grow(h->owns, &h->cap_owns, h->nowns, sizeof(Own));
+	h->owns[h->nowns++] = (Own) {s, w, epoch, start, end};
+}
+
+/* Records an acknowledged position v of shard s at time t. */
+static void
+ack_push(AckList *l, int s, int64_t v, double t)
+{
+	l->a = grow(l->a, &l->cap, l->n, sizeof(Ack));
+	l->a[l->n++] = (Ack) {s, v, t};
+}
+
+/* Counts one error by its SQLSTATE (the first 64 SQLSTATEs are told apart). */
+static void
+history_add_error(History *h, const char *st)
+{
+	int			i;
+
+	h->errors++;
+	for (i = 0; i < h->ns; i++)
+		if (strcmp(h->state[i], st) == 0)
+			break;
+	if (i == h->ns && h->ns < 64)
+	{
+		memcpy(h->state[h->ns], st, 6);
+		h->count[h->ns++] = 0;
+	}
+	if (i < h->ns)
+		h->count[i]++;
+}
+
+/* The processes whose histories are read: the workers, the rotators, the turns, main. */
+static void
+history_files(History *h, const FleetResult *fr)
+{
+	for (int w = 0; w < fr->nworkers; w++)
+	{
+		snprintf(h->names[w], sizeof(h->names[w]), "worker-%d", w + 1);
+		h->files[h->nfiles++] = h->names[w];
+	}
+	h->files[h->nfiles++] = "rotator-1";
+	h->files[h->nfiles++] = "rotator-2";
+	h->files[h->nfiles++] = "turns";
+	h->files[h->nfiles++] = "main";
+}
+
+/* Takes in one line of process k's history; iv is its open interval per shard. */
+static void
+history_line(History *h, int k, OpenOwn *iv, const char *line)
+{
+	int			s;
+	int64_t		e, v;
+	double		t1, t2;
+	char		how[16], st[6], why[16], yn[8];
+
+	if (sscanf(line, "%15s %d %" SCNd64 " %lf %lf", how, &s, &e, &t1, &t2) == 5 &&
+		(strcmp(how, "take") == 0 || strcmp(how, "adopt") == 0) && s >= 0 && s < nshards)
+	{
+		if (iv[s].open)
+			history_add_own(h, s, k, iv[s].epoch, iv[s].since, iv[s].deadline);
+		iv[s] = (OpenOwn) {1, e, t1, t2};
+	}
+	else if (sscanf(line, "renew %d %" SCNd64 " %lf", &s, &e, &t1) == 3 && s >= 0 && s < nshards)
+	{
+		if (iv[s].open && iv[s].epoch == e && t1 > iv[s].deadline)
+			iv[s].deadline = t1;
+	}
+	else if (sscanf(line, "drop %d %" SCNd64 " %lf %15s", &s, &e, &t1, why) == 4 && s >= 0 && s < nshards)
+	{
+		if (iv[s].open && iv[s].epoch == e)
+		{
+			history_add_own(h, s, k, e, iv[s].since, t1 < iv[s].deadline ? t1 : iv[s].deadline);
+			iv[s].open = 0;
+		}
+		if (strcmp(why, "handoff") == 0)
+			h->handoffs++;
+	}
+	else if (sscanf(line, "ack %d %" SCNd64 " %" SCNd64 " %lf", &s, &v, &e, &t1) == 4 && s >= 0 && s < nshards)
+	{
+		if (v > h->max_ack[s])
+			h->max_ack[s] = v;
+		ack_push(&h->acks, s, v, t1);
+	}
+	else if (sscanf(line, "read %d %" SCNd64 " %" SCNd64 " %lf", &s, &v, &e, &t1) == 4 && s >= 0 && s < nshards)
+		ack_push(&h->reads, s, v, t1);
+	else if (sscanf(line, "error %lf %5s", &t1, st) == 2)
+		history_add_error(h, st);
+	else if (sscanf(line, "bound %*s %*s %7s", yn) == 1 && strcmp(yn, "no") == 0)
+		h->unbound++;
+}
+
+/* Reads process k's history; a missing one is a violation. */
+static void
+history_read(History *h, int k)
+{
+	char		path[1024], line[512];
+	FILE	   *f;
+	OpenOwn		iv[MAX_SHARDS];
+
+	memset(iv, 0, sizeof(iv));
+	snprintf(path, sizeof(path), "%s/%s.log", opt.history, h->files[k]);
+	f = fopen(path, "r");
+	if (f == NULL)
+	{
+		printf("pg_lease_demo: %s missing\n", path);
+		h->violations++;
+		return;
+	}
+	while (fgets(line, sizeof(line), f))
+		history_line(h, k, iv, line);
+	fclose(f);
+	/* a worker killed without a stop owned its leases up to its last local deadline */
+	for (int s = 0; s < nshards; s++)
+		if (iv[s].open)
+			history_add_own(h, s, k, iv[s].epoch, iv[s].since, iv[s].deadline);
+}
+
+/* Lost: a final checkpoint (through lease.lease_status) below an acknowledged one. */
+static long
+history_lost_final(PGconn *conn, const char *app, const History *h)
+{
+	long		lost = 0;
+
+	for (int s = 0; s < nshards; s++)
+	{
+		PGresult   *res = final_checkpoint(conn, app, s);
+		const char *ck = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
+
+		if (strcmp(ck, "SHARD_END") != 0 && strtoll(ck, NULL, 10) < h->max_ack[s])
+		{
+			printf("pg_lease_demo: LOST: %s/%s final checkpoint '%s' below acknowledged %" PRId64 "\n",
+				   stream_of(s), shard_defs[s].id, ck, h->max_ack[s]);
+			lost++;
+		}
+		PQclear(res);
+	}
+	return lost;
+}
+
+/*
+ * Lost and hidden by a later owner writing on top: a position read (sent)
+ * after an acknowledgement came back lower than it.
+ */
+static long
+history_lost_read(const History *h)
+{
+	const AckList *acks = &h->acks, *reads = &h->reads;
+	long		lost = 0;
+
+	for (long i = 0; i < reads->n; i++)
+		for (long j = 0; j < acks->n; j++)
+			if (acks->a[j].s == reads->a[i].s && acks->a[j].t < reads->a[i].t && acks->a[j].v > reads->a[i].v)
+			{
+				printf("pg_lease_demo: LOST: %s/%s acknowledged %" PRId64 ", read %" PRId64 " later\n",
+					   stream_of(reads->a[i].s), shard_defs[reads->a[i].s].id, acks->a[j].v, reads->a[i].v);
+				lost++;
+				break;
+			}
+	return lost;
+}
+
+/* Two owners at once: intervals of one shard by two processes that overlap. */
+static long
+history_double_owners(History *h, const FleetResult *fr)
+{
+	const Own  *o = h->owns;
+	long		double_owners = 0;
+
+	qsort(h->owns, (size_t) h->nowns, sizeof(Own), cmp_own);
+	for (long i = 0; i < h->nowns; i++)
+		for (long j = i + 1; j < h->nowns && o[j].s == o[i].s; j++)
+			if (o[j].start < o[i].end && o[j].w != o[i].w)
+			{
+				printf("pg_lease_demo: DOUBLE OWNER: %s/%s %s (epoch %" PRId64 ", %.0f..%.0f ms) and %s (epoch %" PRId64 ", from %.0f ms)\n",
+					   stream_of(o[i].s), shard_defs[o[i].s].id, h->files[o[i].w], o[i].epoch,
+					   o[i].start - fr->start, o[i].end - fr->start,
+					   h->files[o[j].w], o[j].epoch, o[j].start - fr->start);
+				double_owners++;
+			}
+	return double_owners;
+}
+
+/* The longest gap between acknowledged checkpoints of each partition; one without progress is a violation. */
+static void
+history_write_gaps(History *h, const FleetResult *fr)
+{
+	double		end = fr->start + opt.duration * 1000.0;
+
+	for (int st = 0; st < nstreams; st++)
+	{
+		double	   *t = malloc(sizeof(double) * (size_t) (h->acks.n + 2));
+		long		n = 0;
+		double		gap = 0;
+
+		if (t == NULL)
+			die("out of memory");
+		/* the run's start and end count too: a partition that stops is a gap */
+		t[n++] = fr->start;
+		t[n++] = end;
+		for (long j = 0; j < h->acks.n; j++)
+			if (shard_defs[h->acks.a[j].s].stream == st && h->acks.a[j].t <= end)
+				t[n++] = h->acks.a[j].t;
+		qsort(t, (size_t) n, sizeof(double), cmp_double);
+		for (long i = 1; i < n; i++)
+			if (t[i] - t[i - 1] > gap)
+				gap = t[i] - t[i - 1];
+		printf("partition %d (%s): %ld acknowledged checkpoints, longest write gap %.2f s\n",
+			   st, stream_names[st], n - 2, gap / 1000.0);
+		if (n - 2 <= 2)
+		{
+			printf("pg_lease_demo: partition %d made no progress\n", st);
+			h->violations++;
+		}
+		free(t);
+	}
+}
+
+/* The errors the clients met, by SQLSTATE. */
+static void
+history_print_errors(const History *h)
+{
+	printf("errors by SQLSTATE (what the clients did: reconnected when the connection broke,"
+		   " repeated an unanswered fenced checkpoint, re-read positions, looked a channel up"
+		   " after an unanswered rotation, retried):");
+	if (h->ns == 0)
+		printf(" none");
+	for (int i = 0; i < h->ns; i++)
+		printf(" %s=%ld", h->state[i], h->count[i]);
+	printf("\n");
+}
+
 /*
  * Reads every process's history and checks it against the final state read
  * through lease.lease_status: an acknowledged checkpoint lost (the final
@@ -1792,221 +2196,38 @@ grow(void *arr, long *cap, long n, size_t size)
 static int
 check_history(PGconn *conn, const char *app, const FleetResult *fr)
 {
-	Own		   *owns = NULL;
-	Ack		   *acks = NULL, *reads = NULL;
-	long		nowns = 0, cap_owns = 0, nacks = 0, cap_acks = 0, nreads = 0, cap_reads = 0;
-	int64_t		max_ack[MAX_SHARDS] = {0};
-	char		state[64][6];
-	long		count[64];
-	int			ns = 0;
-	long		lost = 0, double_owners = 0, handoffs = 0, unbound = 0, errors = 0;
-	int			violations = 0;
-	const char *files[MAX_WORKERS + 4];
-	char		names[MAX_WORKERS][32];
-	int			nfiles = 0;
+	History    *h = calloc(1, sizeof(History));
+	long		lost, double_owners;
+	int			violations;
 
-	for (int w = 0; w < fr->nworkers; w++)
-	{
-		snprintf(names[w], sizeof(names[w]), "worker-%d", w + 1);
-		files[nfiles++] = names[w];
-	}
-	files[nfiles++] = "rotator-1";
-	files[nfiles++] = "rotator-2";
-	files[nfiles++] = "turns";
-	files[nfiles++] = "main";
-
-	for (int k = 0; k < nfiles; k++)
-	{
-		char		path[1024], line[512];
-		FILE	   *f;
-		/* this worker's open interval per shard */
-		struct
-		{
-			int			open;
-			int64_t		epoch;
-			double		since, deadline;
-		}			iv[MAX_SHARDS];
-
-		memset(iv, 0, sizeof(iv));
-		snprintf(path, sizeof(path), "%s/%s.log", opt.history, files[k]);
-		f = fopen(path, "r");
-		if (f == NULL)
-		{
-			printf("pg_lease_demo: %s missing\n", path);
-			violations++;
-			continue;
-		}
-		while (fgets(line, sizeof(line), f))
-		{
-			int			s;
-			int64_t		e, v;
-			double		t1, t2;
-			char		how[16], st[6], why[16], yn[8];
-
-			if (sscanf(line, "%15s %d %" SCNd64 " %lf %lf", how, &s, &e, &t1, &t2) == 5 &&
-				(strcmp(how, "take") == 0 || strcmp(how, "adopt") == 0) && s >= 0 && s < nshards)
-			{
-				if (iv[s].open)
-				{
-					owns = grow(owns, &cap_owns, nowns, sizeof(Own));
-					owns[nowns++] = (Own) {s, k, iv[s].epoch, iv[s].since, iv[s].deadline};
-				}
-				iv[s].open = 1;
-				iv[s].epoch = e;
-				iv[s].since = t1;
-				iv[s].deadline = t2;
-			}
-			else if (sscanf(line, "renew %d %" SCNd64 " %lf", &s, &e, &t1) == 3 && s >= 0 && s < nshards)
-			{
-				if (iv[s].open && iv[s].epoch == e && t1 > iv[s].deadline)
-					iv[s].deadline = t1;
-			}
-			else if (sscanf(line, "drop %d %" SCNd64 " %lf %15s", &s, &e, &t1, why) == 4 && s >= 0 && s < nshards)
-			{
-				if (iv[s].open && iv[s].epoch == e)
-				{
-					owns = grow(owns, &cap_owns, nowns, sizeof(Own));
-					owns[nowns++] = (Own) {s, k, e, iv[s].since, t1 < iv[s].deadline ? t1 : iv[s].deadline};
-					iv[s].open = 0;
-				}
-				if (strcmp(why, "handoff") == 0)
-					handoffs++;
-			}
-			else if (sscanf(line, "ack %d %" SCNd64 " %" SCNd64 " %lf", &s, &v, &e, &t1) == 4 && s >= 0 && s < nshards)
-			{
-				if (v > max_ack[s])
-					max_ack[s] = v;
-				acks = grow(acks, &cap_acks, nacks, sizeof(Ack));
-				acks[nacks++] = (Ack) {s, v, t1};
-			}
-			else if (sscanf(line, "read %d %" SCNd64 " %" SCNd64 " %lf", &s, &v, &e, &t1) == 4 && s >= 0 && s < nshards)
-			{
-				reads = grow(reads, &cap_reads, nreads, sizeof(Ack));
-				reads[nreads++] = (Ack) {s, v, t1};
-			}
-			else if (sscanf(line, "error %lf %5s", &t1, st) == 2)
-			{
-				int			i;
-
-				errors++;
-				for (i = 0; i < ns; i++)
-					if (strcmp(state[i], st) == 0)
-						break;
-				if (i == ns && ns < 64)
-				{
-					memcpy(state[ns], st, 6);
-					count[ns++] = 0;
-				}
-				if (i < ns)
-					count[i]++;
-			}
-			else if (sscanf(line, "bound %*s %*s %7s", yn) == 1 && strcmp(yn, "no") == 0)
-				unbound++;
-		}
-		fclose(f);
-		/* a worker killed without a stop owned its leases up to its last local deadline */
-		for (int s = 0; s < nshards; s++)
-			if (iv[s].open)
-			{
-				owns = grow(owns, &cap_owns, nowns, sizeof(Own));
-				owns[nowns++] = (Own) {s, k, iv[s].epoch, iv[s].since, iv[s].deadline};
-			}
-	}
-
-	/* lost: the final state, through lease.lease_status */
-	for (int s = 0; s < nshards; s++)
-	{
-		const char *p3[3] = {app, stream_of(s), shard_defs[s].id};
-		PGresult   *res = must_repeat(conn, "SELECT checkpoint FROM lease.lease_status"
-									  " WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3", 3, p3);
-		const char *ck = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
-
-		if (strcmp(ck, "SHARD_END") != 0 && strtoll(ck, NULL, 10) < max_ack[s])
-		{
-			printf("pg_lease_demo: LOST: %s/%s final checkpoint '%s' below acknowledged %" PRId64 "\n",
-				   stream_of(s), shard_defs[s].id, ck, max_ack[s]);
-			lost++;
-		}
-		PQclear(res);
-	}
-
-	/*
-	 * Lost and hidden by a later owner writing on top: a position read
-	 * (sent) after an acknowledgement came back lower than it.
-	 */
-	for (long i = 0; i < nreads; i++)
-		for (long j = 0; j < nacks; j++)
-			if (acks[j].s == reads[i].s && acks[j].t < reads[i].t && acks[j].v > reads[i].v)
-			{
-				printf("pg_lease_demo: LOST: %s/%s acknowledged %" PRId64 ", read %" PRId64 " later\n",
-					   stream_of(reads[i].s), shard_defs[reads[i].s].id, acks[j].v, reads[i].v);
-				lost++;
-				break;
-			}
-
-	/* two owners at once */
-	qsort(owns, (size_t) nowns, sizeof(Own), cmp_own);
-	for (long i = 0; i < nowns; i++)
-		for (long j = i + 1; j < nowns && owns[j].s == owns[i].s; j++)
-			if (owns[j].start < owns[i].end && owns[j].w != owns[i].w)
-			{
-				printf("pg_lease_demo: DOUBLE OWNER: %s/%s %s (epoch %" PRId64 ", %.0f..%.0f ms) and %s (epoch %" PRId64 ", from %.0f ms)\n",
-					   stream_of(owns[i].s), shard_defs[owns[i].s].id, files[owns[i].w], owns[i].epoch,
-					   owns[i].start - fr->start, owns[i].end - fr->start,
-					   files[owns[j].w], owns[j].epoch, owns[j].start - fr->start);
-				double_owners++;
-			}
+	if (h == NULL)
+		die("out of memory");
+	history_files(h, fr);
+	for (int k = 0; k < h->nfiles; k++)
+		history_read(h, k);
+	lost = history_lost_final(conn, app, h);
+	lost += history_lost_read(h);
+	double_owners = history_double_owners(h, fr);
 
 	printf("\n-- history (%s): %ld acknowledged checkpoints, %ld ownership intervals, %ld errors\n",
-		   opt.history, nacks, nowns, errors);
-	for (int st = 0; st < nstreams; st++)
-	{
-		double	   *t = malloc(sizeof(double) * (size_t) (nacks + 2));
-		long		n = 0;
-		double		gap = 0;
-
-		if (t == NULL)
-			die("out of memory");
-		/* the run's start and end count too: a partition that stops is a gap */
-		t[n++] = fr->start;
-		t[n++] = fr->start + opt.duration * 1000.0;
-		for (long j = 0; j < nacks; j++)
-			if (shard_defs[acks[j].s].stream == st && acks[j].t <= fr->start + opt.duration * 1000.0)
-				t[n++] = acks[j].t;
-		qsort(t, (size_t) n, sizeof(double), cmp_double);
-		for (long i = 1; i < n; i++)
-			if (t[i] - t[i - 1] > gap)
-				gap = t[i] - t[i - 1];
-		printf("partition %d (%s): %ld acknowledged checkpoints, longest write gap %.2f s\n",
-			   st, stream_names[st], n - 2, gap / 1000.0);
-		if (n - 2 <= 2)
-		{
-			printf("pg_lease_demo: partition %d made no progress\n", st);
-			violations++;
-		}
-		free(t);
-	}
-	printf("errors by SQLSTATE (what the clients did: reconnected when the connection broke,"
-		   " repeated an unanswered fenced checkpoint, re-read positions, looked a channel up"
-		   " after an unanswered rotation, retried):");
-	if (ns == 0)
-		printf(" none");
-	for (int i = 0; i < ns; i++)
-		printf(" %s=%ld", state[i], count[i]);
-	printf("\n");
+		   opt.history, h->acks.n, h->nowns, h->errors);
+	history_write_gaps(h, fr);
+	history_print_errors(h);
 	printf("acknowledged checkpoints lost: %ld\n", lost);
 	printf("double owners: %ld\n", double_owners);
-	printf("leases handed over on request (take_leases asks, release_lease transfers): %ld\n", handoffs);
-	printf("channels left unbound: %ld\n", unbound);
-	if (handoffs == 0)
+	printf("leases handed over on request (take_leases asks, release_lease transfers): %ld\n", h->handoffs);
+	printf("channels left unbound: %ld\n", h->unbound);
+	if (h->handoffs == 0)
 	{
 		printf("pg_lease_demo: no lease was handed over: the handoffs were not exercised\n");
-		violations++;
+		h->violations++;
 	}
-	free(owns);
-	free(acks);
-	free(reads);
-	return violations + (int) (lost + double_owners + unbound);
+	violations = h->violations + (int) (lost + double_owners + h->unbound);
+	free(h->owns);
+	free(h->acks.a);
+	free(h->reads.a);
+	free(h);
+	return violations;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -2014,6 +2235,7 @@ check_history(PGconn *conn, const char *app, const FleetResult *fr)
 
 static int	failures;
 
+/* Counts a broken invariant and prints it. */
 static void
 check(bool ok, const char *what)
 {
@@ -2049,6 +2271,7 @@ print_timeline(const FleetResult *fr)
 	}
 }
 
+/* The stream section of the report for one fleet. */
 static void
 print_stream(const FleetResult *fr, bool pg_lease)
 {
@@ -2084,6 +2307,7 @@ print_stream(const FleetResult *fr, bool pg_lease)
 		   fr->joined + 1, fr->joined_final, fr->fair_floor);
 }
 
+/* The stream invariants for one fleet. */
 static void
 check_stream(const FleetResult *fr)
 {
@@ -2114,29 +2338,45 @@ check_stream(const FleetResult *fr)
 	check(fr->joined_final > 0, "the joining worker got no leases");
 }
 
-static void
-print_channels(PGconn *conn, const ChannelStats *ch)
+/* The channels' final state, as the report reads it. */
+typedef struct ChannelState
 {
-	char		users[128];
-	const char *p1[1] = {users};
-	long		unbound, twice, dead, open_failures;
+	long		unbound;		/* channels bound to nothing */
+	long		twice;			/* channels bound twice in one scope */
+	long		dead;			/* bindings held by ended conversations */
+	long		open_failures;	/* unresolved compensation failures */
+} ChannelState;
 
-	snprintf(users, sizeof(users), "{%s,%s}", tenant_user[0], tenant_user[1]);
-	unbound = 0;
+/* Counts the channels left unbound (and records each in the history). */
+static long
+count_unbound(PGconn *conn)
+{
+	long		unbound = 0;
+
 	for (int t = 0; t < NTENANTS; t++)
 		for (int c = 0; c < opt.channels; c++)
 		{
 			char		chan[16];
-
-			long long	bound = -1;
+			long long	bound;
 
 			channel_name(c, chan, sizeof(chan));
-			for (int i = 0; i < 100 && bound < 0; i++)
-				bound = find_binding(conn, t, chan);
+			bound = find_binding_answered(conn, t, chan);
 			if (bound <= 0)
 				unbound++;
 			hist_printf("bound %s %s %s\n", tenant_user[t], chan, bound > 0 ? "yes" : "no");
 		}
+	return unbound;
+}
+
+/* Reads the channels' final state. */
+static void
+read_channel_state(PGconn *conn, ChannelState *cs)
+{
+	char		users[128];
+	const char *p1[1] = {users};
+
+	snprintf(users, sizeof(users), "{%s,%s}", tenant_user[0], tenant_user[1]);
+	cs->unbound = count_unbound(conn);
 	if (opt.public_only)
 	{
 		/*
@@ -2148,23 +2388,26 @@ print_channels(PGconn *conn, const ChannelStats *ch)
 		PGresult   *res = must_repeat(conn, "SELECT COALESCE(sum(unresolved), 0)"
 									  "  FROM lease.monitoring_compensation_failures()", 0, NULL);
 
-		open_failures = atol(PQgetvalue(res, 0, 0));
+		cs->open_failures = atol(PQgetvalue(res, 0, 0));
 		PQclear(res);
-		twice = dead = 0;
+		cs->twice = cs->dead = 0;
+		return;
 	}
-	else
-	{
-		twice = query_long(conn, "SELECT count(*) FROM (SELECT 1 FROM lease.conversations"
+	cs->twice = query_long(conn, "SELECT count(*) FROM (SELECT 1 FROM lease.conversations"
 						   " WHERE user_id = ANY ($1::text[]) AND channel_id IS NOT NULL"
 						   " GROUP BY user_id, agent_id, vault_id, environment_id, channel_id"
 						   " HAVING count(*) > 1) x", 1, p1);
-		dead = query_long(conn, "SELECT count(*) FROM lease.conversations WHERE user_id = ANY ($1::text[])"
+	cs->dead = query_long(conn, "SELECT count(*) FROM lease.conversations WHERE user_id = ANY ($1::text[])"
 						  " AND channel_id IS NOT NULL AND status NOT IN ('pending', 'running', 'idle')", 1, p1);
-		open_failures = query_long(conn, "SELECT count(*) FROM lease.compensation_failures f"
+	cs->open_failures = query_long(conn, "SELECT count(*) FROM lease.compensation_failures f"
 								   " JOIN lease.conversations c ON c.id = f.failed_conversation_id"
 								   " WHERE c.user_id = ANY ($1::text[]) AND f.resolved_at IS NULL", 1, p1);
-	}
+}
 
+/* The channels section of the report. */
+static void
+print_channel_report(const ChannelStats *ch, const ChannelState *cs)
+{
 	if (opt.public_only)
 		printf("\n-- channels (%d tenants x %d channels, lease.default_sandbox_limit)\n",
 			   NTENANTS, opt.channels);
@@ -2179,7 +2422,7 @@ print_channels(PGconn *conn, const ChannelStats *ch)
 		   ch->restores[0], ch->restores[1], ch->restores[2], ch->restores[3], ch->retried);
 	printf("  turns admitted %ld (refused %ld: conversation ended or failed meanwhile)\n",
 		   ch->turns, ch->turn_errors);
-	printf("  channels left unbound              %ld   (must be 0)\n", unbound);
+	printf("  channels left unbound              %ld   (must be 0)\n", cs->unbound);
 	printf("  channels seen unbound mid-run      %ld   (must be 0)\n", ch->unbound_seen);
 	if (opt.public_only)
 	{
@@ -2189,21 +2432,37 @@ print_channels(PGconn *conn, const ChannelStats *ch)
 	}
 	else
 	{
-		printf("  channels bound twice in one scope  %ld   (must be 0)\n", twice);
-		printf("  bindings held by ended conversations %ld (must be 0)\n", dead);
+		printf("  channels bound twice in one scope  %ld   (must be 0)\n", cs->twice);
+		printf("  bindings held by ended conversations %ld (must be 0)\n", cs->dead);
 	}
-	printf("  unresolved compensation failures   %ld   (must be 0)\n", open_failures);
+	printf("  unresolved compensation failures   %ld   (must be 0)\n", cs->open_failures);
 	if (!opt.public_only)
 		printf("  quota exceeded                     %ld times in %ld samples (must be 0); peak active %ld / %ld\n",
 			   ch->quota_exceeded, ch->quota_samples, ch->max_active[0], ch->max_active[1]);
+}
 
-	check(unbound == 0 && ch->unbound_seen == 0, "a channel was left bound to nothing");
-	check(twice == 0, "a channel was bound twice in one scope");
-	check(dead == 0, "a channel is bound to an ended conversation");
-	check(open_failures == 0, "a failed compensation was not drained");
+/* The channel invariants. */
+static void
+check_channels(const ChannelStats *ch, const ChannelState *cs)
+{
+	check(cs->unbound == 0 && ch->unbound_seen == 0, "a channel was left bound to nothing");
+	check(cs->twice == 0, "a channel was bound twice in one scope");
+	check(cs->dead == 0, "a channel is bound to an ended conversation");
+	check(cs->open_failures == 0, "a failed compensation was not drained");
 	check(ch->quota_exceeded == 0, "a tenant exceeded its sandbox limit");
 	check(ch->rotations[5] == 0 && ch->restores[3] == 0, "a rotation or restore raised an error");
 	check(ch->rotations[0] > 0, "no rotation succeeded");
+}
+
+/* Reads, prints and checks the channels' final state. */
+static void
+print_channels(PGconn *conn, const ChannelStats *ch)
+{
+	ChannelState cs;
+
+	read_channel_state(conn, &cs);
+	print_channel_report(ch, &cs);
+	check_channels(ch, &cs);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -2260,6 +2519,7 @@ setup_public_names(PGconn *conn, char *app, size_t len)
 	}
 }
 
+/* Prints the options. */
 static void
 usage(void)
 {
@@ -2284,6 +2544,7 @@ usage(void)
 		   opt.partitions);
 }
 
+/* Reads and validates the options (exits 2 on a bad one). */
 static void
 parse_args(int argc, char **argv)
 {
@@ -2348,6 +2609,7 @@ parse_args(int argc, char **argv)
 		die("--channels must be between 1 and %d", MAX_CHANNELS);
 }
 
+/* Runs the fleet (and the legacy one), then the report; the exit status is the verdict. */
 int
 main(int argc, char **argv)
 {

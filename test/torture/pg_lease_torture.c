@@ -439,6 +439,13 @@ shard_name(int i, char *buf, size_t len)
 	snprintf(buf, len, "s%02d", i);
 }
 
+/* The owner name of client `client` ("w07"). */
+static void
+owner_name(int client, char *buf, size_t len)
+{
+	snprintf(buf, len, "w%02d", client);
+}
+
 /* Fills the first four arguments of a lease call: app, stream, shard, owner. */
 static void
 lease_key(Client *cl, int s, char *shard, const char **p)
@@ -936,7 +943,7 @@ op_lease_bool(Client *cl, int which)
 		r = q(&cl->c, "SELECT lease.release_lease($1, $2, $3, $4)", 4, p);
 	else
 	{
-		snprintf(other, sizeof(other), "w%02d", rnd(&cl->rng, opt_clients));
+		owner_name(rnd(&cl->rng, opt_clients), other, sizeof(other));
 		p[3] = other;
 		r = q(&cl->c, "SELECT lease.request_handoff($1, $2, $3, $4)", 4, p);
 	}
@@ -1081,9 +1088,12 @@ find_channel(Client *cl, const char *user, const char *agent, const char *channe
 	return r;
 }
 
-/* Whether an unresolved compensation row still exists for a pair. */
-static bool
-pair_unresolved(Client *cl, FailedPair *fp)
+/*
+ * Counts the compensation_failures rows of a pair (with `unresolved`, the
+ * unresolved ones only); the count stays in c->res.
+ */
+static Res
+pair_rows(Conn *c, const FailedPair *fp, bool unresolved)
 {
 	char		a[24],
 				b[24];
@@ -1091,9 +1101,18 @@ pair_unresolved(Client *cl, FailedPair *fp)
 
 	snprintf(a, sizeof(a), "%lld", fp->prev);
 	snprintf(b, sizeof(b), "%lld", fp->failed);
-	if (q(&cl->c, "SELECT count(*) FROM lease.compensation_failures"
-		  " WHERE previous_conversation_id = $1 AND failed_conversation_id = $2"
-		  "   AND resolved_at IS NULL", 2, p) != RES_OK)
+	return q(c, unresolved
+			 ? "SELECT count(*) FROM lease.compensation_failures"
+			 " WHERE previous_conversation_id = $1 AND failed_conversation_id = $2 AND resolved_at IS NULL"
+			 : "SELECT count(*) FROM lease.compensation_failures"
+			 " WHERE previous_conversation_id = $1 AND failed_conversation_id = $2", 2, p);
+}
+
+/* Whether an unresolved compensation row still exists for a pair. */
+static bool
+pair_unresolved(Client *cl, FailedPair *fp)
+{
+	if (pair_rows(&cl->c, fp, true) != RES_OK)
 		return true;
 	return atoi(val(&cl->c, 0, 0)) > 0;
 }
@@ -1938,42 +1957,40 @@ cmp_range(const void *a, const void *b)
 	return (x->hi > y->hi) - (x->hi < y->hi);
 }
 
-/* Checkpoints against ownership history; and no overlapping ranges. */
-static void
-check_checkpoints(Conn *c)
+/* The owner lease_events name for (shard, epoch), NULL when no event gained it. */
+static const char *
+epoch_owner(const EpochOwners *eo, int shard, long long epoch)
 {
-	EpochOwners eo[NSHARDS];
-	CkptAck    *acks;
-	size_t		n,
-				i,
-				j;
-	int			bad = 0,
-				overlaps = 0;
+	return (epoch >= 0 && epoch < eo[shard].n) ? eo[shard].owner[epoch] : NULL;
+}
 
-	/*
-	 * The acknowledgements first, the history after: an acknowledged
-	 * checkpoint's epoch was gained by a take that committed before it, so
-	 * the later snapshot of lease_events contains it.  (The other way round,
-	 * a take committing between the two reads looks like a missing event.)
-	 */
+/* A copy of what the clients recorded in v so far, taken under the mutex; *n records (free it). */
+static void *
+vec_snapshot(Vec *v, size_t *n)
+{
+	void	   *copy;
+
 	pthread_mutex_lock(&mu);
-	n = ckpt_acks.n;
-	acks = malloc((n + 1) * sizeof(CkptAck));
-	memcpy(acks, ckpt_acks.data, n * sizeof(CkptAck));
+	*n = v->n;
+	copy = malloc((v->n + 1) * v->size);
+	memcpy(copy, v->data, v->n * v->size);
 	pthread_mutex_unlock(&mu);
-	memset(eo, 0, sizeof(eo));
-	if (!load_events(c, eo))
+	return copy;
+}
+
+/* Every acknowledged checkpoint was written under an epoch its client gained (lease_events). */
+static void
+check_ckpt_owners(const CkptAck *acks, size_t n, const EpochOwners *eo)
+{
+	int			bad = 0;
+
+	for (size_t i = 0; i < n; i++)
 	{
-		free(acks);
-		return;
-	}
-	for (i = 0; i < n; i++)
-	{
-		CkptAck    *a = &acks[i];
-		const char *who = (a->epoch >= 0 && a->epoch < eo[a->shard].n) ? eo[a->shard].owner[a->epoch] : NULL;
+		const CkptAck *a = &acks[i];
+		const char *who = epoch_owner(eo, a->shard, a->epoch);
 		char		me[16];
 
-		snprintf(me, sizeof(me), "w%02d", a->client);
+		owner_name(a->client, me, sizeof(me));
 		if (who == NULL || strcmp(who, me) != 0)
 		{
 			if (bad++ < 5)
@@ -1983,11 +2000,20 @@ check_checkpoints(Conn *c)
 		}
 	}
 	checked(INV_CKPT_OWNER, bad == 0);
-	/*
-	 * Ranges: within a shard, ranges of two different epochs must not
-	 * overlap.  Sorted by (shard, lo, hi), a range overlaps an earlier one
-	 * exactly when it starts below the largest end seen so far.
-	 */
+}
+
+/*
+ * Ranges: within a shard, ranges of two different epochs must not overlap.
+ * Sorted by (shard, lo, hi), a range overlaps an earlier one exactly when it
+ * starts below the largest end seen so far.
+ */
+static void
+check_ckpt_ranges(CkptAck *acks, size_t n)
+{
+	size_t		i,
+				j;
+	int			overlaps = 0;
+
 	qsort(acks, n, sizeof(CkptAck), cmp_range);
 	for (i = 0; i < n; i = j)
 	{
@@ -2010,29 +2036,45 @@ check_checkpoints(Conn *c)
 		}
 	}
 	checked(INV_RANGES, overlaps == 0);
+}
+
+/* Checkpoints against ownership history; and no overlapping ranges. */
+static void
+check_checkpoints(Conn *c)
+{
+	EpochOwners eo[NSHARDS];
+	CkptAck    *acks;
+	size_t		n;
+
+	/*
+	 * The acknowledgements first, the history after: an acknowledged
+	 * checkpoint's epoch was gained by a take that committed before it, so
+	 * the later snapshot of lease_events contains it.  (The other way round,
+	 * a take committing between the two reads looks like a missing event.)
+	 */
+	acks = vec_snapshot(&ckpt_acks, &n);
+	memset(eo, 0, sizeof(eo));
+	if (!load_events(c, eo))
+	{
+		free(acks);
+		return;
+	}
+	check_ckpt_owners(acks, n, eo);
+	check_ckpt_ranges(acks, n);
 	free(acks);
 	free_events(eo);
 }
 
-/* Bindings, shared channels, quotas, compensation rows: one sample. */
-static void
-check_tables(Conn *c)
+/*
+ * The taker's bookkeeping against a recount, in one snapshot (the
+ * statements that change leases change it too): per worker, its leases
+ * counted exactly and no lease expiring before its bound; every stream with
+ * its takeable row; a cached takeable count not marked stale equal to the
+ * leases neither ended nor blocked.  False when the query failed.
+ */
+static bool
+check_taker_state(Conn *c)
 {
-	char		cap[16],
-				deflimit[16];
-	const char *p[2] = {cap, deflimit};
-	size_t		i,
-				n;
-	FailedPair *fps;
-	int			missing = 0;
-
-	/*
-	 * The taker's bookkeeping against a recount, in one snapshot (the
-	 * statements that change leases change it too): per worker, its leases
-	 * counted exactly and no lease expiring before its bound; every stream
-	 * with its takeable row; a cached takeable count not marked stale equal
-	 * to the leases neither ended nor blocked.
-	 */
 	if (q(c, "SELECT 'worker ' || coalesce(r.worker, w.worker) || ': holds ' || coalesce(r.n, 0)"
 		  "       || ', counted ' || coalesce(w.leases, 0)"
 		  "  FROM (SELECT app_name, stream_name, lease_owner AS worker, count(*) AS n,"
@@ -2060,25 +2102,37 @@ check_tables(Conn *c)
 		  "   AND NOT EXISTS (SELECT 1 FROM lease.lineage_changes g"
 		  "                    WHERE g.app_name = t.app_name AND g.stream_name = t.stream_name)",
 		  0, NULL) != RES_OK)
-		return;
+		return false;
 	checked(INV_TAKER_STATE, PQntuples(c->res) == 0);
-	for (i = 0; i < (size_t) PQntuples(c->res); i++)
-		violation("taker bookkeeping: %s", val(c, (int) i, 0));
+	for (int i = 0; i < PQntuples(c->res); i++)
+		violation("taker bookkeeping: %s", val(c, i, 0));
+	return true;
+}
 
+/* No channel bound twice in one scope, none bound to a dead conversation; false when the query failed. */
+static bool
+check_bindings(Conn *c)
+{
 	if (q(c, "SELECT (SELECT count(*) FROM (SELECT 1 FROM lease.conversations WHERE channel_id IS NOT NULL"
 		  "          GROUP BY user_id, agent_id, vault_id, environment_id, channel_id HAVING count(*) > 1) d),"
 		  "       (SELECT count(*) FROM lease.conversations WHERE channel_id IS NOT NULL"
 		  "          AND status NOT IN ('pending', 'running', 'idle'))", 0, NULL) != RES_OK)
-		return;
+		return false;
 	checked(INV_BINDING, atoi(val(c, 0, 0)) == 0 && atoi(val(c, 0, 1)) == 0);
 	if (atoi(val(c, 0, 0)) != 0 || atoi(val(c, 0, 1)) != 0)
 		violation("bindings: %s channels bound twice, %s bound to a dead conversation", val(c, 0, 0), val(c, 0, 1));
+	return true;
+}
 
+/* The load's shared channels (ts/shared sh0, sh1) each bound exactly once; false when the query failed. */
+static bool
+check_shared_bound(Conn *c)
+{
 	if (q(c, "SELECT ch, (SELECT count(*) FROM lease.conversations"
 		  "             WHERE user_id = 'ts' AND agent_id = 'shared' AND channel_id = ch)"
 		  "  FROM unnest(ARRAY['sh0', 'sh1']) AS ch", 0, NULL) != RES_OK)
-		return;
-	for (i = 0; i < 2; i++)
+		return false;
+	for (int i = 0; i < 2; i++)
 	{
 		bool		ok = atoi(val(c, i, 1)) == 1;
 
@@ -2086,6 +2140,17 @@ check_tables(Conn *c)
 		if (!ok)
 			violation("shared channel %s bound %s times", val(c, i, 0), val(c, i, 1));
 	}
+	return true;
+}
+
+/* Active sandboxes within the fleet capacity and every tenant's limit; false when the query failed. */
+static bool
+check_quota(Conn *c)
+{
+	char		cap[16],
+				deflimit[16];
+	const char *p[2] = {cap, deflimit};
+	bool		ok;
 
 	snprintf(cap, sizeof(cap), "%d", FLEET_CAPACITY);
 	snprintf(deflimit, sizeof(deflimit), "%d", TENANT_LIMIT);
@@ -2096,37 +2161,64 @@ check_tables(Conn *c)
 		  "              FROM a LEFT JOIN lease.tenant_limits t USING (user_id)"
 		  "             GROUP BY a.user_id) u WHERE u.n > u.lim),"
 		  "        (SELECT count(*) FROM a)", 2, p) != RES_OK)
-		return;
+		return false;
+	ok = val(c, 0, 0)[0] == 'f' && isnull(c, 0, 1);
+	checked(INV_QUOTA, ok);
+	if (!ok)
+		violation("quota: %s active sandboxes (capacity %d); tenants over their limit: %s",
+				  val(c, 0, 2), FLEET_CAPACITY, val(c, 0, 1));
+	return true;
+}
+
+/* Every restore that answered failed has its compensation_failures row. */
+static void
+check_compensation_rows(Conn *c)
+{
+	size_t		n;
+	FailedPair *fps = vec_snapshot(&failed_pairs, &n);
+	int			missing = 0;
+
+	for (size_t i = 0; i < n; i++)
 	{
-		bool		ok = val(c, 0, 0)[0] == 'f' && isnull(c, 0, 1);
-
-		checked(INV_QUOTA, ok);
-		if (!ok)
-			violation("quota: %s active sandboxes (capacity %d); tenants over their limit: %s",
-					  val(c, 0, 2), FLEET_CAPACITY, val(c, 0, 1));
-	}
-
-	pthread_mutex_lock(&mu);
-	n = failed_pairs.n;
-	fps = malloc((n + 1) * sizeof(FailedPair));
-	memcpy(fps, failed_pairs.data, n * sizeof(FailedPair));
-	pthread_mutex_unlock(&mu);
-	for (i = 0; i < n; i++)
-	{
-		char		a[24],
-					b[24];
-		const char *pp[2] = {a, b};
-
-		snprintf(a, sizeof(a), "%lld", fps[i].prev);
-		snprintf(b, sizeof(b), "%lld", fps[i].failed);
-		if (q(c, "SELECT count(*) FROM lease.compensation_failures"
-			  " WHERE previous_conversation_id = $1 AND failed_conversation_id = $2", 2, pp) != RES_OK)
+		if (pair_rows(c, &fps[i], false) != RES_OK)
 			break;
 		if (atoi(val(c, 0, 0)) == 0 && missing++ < 5)
-			violation("restore (%s, %s) answered failed but has no compensation_failures row", a, b);
+			violation("restore (%lld, %lld) answered failed but has no compensation_failures row",
+					  fps[i].prev, fps[i].failed);
 	}
 	checked(INV_COMPENSATION, missing == 0);
 	free(fps);
+}
+
+/* Bindings, shared channels, quotas, compensation rows: one sample (it stops at a failed query). */
+static void
+check_tables(Conn *c)
+{
+	if (check_taker_state(c) && check_bindings(c) && check_shared_bound(c) && check_quota(c))
+		check_compensation_rows(c);
+}
+
+/* The length of a text[] literal naming the shared channels' users, agents or channels. */
+#define SCOPES_LEN 64
+
+/* The scopes of shared channels from..to-1 as three text[] literals: users, agents, channels. */
+static void
+shared_scopes(int from, int to, char *users, char *agents, char *channels)
+{
+	strcpy(users, "{");
+	strcpy(agents, "{");
+	strcpy(channels, "{");
+	for (int j = from; j < to; j++)
+	{
+		char		agent[8],
+					channel[8];
+		const char *user = sh_names(j, agent, channel);
+		const char *sep = j + 1 < to ? "," : "}";
+
+		snprintf(users + strlen(users), SCOPES_LEN - strlen(users), "%s%s", user, sep);
+		snprintf(agents + strlen(agents), SCOPES_LEN - strlen(agents), "%s%s", agent, sep);
+		snprintf(channels + strlen(channels), SCOPES_LEN - strlen(channels), "%s%s", channel, sep);
+	}
 }
 
 /*
@@ -2147,27 +2239,18 @@ check_tables(Conn *c)
 static int
 check_restorable(Conn *c, int from, int to, bool confirm)
 {
-	char		users[64] = "{",
-				agents[64] = "{",
-				channels[64] = "{",
+	char		users[SCOPES_LEN],
+				agents[SCOPES_LEN],
+				channels[SCOPES_LEN],
 				seen[NSHARED][160];
 	const char *p[3] = {users, agents, channels};
 	int			j,
 				pass,
 				bad = 0;
 
+	shared_scopes(from, to, users, agents, channels);
 	for (j = from; j < to; j++)
-	{
-		char		agent[8],
-					channel[8];
-		const char *user = sh_names(j, agent, channel);
-		const char *sep = j + 1 < to ? "," : "}";
-
-		snprintf(users + strlen(users), sizeof(users) - strlen(users), "%s%s", user, sep);
-		snprintf(agents + strlen(agents), sizeof(agents) - strlen(agents), "%s%s", agent, sep);
-		snprintf(channels + strlen(channels), sizeof(channels) - strlen(channels), "%s%s", channel, sep);
 		seen[j][0] = '\0';
-	}
 	for (pass = 0; pass < (confirm ? 2 : 1); pass++)
 	{
 		int			i;
@@ -2223,23 +2306,22 @@ cmp_ll(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* End check: durability of acknowledged work, absence of the rest. */
-static void
-check_durability(Conn *c)
+/*
+ * Durability of checkpoints: no refused or uncommitted value in the table,
+ * no shard behind its acknowledged position.  The count of violations, -1
+ * when the table could not be read.
+ */
+static int
+durable_checkpoints(Conn *c)
 {
-	long long  *ids;
-	int			nids,
-				i,
-				bad;
-	size_t		k;
 	long long	maxacked[NSHARDS];
 	char		dbval[NSHARDS][64];
-	long		unacked = 0;
+	int			i,
+				bad = 0;
 
-	/* checkpoints */
 	if (q(c, "SELECT shard_id, checkpoint FROM lease.shard_leases"
 		  " WHERE app_name = '" APP "' AND stream_name = '" STREAM "'", 0, NULL) != RES_OK)
-		return;
+		return -1;
 	memset(dbval, 0, sizeof(dbval));
 	for (i = 0; i < PQntuples(c->res); i++)
 	{
@@ -2250,8 +2332,7 @@ check_durability(Conn *c)
 	}
 	for (i = 0; i < NSHARDS; i++)
 		maxacked[i] = 0;
-	bad = 0;
-	for (k = 0; k < ckpt_vals.n; k++)
+	for (size_t k = 0; k < ckpt_vals.n; k++)
 	{
 		CkptVal    *v = &((CkptVal *) ckpt_vals.data)[k];
 
@@ -2272,42 +2353,56 @@ check_durability(Conn *c)
 					  i, dbval[i], maxacked[i]);
 			bad++;
 		}
-	/* acknowledged takes are in the event history */
+	return bad;
+}
+
+/* Every acknowledged take is in the event history; the count of those missing. */
+static int
+durable_takes(Conn *c)
+{
+	EpochOwners eo[NSHARDS];
+	int			lost = 0;
+
+	memset(eo, 0, sizeof(eo));
+	if (load_events(c, eo))
 	{
-		EpochOwners eo[NSHARDS];
-		int			lost = 0;
-
-		memset(eo, 0, sizeof(eo));
-		if (load_events(c, eo))
+		for (size_t k = 0; k < take_acks.n; k++)
 		{
-			for (k = 0; k < take_acks.n; k++)
-			{
-				TakeAck    *t = &((TakeAck *) take_acks.data)[k];
-				char		me[16];
+			TakeAck    *t = &((TakeAck *) take_acks.data)[k];
+			const char *who = epoch_owner(eo, t->shard, t->epoch);
+			char		me[16];
 
-				snprintf(me, sizeof(me), "w%02d", t->client);
-				if (t->epoch >= eo[t->shard].n || eo[t->shard].owner[t->epoch] == NULL ||
-					strcmp(eo[t->shard].owner[t->epoch], me) != 0)
-				{
-					if (lost++ < 5)
-						violation("acknowledged take of s%02d epoch %lld by %s is not in lease_events",
-								  t->shard, t->epoch, me);
-				}
-			}
-			bad += lost;
+			owner_name(t->client, me, sizeof(me));
+			if ((who == NULL || strcmp(who, me) != 0) && lost++ < 5)
+				violation("acknowledged take of s%02d epoch %lld by %s is not in lease_events",
+						  t->shard, t->epoch, me);
 		}
-		free_events(eo);
 	}
-	checked(INV_DURABLE_CKPT, bad == 0);
+	free_events(eo);
+	return lost;
+}
 
-	/* conversations */
+/*
+ * Durability of conversations: every acknowledged start and rotation
+ * present, none from an uncommitted rotation, each rotation still saying
+ * where it came from.  Counts in *unacked the conversations nobody
+ * acknowledged; false when the table could not be read.
+ */
+static bool
+durable_conversations(Conn *c, long *unacked)
+{
+	long long  *ids;
+	int			nids,
+				i,
+				bad = 0;
+	size_t		k;
+
 	if (q(c, "SELECT id, rotated_from FROM lease.conversations ORDER BY id", 0, NULL) != RES_OK)
-		return;
+		return false;
 	nids = PQntuples(c->res);
 	ids = malloc((nids + 1) * sizeof(long long));
 	for (i = 0; i < nids; i++)
 		ids[i] = atoll(val(c, i, 0));
-	bad = 0;
 	qsort(conv_acked.data, conv_acked.n, sizeof(long long), cmp_ll);
 	for (k = 0; k < conv_acked.n; k++)
 	{
@@ -2323,37 +2418,56 @@ check_durability(Conn *c)
 		if (bsearch(&id, ids, nids, sizeof(long long), cmp_ll) && bad++ < 5)
 			violation("conversation %lld from an uncommitted rotation exists", id);
 	}
+	*unacked = 0;
 	for (i = 0; i < nids; i++)
 		if (!bsearch(&ids[i], conv_acked.data, conv_acked.n, sizeof(long long), cmp_ll))
-			unacked++;
+			(*unacked)++;
 	/* each acknowledged rotation still says where it came from */
+	for (k = 0; k < rot_acked.n; k++)
 	{
-		for (k = 0; k < rot_acked.n; k++)
-		{
-			FailedPair *rp = &((FailedPair *) rot_acked.data)[k];
-			long long  *hit = bsearch(&rp->failed, ids, nids, sizeof(long long), cmp_ll);
+		FailedPair *rp = &((FailedPair *) rot_acked.data)[k];
+		long long  *hit = bsearch(&rp->failed, ids, nids, sizeof(long long), cmp_ll);
 
-			if (hit && atoll(val(c, (int) (hit - ids), 1)) != rp->prev && bad++ < 5)
-				violation("rotated conversation %lld has rotated_from %s, expected %lld",
-						  rp->failed, val(c, (int) (hit - ids), 1), rp->prev);
-		}
+		if (hit && atoll(val(c, (int) (hit - ids), 1)) != rp->prev && bad++ < 5)
+			violation("rotated conversation %lld has rotated_from %s, expected %lld",
+					  rp->failed, val(c, (int) (hit - ids), 1), rp->prev);
 	}
 	checked(INV_DURABLE_CONV, bad == 0);
 	free(ids);
+	return true;
+}
+
+/* No leftover rows: unacknowledged conversations only from admissions in flight, a sandbox for each. */
+static void
+check_leftovers(Conn *c, long unacked)
+{
+	bool		ok;
 
 	if (q(c, "SELECT (SELECT count(*) FROM lease.sandboxes), (SELECT count(*) FROM lease.conversations),"
 		  " (SELECT count(*) FROM lease.conversations c JOIN lease.sandboxes s ON s.id = c.sandbox_id)", 0, NULL) != RES_OK)
 		return;
-	{
-		bool		ok = unacked <= indeterminate_admissions &&
-			strcmp(val(c, 0, 0), val(c, 0, 1)) == 0 && strcmp(val(c, 0, 1), val(c, 0, 2)) == 0;
+	ok = unacked <= indeterminate_admissions &&
+		strcmp(val(c, 0, 0), val(c, 0, 1)) == 0 && strcmp(val(c, 0, 1), val(c, 0, 2)) == 0;
+	checked(INV_LEFTOVERS, ok);
+	if (!ok)
+		violation("leftovers: %ld conversations nobody acknowledged (%ld admissions in flight at a crash);"
+				  " %s sandboxes, %s conversations, %s with their sandbox",
+				  unacked, indeterminate_admissions, val(c, 0, 0), val(c, 0, 1), val(c, 0, 2));
+}
 
-		checked(INV_LEFTOVERS, ok);
-		if (!ok)
-			violation("leftovers: %ld conversations nobody acknowledged (%ld admissions in flight at a crash);"
-					  " %s sandboxes, %s conversations, %s with their sandbox",
-					  unacked, indeterminate_admissions, val(c, 0, 0), val(c, 0, 1), val(c, 0, 2));
-	}
+/* End check: durability of acknowledged work, absence of the rest. */
+static void
+check_durability(Conn *c)
+{
+	int			bad = durable_checkpoints(c);
+	long		unacked;
+
+	if (bad < 0)
+		return;
+	bad += durable_takes(c);
+	checked(INV_DURABLE_CKPT, bad == 0);
+	if (durable_conversations(c, &unacked))
+		check_leftovers(c, unacked);
 }
 
 /* The checker thread: samples the invariants until the deadline. */
@@ -2454,6 +2568,24 @@ count1(Conn *c, const char *sql, int n, const char *const *p)
 	return atoll(val(c, 0, 0));
 }
 
+/* The kill tenant's conversations and sandboxes, counted together. */
+static long long
+kill_tenant_rows(Conn *k)
+{
+	return count1(k, "SELECT count(*) FROM lease.conversations WHERE user_id = 'tk'", 0, NULL)
+		+ count1(k, "SELECT count(*) FROM lease.sandboxes WHERE user_id = 'tk'", 0, NULL);
+}
+
+/* The conversation bound to the kill tenant's channel, 0 for none. */
+static long long
+kill_channel_bound(Conn *k)
+{
+	const char *p[5] = {"tk", "killer", NULL, NULL, "kc"};
+
+	must(k, "SELECT lease.find_channel_conversation($1, $2, $3, $4, $5)", 5, p);
+	return isnull(k, 0, 0) ? 0 : atoll(val(k, 0, 0));
+}
+
 /* Makes sure the kill tenant's channel is bound; returns its holder. */
 static long long
 kill_channel_holder(Conn *k)
@@ -2463,9 +2595,10 @@ kill_channel_holder(Conn *k)
 
 	for (i = 0; i < 100; i++)
 	{
-		must(k, "SELECT lease.find_channel_conversation($1, $2, $3, $4, $5)", 5, p);
-		if (!isnull(k, 0, 0))
-			return atoll(val(k, 0, 0));
+		long long	bound = kill_channel_bound(k);
+
+		if (bound != 0)
+			return bound;
 		must(k, "SELECT outcome, conversation_id FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p);
 		if (strcmp(val(k, 0, 0), "started") == 0)
 		{
@@ -2502,8 +2635,7 @@ kill_rotation(Conn *k, Conn *h, Conn *v)
 		return;
 	}
 	snprintf(from, sizeof(from), "%lld", prev);
-	before = count1(k, "SELECT count(*) FROM lease.conversations WHERE user_id = 'tk'", 0, NULL)
-		+ count1(k, "SELECT count(*) FROM lease.sandboxes WHERE user_id = 'tk'", 0, NULL);
+	before = kill_tenant_rows(k);
 	must(h, "LOAD 'pg_lease'", 0, NULL);
 	must(h, "BEGIN", 0, NULL);
 	must(h, "SELECT only_row FROM lease.admission_gate FOR NO KEY UPDATE", 0, NULL);
@@ -2511,14 +2643,8 @@ kill_rotation(Conn *k, Conn *h, Conn *v)
 	if (!kill_held(k, h, v, "SELECT outcome FROM lease.rotate_channel($1, $2, $3, $4, $5, $6::bigint)",
 				   6, p, "%rotate_channel%", INV_KILL_ROTATE))
 		return;
-	after = count1(k, "SELECT count(*) FROM lease.conversations WHERE user_id = 'tk'", 0, NULL)
-		+ count1(k, "SELECT count(*) FROM lease.sandboxes WHERE user_id = 'tk'", 0, NULL);
-	{
-		const char *pf[5] = {"tk", "killer", NULL, NULL, "kc"};
-
-		must(k, "SELECT lease.find_channel_conversation($1, $2, $3, $4, $5)", 5, pf);
-		holder = isnull(k, 0, 0) ? 0 : atoll(val(k, 0, 0));
-	}
+	after = kill_tenant_rows(k);
+	holder = kill_channel_bound(k);
 	ok = holder == prev && before == after;
 	checked(INV_KILL_ROTATE, ok);
 	if (!ok)
@@ -2908,11 +3034,11 @@ usage(const char *argv0)
 	exit(2);
 }
 
-int
-main(int argc, char **argv)
+/* Reads the options; a seed from the clock when none is given. */
+static void
+parse_args(int argc, char **argv)
 {
 	int			i;
-	Conn		c;
 	bool		seeded = false;
 
 	for (i = 1; i < argc; i++)
@@ -2959,53 +3085,54 @@ main(int argc, char **argv)
 	}
 	if (opt_dbname == NULL)
 		opt_dbname = getenv("PGDATABASE") ? getenv("PGDATABASE") : "postgres";
-	print_banner();
+}
 
-	setup();
-
-	t_start = now_s();
-	t_deadline = t_start + opt_seconds;
-	for (i = 0; i < opt_clients; i++)
+/* Names the clients, seeds their generators and connects them; false when one cannot connect. */
+static bool
+open_clients(void)
+{
+	for (int i = 0; i < opt_clients; i++)
 	{
 		Client	   *cl = &clients[i];
 		char		app[32];
-		int			j;
 
 		cl->id = i;
 		cl->rng = opt_seed * 1000003ULL + (uint64_t) i;
 		cl->shared = i < opt_shared;
-		snprintf(cl->owner, sizeof(cl->owner), "w%02d", i);
+		owner_name(i, cl->owner, sizeof(cl->owner));
 		snprintf(cl->user, sizeof(cl->user), "t%d", i % NTENANTS);
 		snprintf(cl->agent, sizeof(cl->agent), "a%02d", i);
-		for (j = 0; j < NCHAN; j++)
+		for (int j = 0; j < NCHAN; j++)
 			snprintf(cl->chan[j].channel, sizeof(cl->chan[j].channel), "c%02d-%d", i, j);
 		snprintf(app, sizeof(app), "torture-w%02d", i);
 		if (!conn_open(&cl->c, app))
 		{
 			fprintf(stderr, "pg_lease_torture: cannot connect: %s", cl->c.errmsg);
-			return 2;
+			return false;
 		}
 	}
-	if (opt_serial > 0)
-		run_serial();
-	else
-		run_concurrent();
-	for (i = 0; i < opt_clients; i++)
-		conn_close(&clients[i].c);
+	return true;
+}
 
-	/* the final check, on a fresh connection (after any restart) */
+/*
+ * The final check, on a fresh connection (after any restart), quiescent (no
+ * client runs); then whether the crash and the kills asked for happened.
+ * False when it cannot connect within a minute.
+ */
+static bool
+final_check(void)
+{
+	Conn		c;
+	double		until = now_s() + 60;
+
+	while (!conn_open(&c, "torture-final"))
 	{
-		double		until = now_s() + 60;
-
-		while (!conn_open(&c, "torture-final"))
+		if (now_s() > until)
 		{
-			if (now_s() > until)
-			{
-				fprintf(stderr, "pg_lease_torture: cannot connect for the final check: %s", c.errmsg);
-				return 2;
-			}
-			sleep_ms(200);
+			fprintf(stderr, "pg_lease_torture: cannot connect for the final check: %s", c.errmsg);
+			return false;
 		}
+		sleep_ms(200);
 	}
 	check_tables(&c);
 	check_checkpoints(&c);
@@ -3018,28 +3145,41 @@ main(int argc, char **argv)
 	if (opt_kills > 0 && (kills_done[0] == 0 || (opt_kills > 1 && kills_done[1] == 0)))
 		violation("--kills %d, but only %d mid-rotation and %d mid-restore kills happened",
 				  opt_kills, kills_done[0], kills_done[1]);
+	return true;
+}
+
+/* The count of every operation and outcome, then what was acknowledged. */
+static void
+print_counts(void)
+{
+	size_t		k,
+				uncommitted = 0;
 
 	qsort(tallies, ntallies, sizeof(Tally), cmp_tally);
 	printf("\n%-40s %-36s %8s\n", "operation", "outcome", "count");
-	for (i = 0; i < ntallies; i++)
+	for (int i = 0; i < ntallies; i++)
 		printf("%-40s %-36s %8ld\n", tallies[i].op, tallies[i].outcome, tallies[i].count);
-	{
-		size_t		k,
-					uncommitted = 0;
-
-		for (k = 0; k < ckpt_vals.n; k++)
-			if (((CkptVal *) ckpt_vals.data)[k].state == VAL_UNCOMMITTED)
-				uncommitted++;
-		printf("\nacknowledged: %zu checkpoints, %zu takes, %zu conversations (%zu rotations), %zu failed restores;"
-			   " %ld reconnects, %ld admissions in flight at a crash, %zu checkpoints and %zu rotations"
-			   " left uncommitted by a crash or an error\n",
-			   ckpt_acks.n, take_acks.n, conv_acked.n, rot_acked.n, failed_pairs.n, reconnects,
-			   indeterminate_admissions, uncommitted, conv_uncommitted.n);
-	}
+	for (k = 0; k < ckpt_vals.n; k++)
+		if (((CkptVal *) ckpt_vals.data)[k].state == VAL_UNCOMMITTED)
+			uncommitted++;
+	printf("\nacknowledged: %zu checkpoints, %zu takes, %zu conversations (%zu rotations), %zu failed restores;"
+		   " %ld reconnects, %ld admissions in flight at a crash, %zu checkpoints and %zu rotations"
+		   " left uncommitted by a crash or an error\n",
+		   ckpt_acks.n, take_acks.n, conv_acked.n, rot_acked.n, failed_pairs.n, reconnects,
+		   indeterminate_admissions, uncommitted, conv_uncommitted.n);
 	if (opt_shared > 0)
 		print_shared_counts();
+}
+
+/*
+ * Each invariant's verdict; one that was never checked counts as a
+ * violation (but for the compensation rows: no restore may have failed).
+ */
+static void
+print_invariants(void)
+{
 	printf("\ninvariants:\n");
-	for (i = 0; i < NINV; i++)
+	for (int i = 0; i < NINV; i++)
 	{
 		const char *verdict;
 
@@ -3056,6 +3196,32 @@ main(int argc, char **argv)
 		if (inv_checks[i] == 0 && i != INV_COMPENSATION)
 			violations++;
 	}
+}
+
+/* Runs the load (or the serial replay), the final check and the report; exits 1 on a violation, 2 on an error. */
+int
+main(int argc, char **argv)
+{
+	parse_args(argc, argv);
+	print_banner();
+
+	setup();
+
+	t_start = now_s();
+	t_deadline = t_start + opt_seconds;
+	if (!open_clients())
+		return 2;
+	if (opt_serial > 0)
+		run_serial();
+	else
+		run_concurrent();
+	for (int i = 0; i < opt_clients; i++)
+		conn_close(&clients[i].c);
+	if (!final_check())
+		return 2;
+
+	print_counts();
+	print_invariants();
 	printf("pg_lease_torture: seed %llu: %s (%d violations)\n", opt_seed,
 		   violations ? "FAILED" : "passed", violations);
 	return violations ? 1 : 0;
