@@ -173,3 +173,134 @@ RETURNS TABLE (outcome text, conversation_id bigint, previous_conversation_id bi
 AS 'MODULE_PATHNAME', 'lease_rotate_channel_0_4'
 LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
 SET search_path = pg_catalog, pg_temp;
+
+-- Every function whose C depends on the schema version is bound to the
+-- 0.4.0 entry point of its C (src/common/version.h): they read
+-- lease.app_grants.grantee_name (the app check), and the lease functions
+-- that change ownership keep lease.stream_workers.  CREATE OR REPLACE with
+-- the same signature keeps each function's OID and grants.
+CREATE OR REPLACE FUNCTION lease.has_app_access(app_name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_has_app_access_0_4'
+LANGUAGE C STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.grant_app(app_name text, grantee regrole)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_grant_app_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.revoke_app(app_name text, grantee regrole)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_revoke_app_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.create_lease(
+    app_name text, stream_name text, shard_id text,
+    parent_shard_ids text[] DEFAULT '{}', checkpoint text DEFAULT 'TRIM_HORIZON')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_create_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.take_lease(
+    app_name text, stream_name text, shard_id text, new_owner text,
+    lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_take_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.renew_lease(
+    app_name text, stream_name text, shard_id text, owner text,
+    lease_count bigint, lease_duration interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_renew_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint DEFAULT 0)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.release_lease(
+    app_name text, stream_name text, shard_id text, owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_release_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.close_shard(
+    app_name text, stream_name text, shard_id text, owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_close_shard_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint, fencing_token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.prepare_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    pending_checkpoint text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.cleanup_ended(app_name text, stream_name text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'lease_cleanup_ended_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.delete_lease(app_name text, stream_name text, shard_id text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_delete_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.take_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, max_leases integer DEFAULT NULL,
+    max_steal integer DEFAULT 1)
+RETURNS TABLE(shard_id text, lease_count bigint, action text,
+              previous_owner text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.renew_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL)
+RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_renew_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.my_leases(app_name text, stream_name text, owner text)
+RETURNS TABLE(shard_id text, lease_count bigint, lease_epoch bigint,
+              checkpoint text, checkpoint_sub_sequence bigint,
+              pending_checkpoint text, expires_in interval,
+              handoff_to text, handoff_from text, waiting_on text[])
+AS 'MODULE_PATHNAME', 'lease_my_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.request_handoff(
+    app_name text, stream_name text, shard_id text, to_owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_request_handoff_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;

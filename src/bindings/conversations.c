@@ -13,7 +13,7 @@
  * the table, so no stranger can take or hold the lock.  On an older schema
  * (0.1.0 to 0.3.0, until ALTER EXTENSION UPDATE) it is the fleet advisory
  * lock (lease.fleet_lock_namespace, 0) and then the tenant's
- * (lease.fleet_lock_namespace, hashtext(user_id)): see LeaseAdmissionLock.
+ * (lease.fleet_lock_namespace, hashtext(user_id)): see conversations.h.
  * Either way the wait for it is bounded by lease.admission_lock_timeout
  * (55P03 "admission is busy").  Counting active sandboxes and inserting the
  * new one happen under the lock, so the next admission's count (a new
@@ -37,13 +37,11 @@
  */
 #include "pg_lease.h"
 
-#include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
-#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 
 #include "common/args.h"
@@ -130,7 +128,7 @@ static LeaseStatement admit_stmt = {
 };
 
 /*
- * The same, from 0.3.0 on (lease.conversation_id_partition exists): the id
+ * The same, from 0.3.0 on (with lease.conversation_id_partition): the id
  * is the identity sequence's next value n, or n * id_stride + id_offset when
  * the table holds its row (a partition behind the pg_lease_router router:
  * its ids are then unique across partitions and name the partition that
@@ -154,20 +152,6 @@ static LeaseStatement admit_routable_stmt = {
 	.argtypes = LEASE_SCOPE_ARGTYPES,
 	.expected = SPI_OK_INSERT_RETURNING
 };
-
-/*
- * True when the installed schema has lease.conversation_id_partition (0.3.0
- * and later); a database still at an older version until ALTER EXTENSION
- * UPDATE keeps plain ids.
- */
-static bool
-has_id_partition_table(void)
-{
-	Oid			nsp = get_namespace_oid("lease", true);
-
-	return OidIsValid(nsp) &&
-		OidIsValid(get_relname_relid("conversation_id_partition", nsp));
-}
 
 /*
  * admit_turn: the conversation, locked FOR UPDATE (what a rotation waits
@@ -343,14 +327,14 @@ run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversati
 	return processed;
 }
 
-/* Takes the admission lock `lock` (see LeaseAdmissionLock), its wait bounded. */
+/* Takes the admission lock of `schema` (conversations.h), its wait bounded. */
 static void
-lock_admission(LeaseAdmissionLock lock, Datum user_id, LeaseAdmission *result)
+lock_admission(LeaseSchema schema, Datum user_id, LeaseAdmission *result)
 {
 	Datum		values[2];
 
 	result->waiting_for_lock = true;
-	if (lock == LEASE_ADMISSION_GATE)
+	if (schema >= LEASE_SCHEMA_0_4)
 	{
 		if (run_bounded_or_busy(&gate_stmt, NULL, NULL) != 1)
 			elog(ERROR, "pg_lease: lease.admission_gate does not hold its one row");
@@ -366,7 +350,7 @@ lock_admission(LeaseAdmissionLock lock, Datum user_id, LeaseAdmission *result)
 
 /* Admission: see conversations.h. */
 void
-lease_admit(LeaseAdmissionLock lock, const LeaseScope *scope, bool has_channel,
+lease_admit(LeaseSchema schema, const LeaseScope *scope, bool has_channel,
 			Datum channel_id, bool has_from, int64 rotated_from, LeaseAdmission *result)
 {
 	Datum		values[LEASE_SCOPE_NARGS];
@@ -377,7 +361,7 @@ lease_admit(LeaseAdmissionLock lock, const LeaseScope *scope, bool has_channel,
 	bool		isnull;
 
 	memset(result, 0, sizeof(*result));
-	lock_admission(lock, scope->user_id, result);
+	lock_admission(schema, scope->user_id, result);
 
 	if (has_channel && find_binding(scope, channel_id, &result->conversation_id))
 	{
@@ -409,7 +393,7 @@ lease_admit(LeaseAdmissionLock lock, const LeaseScope *scope, bool has_channel,
 	}
 
 	lease_scope_params(scope, has_channel, channel_id, has_from, rotated_from, values, nulls);
-	if (lease_spi_run(has_id_partition_table() ? &admit_routable_stmt : &admit_stmt,
+	if (lease_spi_run(schema >= LEASE_SCHEMA_0_3 ? &admit_routable_stmt : &admit_stmt,
 					  values, nulls, 0) != 1)
 		elog(ERROR, "pg_lease: admission inserted no conversation");
 	result->outcome = LEASE_ADMIT_STARTED;
@@ -450,7 +434,7 @@ set_text(Datum *value, bool *isnull, const char *text)
 
 /* lease.start_conversation: started, already_bound or refused. */
 static Datum
-start_conversation(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
+start_conversation(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	LeaseScope	scope;
 	Datum		channel_id = (Datum) 0;
@@ -465,7 +449,7 @@ start_conversation(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 	has_channel = lease_arg_opt_ident(fcinfo, 4, "channel_id", &channel_id);
 
 	lease_spi_connect();
-	lease_admit(lock, &scope, has_channel, channel_id, false, 0, &admission);
+	lease_admit(schema, &scope, has_channel, channel_id, false, 0, &admission);
 	lease_spi_finish();
 
 	switch (admission.outcome)
@@ -493,7 +477,8 @@ start_conversation(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 }
 
 /* lease.start_conversation: lease_start_conversation, lease_start_conversation_0_4. */
-LEASE_ADMISSION_ENTRY_POINTS(lease_start_conversation, start_conversation)
+LEASE_VERSIONED_ENTRY_POINTS(lease_start_conversation, start_conversation,
+							 lease_schema_before_0_4())
 
 PG_FUNCTION_INFO_V1(lease_find_channel_conversation);
 

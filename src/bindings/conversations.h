@@ -12,6 +12,8 @@
 
 #include "fmgr.h"
 
+#include "common/version.h"
+
 /*
  * Status lists as SQL array literals, for "status OPERATOR(pg_catalog.=) ANY
  * (...)".  Active sandboxes count against the quotas (the predicate of
@@ -94,53 +96,30 @@ typedef struct LeaseAdmission
 } LeaseAdmission;
 
 /*
- * What admission serializes on.  One module serves every installed schema
- * version (until ALTER EXTENSION UPDATE): each version's script binds
- * start_conversation and rotate_channel to the C symbol of its own lock, in
- * the way of pg_stat_statements, so nothing probes the catalog.
+ * What admission serializes on depends on the installed schema
+ * (common/version.h: start_conversation and rotate_channel have versioned
+ * entry points):
+ *
+ * - 0.1.0 to 0.3.0 (the plain symbols): the transaction-scoped advisory
+ *   locks (lease.fleet_lock_namespace, 0), then (lease.fleet_lock_namespace,
+ *   hashtext(user_id)).  Any role may take those keys (pg_advisory_lock is
+ *   PUBLIC), so a stranger can make admissions wait; the wait is bounded.
+ * - 0.4.0 (the _0_4 symbols): the one row of lease.admission_gate, FOR NO
+ *   KEY UPDATE, which only the extension's owner can lock.
  */
-typedef enum LeaseAdmissionLock
-{
-	/*
-	 * Schemas 0.1.0 to 0.3.0 (symbols lease_start_conversation,
-	 * lease_rotate_channel): the transaction-scoped advisory locks
-	 * (lease.fleet_lock_namespace, 0), then (lease.fleet_lock_namespace,
-	 * hashtext(user_id)).  Any role may take those keys (pg_advisory_lock is
-	 * PUBLIC), so a stranger can make admissions wait; the wait is bounded.
-	 */
-	LEASE_ADMISSION_ADVISORY,
-
-	/*
-	 * Schema 0.4.0 (symbols lease_start_conversation_0_4,
-	 * lease_rotate_channel_0_4): the one row of lease.admission_gate, FOR
-	 * NO KEY UPDATE, which only the extension's owner can lock.
-	 */
-	LEASE_ADMISSION_GATE
-} LeaseAdmissionLock;
-
-/*
- * Defines the two C entry points of an admitting function (see
- * LeaseAdmissionLock): `sym`, bound by the 0.1.0-0.3.0 scripts, and
- * `sym`_0_4, bound from 0.4.0 on; both call impl(fcinfo, lock).
- */
-#define LEASE_ADMISSION_ENTRY_POINTS(sym, impl) \
-	PG_FUNCTION_INFO_V1(sym); \
-	Datum sym(PG_FUNCTION_ARGS) { return impl(fcinfo, LEASE_ADMISSION_ADVISORY); } \
-	PG_FUNCTION_INFO_V1(sym##_0_4); \
-	Datum sym##_0_4(PG_FUNCTION_ARGS) { return impl(fcinfo, LEASE_ADMISSION_GATE); }
 
 /*
  * Admission, the one routine behind start_conversation and rotate_channel.
- * SPI must be connected.  Takes the admission lock `lock`, held to the end
+ * SPI must be connected.  Takes the admission lock of `schema`, held to the end
  * of the caller's transaction, waiting at most lease.admission_lock_timeout
  * (a timeout is 55P03 "admission is busy", raised while
  * result->waiting_for_lock is true); then, when a channel is given, looks
  * for its binding in the scope (already_bound); then counts active
  * sandboxes against lease.fleet_capacity and the tenant's limit (refused);
  * then inserts a pending sandbox and a pending conversation bound to the
- * channel, rotated_from set when has_from.
+ * channel, rotated_from set when has_from (its id routable from 0.3.0 on).
  */
-extern void lease_admit(LeaseAdmissionLock lock, const LeaseScope *scope, bool has_channel,
+extern void lease_admit(LeaseSchema schema, const LeaseScope *scope, bool has_channel,
 						Datum channel_id, bool has_from, int64 rotated_from,
 						LeaseAdmission *result);
 

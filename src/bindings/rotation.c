@@ -24,7 +24,7 @@
  * thus commits with the replacement, in the caller's transaction, or not at
  * all.  Which admission lock is taken depends on the installed schema's
  * version: lease_rotate_channel serves 0.1.0 to 0.3.0,
- * lease_rotate_channel_0_4 serves 0.4.0 (LeaseAdmissionLock).
+ * lease_rotate_channel_0_4 serves 0.4.0 (conversations.h).
  *
  * restore_rotated_channel undoes a committed rotation whose replacement's
  * worker failed to start, only while the replacement still owns the channel,
@@ -256,7 +256,7 @@ typedef enum RotationOutcome
 
 typedef struct Rotation
 {
-	LeaseAdmissionLock lock;
+	LeaseSchema schema;
 	LeaseScope	scope;
 	Datum		channel_id;
 	int64		rotate_from;
@@ -289,7 +289,7 @@ rotation_step(void *arg)
 	}
 
 	lease_spi_run(&unbind_stmt, &old_id, NULL, 0);
-	lease_admit(r->lock, &r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
+	lease_admit(r->schema, &r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
 
 	switch (r->admission.outcome)
 	{
@@ -309,7 +309,7 @@ rotation_step(void *arg)
 
 /* lease.rotate_channel: rotated, busy, binding_changed or refused. */
 static Datum
-rotate_channel(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
+rotate_channel(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Rotation	r;
 	ErrorData  *error;
@@ -319,7 +319,7 @@ rotate_channel(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 	const char *detail = NULL;
 
 	memset(&r, 0, sizeof(r));
-	r.lock = lock;
+	r.schema = schema;
 	lease_scope_args(fcinfo, &r.scope);
 	r.channel_id = lease_arg_ident(fcinfo, 4, "channel_id");
 	r.rotate_from = lease_arg_int64(fcinfo, 5, "rotate_from");
@@ -369,7 +369,7 @@ rotate_channel(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 }
 
 /* lease.rotate_channel: lease_rotate_channel, lease_rotate_channel_0_4. */
-LEASE_ADMISSION_ENTRY_POINTS(lease_rotate_channel, rotate_channel)
+LEASE_VERSIONED_ENTRY_POINTS(lease_rotate_channel, rotate_channel, lease_schema_before_0_4())
 
 /* The outcomes of restore_rotated_channel. */
 typedef enum RestoreOutcome

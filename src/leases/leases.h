@@ -15,6 +15,8 @@
 #ifndef LEASE_LEASES_H
 #define LEASE_LEASES_H
 
+#include "common/version.h"
+
 /* The key predicate of every single-lease statement: alias l, $1..$3. */
 #define LEASE_KEY_MATCHES \
 	"l.app_name OPERATOR(pg_catalog.=) $1" \
@@ -128,14 +130,32 @@
 	"        version = w.version OPERATOR(pg_catalog.+) 1)"
 
 /*
- * True when the installed schema has the taker's bookkeeping tables
- * (0.3.0 and later).  A new module runs against the previous release's
- * objects between its installation and ALTER EXTENSION pg_lease UPDATE, so
- * every statement touching them has a twin without (suffix _0_2), and
- * LEASE_STMT picks the one that fits.
+ * A statement in the two forms the schemas need (common/version.h): [0] for
+ * 0.1.0/0.2.0 objects, which have no bookkeeping tables (lease.stream_workers
+ * and the takeable cache), [1] from 0.3.0 on; opts_0_3 the second one's
+ * cursor_options.
  */
-extern bool lease_has_taker_state(void);
+#define LEASE_SCHEMA_STMTS(stmt_name, sql_0_2, sql_0_3, opts_0_3, n, ...) \
+	{ \
+		{ \
+			.name = stmt_name " (0.2 schema)", .sql = sql_0_2, .nargs = n, \
+			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_SELECT \
+		}, \
+		{ \
+			.name = stmt_name, .sql = sql_0_3, .nargs = n, \
+			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_SELECT, \
+			.cursor_options = opts_0_3 \
+		} \
+	}
 
-#define LEASE_STMT(stmt) (lease_has_taker_state() ? &(stmt) : &(stmt##_0_2))
+/*
+ * The common case: a statement that changes who holds a lease, with the
+ * bookkeeping CTE from 0.3.0 on.  `sql` is a macro taking that CTE.
+ */
+#define LEASE_OWNERSHIP_STMTS(stmt_name, sql, n, ...) \
+	LEASE_SCHEMA_STMTS(stmt_name, sql(""), sql(LEASE_SQL_RECORD_LOADS), 0, n, __VA_ARGS__)
+
+/* Which of a LEASE_SCHEMA_STMTS pair `schema` runs. */
+#define LEASE_SCHEMA_STMT(stmts, schema) (&(stmts)[(schema) >= LEASE_SCHEMA_0_3 ? 1 : 0])
 
 #endif							/* LEASE_LEASES_H */

@@ -320,12 +320,15 @@ CREATE TRIGGER shard_leases_expiry_lowered
 -- access to the table, so the only way to change a lease is through the
 -- protocol, and only for its apps.  They are not STRICT: a NULL where a
 -- value is required is an error (22004) naming the argument.
+-- Each is bound to the C entry point of this schema version (*_0_4,
+-- src/common/version.h); the symbols without a suffix serve the released
+-- schemas until ALTER EXTENSION pg_lease UPDATE.
 
 CREATE FUNCTION lease.create_lease(
     app_name text, stream_name text, shard_id text,
     parent_shard_ids text[] DEFAULT '{}', checkpoint text DEFAULT 'TRIM_HORIZON')
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_create_lease'
+AS 'MODULE_PATHNAME', 'lease_create_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -333,7 +336,7 @@ CREATE FUNCTION lease.take_lease(
     app_name text, stream_name text, shard_id text, new_owner text,
     lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'lease_take_lease'
+AS 'MODULE_PATHNAME', 'lease_take_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -341,7 +344,7 @@ CREATE FUNCTION lease.renew_lease(
     app_name text, stream_name text, shard_id text, owner text,
     lease_count bigint, lease_duration interval DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'lease_renew_lease'
+AS 'MODULE_PATHNAME', 'lease_renew_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -349,21 +352,21 @@ CREATE FUNCTION lease.update_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     checkpoint text, sub_sequence bigint DEFAULT 0)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_update_checkpoint'
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.release_lease(
     app_name text, stream_name text, shard_id text, owner text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_release_lease'
+AS 'MODULE_PATHNAME', 'lease_release_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.close_shard(
     app_name text, stream_name text, shard_id text, owner text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_close_shard'
+AS 'MODULE_PATHNAME', 'lease_close_shard_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -379,7 +382,7 @@ CREATE FUNCTION lease.update_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     checkpoint text, sub_sequence bigint, fencing_token bigint)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced'
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -387,19 +390,19 @@ CREATE FUNCTION lease.prepare_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     pending_checkpoint text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint'
+AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.cleanup_ended(app_name text, stream_name text)
 RETURNS integer
-AS 'MODULE_PATHNAME', 'lease_cleanup_ended'
+AS 'MODULE_PATHNAME', 'lease_cleanup_ended_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.delete_lease(app_name text, stream_name text, shard_id text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_delete_lease'
+AS 'MODULE_PATHNAME', 'lease_delete_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -414,7 +417,7 @@ CREATE FUNCTION lease.take_leases(
     max_steal integer DEFAULT 1)
 RETURNS TABLE(shard_id text, lease_count bigint, action text,
               previous_owner text, lease_epoch bigint)
-AS 'MODULE_PATHNAME', 'lease_take_leases'
+AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -422,7 +425,7 @@ CREATE FUNCTION lease.renew_leases(
     app_name text, stream_name text, owner text,
     lease_duration interval DEFAULT NULL)
 RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
-AS 'MODULE_PATHNAME', 'lease_renew_leases'
+AS 'MODULE_PATHNAME', 'lease_renew_leases_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -436,14 +439,14 @@ RETURNS TABLE(shard_id text, lease_count bigint, lease_epoch bigint,
               checkpoint text, checkpoint_sub_sequence bigint,
               pending_checkpoint text, expires_in interval,
               handoff_to text, handoff_from text, waiting_on text[])
-AS 'MODULE_PATHNAME', 'lease_my_leases'
+AS 'MODULE_PATHNAME', 'lease_my_leases_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.request_handoff(
     app_name text, stream_name text, shard_id text, to_owner text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_request_handoff'
+AS 'MODULE_PATHNAME', 'lease_request_handoff_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 

@@ -28,6 +28,7 @@
 #include "fmgr.h"
 
 #include "common/spi_util.h"
+#include "common/version.h"
 
 /* The caller's identity, saved while a function runs as its owner. */
 typedef struct LeaseCaller
@@ -37,11 +38,13 @@ typedef struct LeaseCaller
 } LeaseCaller;
 
 /*
- * Raises 42501 unless the current user may act for app_name; then switches
- * to the function's owner, saving the caller in *caller, and connects to
- * SPI.
+ * Switches to the function's owner, saving the caller in *caller, and
+ * connects to SPI (one session for the check and the function's SQL); then
+ * raises 42501 unless the caller may act for app_name (app_grants read as
+ * `schema` has it).
  */
-extern void lease_app_begin(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller);
+extern void lease_app_begin(FunctionCallInfo fcinfo, LeaseSchema schema, Datum app_name,
+							LeaseCaller *caller);
 
 /* Disconnects from SPI and switches back to the caller saved by lease_app_begin. */
 extern void lease_app_end(const LeaseCaller *caller);
@@ -50,7 +53,7 @@ extern void lease_app_end(const LeaseCaller *caller);
  * One statement whose first parameter is the app_name, between
  * lease_app_begin and lease_app_end; returns SPI_processed.
  */
-extern uint64 lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseStatement *stmt,
-									  Datum *values, const char *nulls);
+extern uint64 lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseSchema schema,
+									  LeaseStatement *stmt, Datum *values, const char *nulls);
 
 #endif							/* LEASE_PRIVILEGES_H */
