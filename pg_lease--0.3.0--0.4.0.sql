@@ -174,6 +174,80 @@ AS 'MODULE_PATHNAME', 'lease_rotate_channel_0_4'
 LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
 SET search_path = pg_catalog, pg_temp;
 
+-- The ownership bookkeeping of inserted and deleted leases is written once
+-- (src/leases/workers.c runs LEASE_SQL_RECORD_LOADS of src/leases/leases.h):
+-- the statement triggers below take it over from shard_leases_inserted and
+-- shard_leases_deleted.
+CREATE OR REPLACE FUNCTION lease.shard_leases_inserted()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO lease.stream_takeable (app_name, stream_name)
+    SELECT DISTINCT n.app_name, n.stream_name FROM new_rows AS n
+    ON CONFLICT (app_name, stream_name) DO NOTHING;
+    -- FOR SHARE: a round counting the stream holds the row FOR NO KEY
+    -- UPDATE, so this change is either in its count or leaves its mark
+    INSERT INTO lease.lineage_changes (app_name, stream_name)
+    SELECT t.app_name, t.stream_name
+      FROM (SELECT s.app_name, s.stream_name, s.takeable
+              FROM lease.stream_takeable AS s
+             WHERE EXISTS (SELECT 1 FROM new_rows AS n
+                            WHERE n.app_name OPERATOR(pg_catalog.=) s.app_name
+                              AND n.stream_name OPERATOR(pg_catalog.=) s.stream_name)
+               FOR SHARE OF s) AS t
+     WHERE t.takeable IS NOT NULL;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION lease.shard_leases_deleted()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO lease.lineage_changes (app_name, stream_name)
+    SELECT t.app_name, t.stream_name
+      FROM (SELECT s.app_name, s.stream_name, s.takeable
+              FROM lease.stream_takeable AS s
+             WHERE EXISTS (SELECT 1 FROM old_rows AS o
+                            WHERE o.app_name OPERATOR(pg_catalog.=) s.app_name
+                              AND o.stream_name OPERATOR(pg_catalog.=) s.stream_name
+                              AND o.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END')
+               FOR SHARE OF s) AS t
+     WHERE t.takeable IS NOT NULL;
+    RETURN NULL;
+END
+$$;
+
+-- The owners of inserted and deleted leases (src/leases/workers.c): the
+-- C runs the bookkeeping every ownership change runs (LEASE_SQL_RECORD_LOADS
+-- in src/leases/leases.h) over the statement's rows, so the rule is written
+-- once.
+CREATE FUNCTION lease.shard_leases_owners_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'lease_shard_leases_owners_changed'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION lease.shard_leases_owners_changed() FROM PUBLIC;
+
+CREATE TRIGGER shard_leases_owners_inserted
+    AFTER INSERT ON lease.shard_leases
+    REFERENCING NEW TABLE AS changed_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_owners_changed();
+
+CREATE TRIGGER shard_leases_owners_deleted
+    AFTER DELETE ON lease.shard_leases
+    REFERENCING OLD TABLE AS changed_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_owners_changed();
+
 -- Every function whose C depends on the schema version is bound to the
 -- 0.4.0 entry point of its C (src/common/version.h): they read
 -- lease.app_grants.grantee_name (the app check), and the lease functions

@@ -167,9 +167,8 @@ CREATE INDEX lineage_changes_stream_idx ON lease.lineage_changes (app_name, stre
 -- those rows.
 
 -- Rows added (create_lease, import_kcl_ex, a restore): every new stream gets
--- its lease.stream_takeable row, a cached count becomes stale, and the
--- owners of the new rows are counted (upserted in key order, like
--- LEASE_SQL_RECORD_LOADS in src/leases/leases.h).
+-- its lease.stream_takeable row and a cached count becomes stale (their
+-- owners are counted by shard_leases_owners_changed below).
 CREATE FUNCTION lease.shard_leases_inserted()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -191,18 +190,6 @@ BEGIN
                               AND n.stream_name OPERATOR(pg_catalog.=) s.stream_name)
                FOR SHARE OF s) AS t
      WHERE t.takeable IS NOT NULL;
-    INSERT INTO lease.stream_workers AS w (app_name, stream_name, worker, leases, expires_min)
-    SELECT n.app_name, n.stream_name, n.lease_owner, pg_catalog.count(*),
-           pg_catalog.min(n.lease_expires_at)
-      FROM new_rows AS n
-     WHERE n.lease_owner IS NOT NULL
-     GROUP BY n.app_name, n.stream_name, n.lease_owner
-     ORDER BY n.app_name COLLATE "C", n.stream_name COLLATE "C", n.lease_owner COLLATE "C"
-    ON CONFLICT (app_name, stream_name, worker) DO UPDATE
-       SET leases = w.leases OPERATOR(pg_catalog.+) excluded.leases,
-           expires_min = CASE WHEN w.leases OPERATOR(pg_catalog.=) 0 THEN excluded.expires_min
-                              ELSE LEAST(w.expires_min, excluded.expires_min) END,
-           version = w.version OPERATOR(pg_catalog.+) 1;
     RETURN NULL;
 END
 $$;
@@ -213,8 +200,9 @@ CREATE TRIGGER shard_leases_inserted
     FOR EACH STATEMENT
     EXECUTE FUNCTION lease.shard_leases_inserted();
 
--- Rows deleted (delete_lease, cleanup_ended): their owners lose them; a
--- lease that had not ended may have counted as takeable or blocked a child.
+-- Rows deleted (delete_lease, cleanup_ended): a lease that had not ended
+-- may have counted as takeable or blocked a child (its owner loses it in
+-- shard_leases_owners_changed below).
 CREATE FUNCTION lease.shard_leases_deleted()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -232,15 +220,6 @@ BEGIN
                               AND o.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END')
                FOR SHARE OF s) AS t
      WHERE t.takeable IS NOT NULL;
-    INSERT INTO lease.stream_workers AS w (app_name, stream_name, worker, leases)
-    SELECT o.app_name, o.stream_name, o.lease_owner, -pg_catalog.count(*)
-      FROM old_rows AS o
-     WHERE o.lease_owner IS NOT NULL
-     GROUP BY o.app_name, o.stream_name, o.lease_owner
-     ORDER BY o.app_name COLLATE "C", o.stream_name COLLATE "C", o.lease_owner COLLATE "C"
-    ON CONFLICT (app_name, stream_name, worker) DO UPDATE
-       SET leases = w.leases OPERATOR(pg_catalog.+) excluded.leases,
-           version = w.version OPERATOR(pg_catalog.+) 1;
     RETURN NULL;
 END
 $$;
@@ -250,6 +229,28 @@ CREATE TRIGGER shard_leases_deleted
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT
     EXECUTE FUNCTION lease.shard_leases_deleted();
+
+-- The owners of inserted and deleted leases (src/leases/workers.c): the
+-- C runs the bookkeeping every ownership change runs (LEASE_SQL_RECORD_LOADS
+-- in src/leases/leases.h) over the statement's rows, so the rule is written
+-- once.
+CREATE FUNCTION lease.shard_leases_owners_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'lease_shard_leases_owners_changed'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE TRIGGER shard_leases_owners_inserted
+    AFTER INSERT ON lease.shard_leases
+    REFERENCING NEW TABLE AS changed_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_owners_changed();
+
+CREATE TRIGGER shard_leases_owners_deleted
+    AFTER DELETE ON lease.shard_leases
+    REFERENCING OLD TABLE AS changed_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_owners_changed();
 
 -- A lease ended (close_shard): it no longer counts as takeable, and its
 -- children may no longer be blocked.  The WHEN clause keeps checkpoints off
