@@ -331,8 +331,6 @@ run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversati
 static void
 lock_admission(LeaseSchema schema, Datum user_id, LeaseAdmission *result)
 {
-	Datum		values[2];
-
 	result->waiting_for_lock = true;
 	if (schema >= LEASE_SCHEMA_0_4)
 	{
@@ -341,6 +339,8 @@ lock_admission(LeaseSchema schema, Datum user_id, LeaseAdmission *result)
 	}
 	else
 	{
+		Datum		values[2];
+
 		values[0] = Int32GetDatum(lease_fleet_lock_namespace);
 		values[1] = DirectFunctionCall1Coll(hashtext, C_COLLATION_OID, user_id);
 		run_bounded_or_busy(&advisory_stmt, values, NULL);
