@@ -83,13 +83,7 @@ static LeaseStatement create_stmt = {
 	"        END" \
 	"    AND NOT " LEASE_SQL_BLOCKED("l") \
 	"    FOR NO KEY UPDATE OF l)," \
-	" c AS (UPDATE lease.shard_leases AS l" \
-	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$4", "$6", LEASE_SQL_NOW) \
-	"   FROM o, " LEASE_SQL_CLOCK \
-	"  WHERE " LEASE_SQL_SAME_KEY("l", "o") \
-	"  RETURNING l.app_name, l.stream_name, l.shard_id, o.event, o.from_owner," \
-	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch," \
-	"            l.lease_expires_at AS to_expires_at)" \
+	LEASE_SQL_TAKE_LOCKED("$4", "$6", "o.event") \
 	LEASE_SQL_RECORD_EVENTS("$7") \
 	loads \
 	" SELECT c.lease_count, " LEASE_SQL_NOTIFY("$8") " FROM c"

@@ -92,6 +92,20 @@
 	" AND " a ".stream_name OPERATOR(pg_catalog.=) " o ".stream_name" \
 	" AND " a ".shard_id OPERATOR(pg_catalog.=) " o ".shard_id"
 
+/*
+ * The changing CTE `c` of every take: the leases read and locked in `o`
+ * (with their from_owner) go to `owner` for `duration`, recorded as
+ * `event` (an SQL expression).
+ */
+#define LEASE_SQL_TAKE_LOCKED(owner, duration, event) \
+	" c AS (UPDATE lease.shard_leases AS l" \
+	"    SET " LEASE_SQL_SET_NEW_OWNER("l", owner, duration, LEASE_SQL_NOW) \
+	"   FROM o, " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o") \
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, " event " AS event, o.from_owner," \
+	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch," \
+	"            l.lease_expires_at AS to_expires_at)"
+
 
 /*
  * The bookkeeping CTE appended to every UPDATE that changes who holds a

@@ -235,13 +235,7 @@ static LeaseStatement takeable_store_stmt = {
 	"    AND " LEASE_SQL_NOT_ENDED("l") \
 	"    AND NOT " LEASE_SQL_BLOCKED("l") \
 	"    FOR NO KEY UPDATE OF l SKIP LOCKED)," \
-	" c AS (UPDATE lease.shard_leases AS l" \
-	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$3", "$4", LEASE_SQL_NOW) \
-	"   FROM o, " LEASE_SQL_CLOCK \
-	"  WHERE " LEASE_SQL_SAME_KEY("l", "o") \
-	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'transfer' AS event, o.from_owner," \
-	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch," \
-	"            l.lease_expires_at AS to_expires_at)" \
+	LEASE_SQL_TAKE_LOCKED("$3", "$4", "'transfer'") \
 	LEASE_SQL_RECORD_EVENTS("$5") \
 	loads \
 	TAKER_RESULT("$6")
@@ -270,14 +264,8 @@ static LeaseStatement claim_stmts[2] =
 	"  ORDER BY l.lease_expires_at NULLS FIRST, l.shard_id COLLATE pg_catalog.\"C\"" \
 	"  LIMIT $5" \
 	"    FOR NO KEY UPDATE OF l SKIP LOCKED)," \
-	" c AS (UPDATE lease.shard_leases AS l" \
-	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$3", "$4", LEASE_SQL_NOW) \
-	"   FROM o, " LEASE_SQL_CLOCK \
-	"  WHERE " LEASE_SQL_SAME_KEY("l", "o") \
-	"  RETURNING l.app_name, l.stream_name, l.shard_id," \
-	"            CASE WHEN o.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END AS event," \
-	"            o.from_owner, l.lease_owner AS to_owner, l.lease_count, l.lease_epoch," \
-	"            l.lease_expires_at AS to_expires_at)" \
+	LEASE_SQL_TAKE_LOCKED("$3", "$4", \
+						  "CASE WHEN o.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END") \
 	LEASE_SQL_RECORD_EVENTS("$6") \
 	loads \
 	TAKER_RESULT("$7")

@@ -32,20 +32,19 @@
 	LEASE_SQL_RECORD_LOADS \
 	" SELECT 1"
 
-static LeaseStatement owners_inserted_stmt = {
-	.name = "count the inserted leases' owners",
-	.sql = OWNERS_CHANGED_SQL("CAST(NULL AS pg_catalog.text)", "r.lease_owner",
-							  "r.lease_expires_at"),
-	.nargs = 0,
-	.expected = SPI_OK_SELECT
-};
+#define OWNERS_CHANGED_STMT(stmt_name, from_owner, to_owner, to_expires_at) \
+	{ \
+		.name = stmt_name, \
+		.sql = OWNERS_CHANGED_SQL(from_owner, to_owner, to_expires_at), \
+		.nargs = 0, .expected = SPI_OK_SELECT \
+	}
 
-static LeaseStatement owners_deleted_stmt = {
-	.name = "count the deleted leases' owners",
-	.sql = OWNERS_CHANGED_SQL("r.lease_owner", "CAST(NULL AS pg_catalog.text)",
-							  "CAST(NULL AS pg_catalog.timestamptz)"),
-	.nargs = 0,
-	.expected = SPI_OK_SELECT
+/* [0] inserted leases, [1] deleted ones. */
+static LeaseStatement owners_changed_stmts[2] = {
+	OWNERS_CHANGED_STMT("count the inserted leases' owners", "CAST(NULL AS pg_catalog.text)",
+						"r.lease_owner", "r.lease_expires_at"),
+	OWNERS_CHANGED_STMT("count the deleted leases' owners", "r.lease_owner",
+						"CAST(NULL AS pg_catalog.text)", "CAST(NULL AS pg_catalog.timestamptz)"),
 };
 
 PG_FUNCTION_INFO_V1(lease_shard_leases_owners_changed);
@@ -71,7 +70,7 @@ lease_shard_leases_owners_changed(PG_FUNCTION_ARGS)
 	lease_spi_connect();
 	if (SPI_register_trigger_data(trigdata) != SPI_OK_TD_REGISTER)
 		elog(ERROR, "pg_lease: could not register the transition table");
-	lease_spi_run(inserted ? &owners_inserted_stmt : &owners_deleted_stmt, NULL, NULL, 0);
+	lease_spi_run(&owners_changed_stmts[inserted ? 0 : 1], NULL, NULL, 0);
 	lease_spi_finish();
 	return PointerGetDatum(NULL);
 }
