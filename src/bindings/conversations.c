@@ -165,7 +165,8 @@ static LeaseStatement turn_lock_stmt = {
 	" FOR UPDATE OF c",
 	.nargs = 1,
 	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
 };
 
 /* admit_turn: insert the turn; a pending conversation becomes running. */
@@ -266,7 +267,8 @@ static LeaseStatement gate_stmt = {
 	"SELECT g.only_row FROM lease.admission_gate AS g"
 	" FOR NO KEY UPDATE OF g",
 	.nargs = 0,
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
 };
 
 /* 0.1.0-0.3.0 admission lock: the fleet advisory lock $1, 0, then the tenant's $1, $2. */
@@ -277,14 +279,15 @@ static LeaseStatement advisory_stmt = {
 	"  FROM pg_catalog.pg_advisory_xact_lock($1, 0) AS fleet",
 	.nargs = 2,
 	.argtypes = {INT4OID, INT4OID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
 };
 
 /*
- * Runs a locking read with lock_timeout = lease.admission_lock_timeout for
- * exactly that statement; returns its row count.  Its lock timeout is raised
- * again as 55P03 saying what is busy: the conversation when `conversation`
- * is given, else admission.  Any other error goes through unchanged.  The
+ * Runs a locking read whose statement sets lock_timeout =
+ * lease.admission_lock_timeout for exactly itself; returns its row count.
+ * Its lock timeout is raised again as 55P03 saying what is busy: the
+ * conversation when `conversation` is given, else admission.  Any other error goes through unchanged.  The
  * caller's lock_timeout is back afterwards, or after the rollback of the
  * (sub)transaction that the error aborts.
  */
@@ -292,13 +295,11 @@ static uint64
 run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversation)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	char		timeout[32];
 	volatile uint64 processed = 0;
 
-	snprintf(timeout, sizeof(timeout), "%d", lease_admission_lock_timeout_ms);
 	PG_TRY();
 	{
-		processed = lease_spi_run_with(stmt, values, NULL, 1, "lock_timeout", timeout);
+		processed = lease_spi_run(stmt, values, NULL, 1);
 	}
 	PG_CATCH();
 	{

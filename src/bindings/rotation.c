@@ -74,7 +74,8 @@ static LeaseStatement rotate_lock_stmt = {
 	"   FOR NO KEY UPDATE OF c",
 	.nargs = LEASE_SCOPE_NARGS,
 	.argtypes = LEASE_SCOPE_ARGTYPES,
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_rotation_lock_timeout_ms)
 };
 
 /* rotate_channel step 3: unbind (a partial-index column: FOR NO KEY UPDATE). */
@@ -109,7 +110,8 @@ static LeaseStatement restore_lock_stmt = {
 	"   FOR NO KEY UPDATE OF c",
 	.nargs = 1,
 	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_rotation_lock_timeout_ms)
 };
 
 /*
@@ -230,19 +232,16 @@ static LeaseStatement queue_stmt = {
 };
 
 /*
- * Runs a locking read with lock_timeout = lease.rotation_lock_timeout for
- * exactly this statement.  Call it only inside a subtransaction: if the
- * statement raises, it is the subtransaction's rollback (AtEOSubXact_GUC)
- * that restores lock_timeout.
+ * Runs a locking read whose statement sets lock_timeout =
+ * lease.rotation_lock_timeout for exactly itself.  Call it only inside a
+ * subtransaction: if the statement raises, it is the subtransaction's
+ * rollback (AtEOSubXact_GUC) that restores lock_timeout.
  */
 static uint64
 run_bounded(LeaseStatement *stmt, Datum *values, const char *nulls)
 {
-	char		timeout[32];
-
 	Assert(IsSubTransaction());
-	snprintf(timeout, sizeof(timeout), "%d", lease_rotation_lock_timeout_ms);
-	return lease_spi_run_with(stmt, values, nulls, 1, "lock_timeout", timeout);
+	return lease_spi_run(stmt, values, nulls, 1);
 }
 
 /* The outcomes of rotate_channel. */

@@ -108,21 +108,34 @@ execute_plan(LeaseStatement *stmt, SPIPlanPtr plan, Datum *values, const char *n
 	return rc;
 }
 
+/* Changes the statement's setting at a new GUC nest level, which it returns. */
+static int
+set_statement_setting(const LeaseStatement *stmt)
+{
+	int			level = NewGUCNestLevel();
+	char		ms[32];
+	const char *value = stmt->setting_value;
+
+	if (value == NULL)
+	{
+		snprintf(ms, sizeof(ms), "%d", *stmt->setting_ms);
+		value = ms;
+	}
+	(void) set_config_option(stmt->setting, value, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
 /* Runs a prepared statement and checks its exact return code. */
 uint64
 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows)
 {
-	return lease_spi_run_mode(stmt, values, nulls, false, max_rows);
-}
-
-/* lease_spi_run, read-only (SPI's read_only) when asked. */
-uint64
-lease_spi_run_mode(LeaseStatement *stmt, Datum *values, const char *nulls, bool read_only,
-				   long max_rows)
-{
-	int			rc = execute_plan(stmt, lease_spi_plan(stmt), values, nulls, read_only,
+	int			level = stmt->setting != NULL ? set_statement_setting(stmt) : -1;
+	int			rc = execute_plan(stmt, lease_spi_plan(stmt), values, nulls, stmt->read_only,
 								  max_rows);
 
+	if (level >= 0)
+		AtEOXact_GUC(true, level);
 	if (rc != stmt->expected)
 		elog(ERROR, "pg_lease: \"%s\" returned %s, expected %s",
 			 stmt->name, SPI_result_code_string(rc),
@@ -139,21 +152,6 @@ lease_spi_exec(LeaseStatement *stmt, Datum *values, const char *nulls)
 	lease_spi_connect();
 	processed = lease_spi_run(stmt, values, nulls, 0);
 	lease_spi_finish();
-	return processed;
-}
-
-/* Runs a prepared statement with one setting scoped to it. */
-uint64
-lease_spi_run_with(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows,
-				   const char *guc, const char *value)
-{
-	int			save = NewGUCNestLevel();
-	uint64		processed;
-
-	(void) set_config_option(guc, value, PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	processed = lease_spi_run(stmt, values, nulls, max_rows);
-	AtEOXact_GUC(true, save);
 	return processed;
 }
 

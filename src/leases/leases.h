@@ -147,18 +147,20 @@
  * A statement in the two forms the schemas need (common/version.h): [0] for
  * 0.1.0/0.2.0 objects, which have no bookkeeping tables (lease.stream_workers
  * and the takeable cache), [1] from 0.3.0 on; opts_0_3 the second one's
- * cursor_options.
+ * cursor_options; jit_off: both run with JIT off (LEASE_STMT_JIT_OFF).
  */
-#define LEASE_SCHEMA_STMTS(stmt_name, sql_0_2, sql_0_3, opts_0_3, n, ...) \
+#define LEASE_SCHEMA_STMTS(stmt_name, sql_0_2, sql_0_3, opts_0_3, jit_off, n, ...) \
 	{ \
 		{ \
 			.name = stmt_name " (0.2 schema)", .sql = sql_0_2, .nargs = n, \
-			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_SELECT \
+			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_SELECT, \
+			.setting = (jit_off) ? "jit" : NULL, .setting_value = "off" \
 		}, \
 		{ \
 			.name = stmt_name, .sql = sql_0_3, .nargs = n, \
 			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_SELECT, \
-			.cursor_options = opts_0_3 \
+			.cursor_options = opts_0_3, \
+			.setting = (jit_off) ? "jit" : NULL, .setting_value = "off" \
 		} \
 	}
 
@@ -167,7 +169,7 @@
  * bookkeeping CTE from 0.3.0 on.  `sql` is a macro taking that CTE.
  */
 #define LEASE_OWNERSHIP_STMTS(stmt_name, sql, n, ...) \
-	LEASE_SCHEMA_STMTS(stmt_name, sql(""), sql(LEASE_SQL_RECORD_LOADS), 0, n, __VA_ARGS__)
+	LEASE_SCHEMA_STMTS(stmt_name, sql(""), sql(LEASE_SQL_RECORD_LOADS), 0, false, n, __VA_ARGS__)
 
 /* Which of a LEASE_SCHEMA_STMTS pair `schema` runs. */
 #define LEASE_SCHEMA_STMT(stmts, schema) (&(stmts)[(schema) >= LEASE_SCHEMA_0_3 ? 1 : 0])

@@ -50,18 +50,19 @@
 	"  WHERE NOT (" still_theirs ")" \
 	" RETURNING true"
 
-/* Indexed by schema_index(): the released schemas, then 0.4.0. */
-static LeaseStatement grantees_stmts[2] = {
-	{
-		.name = "app grantees",
-		.sql = GRANTEES_SQL("true"),
-		.nargs = 1, .argtypes = {TEXTOID}, .expected = SPI_OK_SELECT
-	},
-	{
-		.name = "app grantees",
-		.sql = GRANTEES_SQL(GRANT_STILL_THEIRS_0_4),
-		.nargs = 1, .argtypes = {TEXTOID}, .expected = SPI_OK_SELECT
-	},
+#define GRANTEES_STMT(still_theirs, ro) \
+	{ \
+		.name = "app grantees", .sql = GRANTEES_SQL(still_theirs), \
+		.nargs = 1, .argtypes = {TEXTOID}, .expected = SPI_OK_SELECT, .read_only = ro \
+	}
+
+/*
+ * Indexed by read-only (has_app_access is STABLE), then by schema_index():
+ * the released schemas, then 0.4.0.
+ */
+static LeaseStatement grantees_stmts[2][2] = {
+	{GRANTEES_STMT("true", false), GRANTEES_STMT(GRANT_STILL_THEIRS_0_4, false)},
+	{GRANTEES_STMT("true", true), GRANTEES_STMT(GRANT_STILL_THEIRS_0_4, true)},
 };
 
 static LeaseStatement grant_stmts[2] = {
@@ -128,8 +129,8 @@ caller_may_act_for(Oid caller, Oid owner, LeaseSchema schema, Datum app_name, bo
 	if (has_privs_of_role(caller, owner))
 		return true;
 
-	rows = lease_spi_run_mode(&grantees_stmts[schema_index(schema)], &app_name, NULL,
-							  read_only, 0);
+	rows = lease_spi_run(&grantees_stmts[read_only ? 1 : 0][schema_index(schema)], &app_name,
+						 NULL, 0);
 	for (uint64 row = 0; row < rows; row++)
 	{
 		bool		isnull;

@@ -136,7 +136,7 @@
 
 static LeaseStatement loads_stmts[2] =
 	LEASE_SCHEMA_STMTS("take_leases: count loads", LOADS_SQL_0_2, LOADS_SQL,
-					   CURSOR_OPT_GENERIC_PLAN, 3, TEXTOID, TEXTOID, TEXTOID);
+					   CURSOR_OPT_GENERIC_PLAN, true, 3, TEXTOID, TEXTOID, TEXTOID);
 
 /*
  * The stream's number of takeable leases (not ended, not blocked), as
@@ -188,7 +188,8 @@ static LeaseStatement takeable_count_stmt = {
 	.sql = TAKEABLE_COUNT_SQL,
 	.nargs = 2,
 	.argtypes = {TEXTOID, TEXTOID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_JIT_OFF			/* see read_loads */
 };
 
 /*
@@ -211,7 +212,8 @@ static LeaseStatement takeable_store_stmt = {
 	" RETURNING t.takeable",
 	.nargs = 2,
 	.argtypes = {TEXTOID, TEXTOID},
-	.expected = SPI_OK_UPDATE_RETURNING
+	.expected = SPI_OK_UPDATE_RETURNING,
+	LEASE_STMT_JIT_OFF			/* see read_loads */
 };
 
 /* The select list every taking statement returns (see put_rows). */
@@ -243,6 +245,7 @@ static LeaseStatement takeable_store_stmt = {
 static LeaseStatement claim_stmts[2] =
 	LEASE_SCHEMA_STMTS("take_leases: claim due handoffs",
 					   CLAIM_SQL(""), CLAIM_SQL(LEASE_SQL_RECORD_LOADS), CURSOR_OPT_GENERIC_PLAN,
+					   false,
 					   6, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES);
 
 /*
@@ -278,7 +281,7 @@ static LeaseStatement take_free_stmts[2] =
 	LEASE_SCHEMA_STMTS("take_leases: take unowned and expired",
 					   TAKE_FREE_SQL("", ""),
 					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_RECORD_LOADS),
-					   CURSOR_OPT_GENERIC_PLAN,
+					   CURSOR_OPT_GENERIC_PLAN, true,
 					   8, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES,
 					   TEXTARRAYOID);
 
@@ -369,7 +372,7 @@ static LeaseStatement request_stmt = {
 	"   FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\""
 
 static LeaseStatement renew_all_stmts[2] =
-	LEASE_SCHEMA_STMTS("renew_leases", RENEW_ALL_SQL(""), RENEW_ALL_SQL(RENEW_SQL_RAISE_BOUND), 0,
+	LEASE_SCHEMA_STMTS("renew_leases", RENEW_ALL_SQL(""), RENEW_ALL_SQL(RENEW_SQL_RAISE_BOUND), 0, false,
 					   4, TEXTOID, TEXTOID, TEXTOID, INTERVALOID);
 
 /*
@@ -464,11 +467,11 @@ stream_takeable(Datum *values)
 	if (rows > 0 && !IsolationUsesXactSnapshot() &&
 			 lease_spi_run(&takeable_lock_stmt, values, NULL, 0) > 0)
 	{
-		lease_spi_run_with(&takeable_store_stmt, values, NULL, 0, "jit", "off");
+		lease_spi_run(&takeable_store_stmt, values, NULL, 0);
 		return DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	}
-	/* JIT off: see lease_take_leases */
-	lease_spi_run_with(&takeable_count_stmt, values, NULL, 0, "jit", "off");
+	/* JIT off (the statements say so): see read_loads */
+	lease_spi_run(&takeable_count_stmt, values, NULL, 0);
 	return DatumGetInt64(lease_spi_value(0, 1, &isnull));
 }
 
@@ -504,7 +507,8 @@ round_copy(TakeRound *r, Datum value)
 
 /*
  * Phase 1: the workers, their effective loads, and the takeable leases.
- * JIT off: the planner prices the per-worker count (run only for a worker
+ * JIT off (LEASE_STMT_JIT_OFF on the statements that read many leases):
+ * the planner prices the per-worker count (run only for a worker
  * whose bound has passed; 0.2: the parent subquery) as if it ran for every
  * row, so at 100,000 leases the estimate crosses jit_above_cost and
  * compiling takes ~250 ms for a statement that runs in a tenth of a
@@ -513,8 +517,7 @@ round_copy(TakeRound *r, Datum value)
 static void
 read_loads(TakeRound *r)
 {
-	uint64		rows = lease_spi_run_with(LEASE_SCHEMA_STMT(loads_stmts, r->schema), r->stream,
-										  NULL, 0, "jit", "off");
+	uint64		rows = lease_spi_run(LEASE_SCHEMA_STMT(loads_stmts, r->schema), r->stream, NULL, 0);
 
 	r->suspects = (Datum *) MemoryContextAlloc(r->callcxt, sizeof(Datum) * (rows + 1));
 	for (uint64 row = 0; row < rows; row++)
@@ -588,8 +591,7 @@ take_free(TakeRound *r)
 	n += LEASE_EVENT_NPARAMS;
 	values[n] = PointerGetDatum(construct_array(r->suspects, r->nsuspects, TEXTOID, -1, false,
 												TYPALIGN_INT));
-	r->mine += (int64) lease_spi_run_with(LEASE_SCHEMA_STMT(take_free_stmts, r->schema),
-										  values, NULL, 0, "jit", "off");
+	r->mine += (int64) lease_spi_run(LEASE_SCHEMA_STMT(take_free_stmts, r->schema), values, NULL, 0);
 	put_rows(r->rsinfo, LEASE_ACTION_TAKEN);
 }
 
