@@ -7,8 +7,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef LEASE_CONVERSATIONS_H
-#define LEASE_CONVERSATIONS_H
+#ifndef BINDING_CONVERSATIONS_H
+#define BINDING_CONVERSATIONS_H
 
 #include "fmgr.h"
 
@@ -20,39 +20,39 @@
  * sandboxes_active_user_idx is the same list); live conversations are the
  * only ones that may hold a channel (conversations_binding_live_check).
  */
-#define LEASE_ACTIVE_SANDBOX_STATUSES	"ARRAY['pending', 'starting', 'ready']"
-#define LEASE_LIVE_CONVERSATION_STATUSES "ARRAY['pending', 'running', 'idle']"
+#define BINDING_ACTIVE_SANDBOX_STATUSES	"ARRAY['pending', 'starting', 'ready']"
+#define BINDING_LIVE_CONVERSATION_STATUSES "ARRAY['pending', 'running', 'idle']"
 
 /*
  * The statuses pg_lease itself writes or tests one by one (the tables'
  * CHECK constraints list every status); LEASE_SQL_WORD (pg_lease.h) puts
  * one in statement text as a literal.
  */
-#define LEASE_STATUS_PENDING		"pending"
-#define LEASE_STATUS_RUNNING		"running"
-#define LEASE_STATUS_IDLE			"idle"
-#define LEASE_STATUS_FAILED			"failed"
-#define LEASE_STATUS_TERMINATED		"terminated"
+#define BINDING_STATUS_PENDING		"pending"
+#define BINDING_STATUS_RUNNING		"running"
+#define BINDING_STATUS_IDLE			"idle"
+#define BINDING_STATUS_FAILED			"failed"
+#define BINDING_STATUS_TERMINATED		"terminated"
 
 /*
  * Outcomes, as start_conversation, rotate_channel and
  * restore_rotated_channel return them (docs/channel-bindings.md).
  */
-#define LEASE_OUTCOME_STARTED			"started"
-#define LEASE_OUTCOME_ALREADY_BOUND		"already_bound"
-#define LEASE_OUTCOME_REFUSED			"refused"
-#define LEASE_OUTCOME_ROTATED			"rotated"
-#define LEASE_OUTCOME_BUSY				"busy"
-#define LEASE_OUTCOME_BINDING_CHANGED	"binding_changed"
-#define LEASE_OUTCOME_RESTORED			"restored"
-#define LEASE_OUTCOME_SUPERSEDED		"superseded"
-#define LEASE_OUTCOME_FAILED			"failed"
+#define BINDING_OUTCOME_STARTED			"started"
+#define BINDING_OUTCOME_ALREADY_BOUND		"already_bound"
+#define BINDING_OUTCOME_REFUSED			"refused"
+#define BINDING_OUTCOME_ROTATED			"rotated"
+#define BINDING_OUTCOME_BUSY				"busy"
+#define BINDING_OUTCOME_BINDING_CHANGED	"binding_changed"
+#define BINDING_OUTCOME_RESTORED			"restored"
+#define BINDING_OUTCOME_SUPERSEDED		"superseded"
+#define BINDING_OUTCOME_FAILED			"failed"
 
 /*
  * A binding's scope: (user_id, agent_id, vault_id, environment_id).  A NULL
  * vault or environment is a value of its own (IS NULL), never "any".
  */
-typedef struct LeaseScope
+typedef struct BindingScope
 {
 	Datum		user_id;
 	Datum		agent_id;
@@ -60,40 +60,40 @@ typedef struct LeaseScope
 	Datum		environment_id; /* meaningless when environment_null */
 	bool		vault_null;
 	bool		environment_null;
-} LeaseScope;
+} BindingScope;
 
 /* Fills a scope from arguments 0..3 (user_id, agent_id, vault_id, environment_id). */
-extern void lease_scope_args(FunctionCallInfo fcinfo, LeaseScope *scope);
+extern void binding_scope_args(FunctionCallInfo fcinfo, BindingScope *scope);
 
 /*
  * The parameters every scoped statement takes: $1 user_id, $2 agent_id,
  * $3 vault_id, $4 environment_id, $5 channel_id (NULL when !has_channel),
  * $6 a conversation id (NULL when !has_id).
  */
-#define LEASE_SCOPE_NARGS 6
-#define LEASE_SCOPE_ARGTYPES {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID}
+#define BINDING_SCOPE_NARGS 6
+#define BINDING_SCOPE_ARGTYPES {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID}
 
 /* The (user_id, agent_id) part of a scoped statement's WHERE, table alias c. */
-#define LEASE_SCOPE_USER_AGENT \
+#define BINDING_SCOPE_USER_AGENT \
 	"c.user_id OPERATOR(pg_catalog.=) $1 AND c.agent_id OPERATOR(pg_catalog.=) $2"
-extern void lease_scope_params(const LeaseScope *scope, bool has_channel, Datum channel_id,
+extern void binding_scope_params(const BindingScope *scope, bool has_channel, Datum channel_id,
 							   bool has_id, int64 id, Datum *values, char *nulls);
 
-typedef enum LeaseAdmitOutcome
+typedef enum BindingAdmitOutcome
 {
-	LEASE_ADMIT_STARTED,		/* a sandbox and a conversation were inserted */
-	LEASE_ADMIT_ALREADY_BOUND,	/* the channel is bound in the scope; nothing inserted */
-	LEASE_ADMIT_REFUSED			/* a quota is full; nothing inserted */
-} LeaseAdmitOutcome;
+	BINDING_ADMIT_STARTED,		/* a sandbox and a conversation were inserted */
+	BINDING_ADMIT_ALREADY_BOUND,	/* the channel is bound in the scope; nothing inserted */
+	BINDING_ADMIT_REFUSED			/* a quota is full; nothing inserted */
+} BindingAdmitOutcome;
 
-typedef struct LeaseAdmission
+typedef struct BindingAdmission
 {
-	LeaseAdmitOutcome outcome;
+	BindingAdmitOutcome outcome;
 	int64		conversation_id;	/* started: the new one; already_bound: the holder */
 	bool		fleet_full;		/* refused: the fleet capacity (else the tenant limit) */
 	int32		limit;			/* refused: the limit that was reached */
 	bool		waiting_for_lock;	/* true while admission waits for its lock */
-} LeaseAdmission;
+} BindingAdmission;
 
 /*
  * What admission serializes on depends on the installed schema
@@ -119,14 +119,14 @@ typedef struct LeaseAdmission
  * then inserts a pending sandbox and a pending conversation bound to the
  * channel, rotated_from set when has_from (its id routable from 0.3.0 on).
  */
-extern void lease_admit(LeaseSchema schema, const LeaseScope *scope, bool has_channel,
+extern void binding_admit(LeaseSchema schema, const BindingScope *scope, bool has_channel,
 						Datum channel_id, bool has_from, int64 rotated_from,
-						LeaseAdmission *result);
+						BindingAdmission *result);
 
 /* The refused detail: which limit was reached. */
-extern char *lease_admission_refusal(const LeaseAdmission *admission);
+extern char *binding_admission_refusal(const BindingAdmission *admission);
 
 /* Returns one row from a RETURNS TABLE function (materialize mode). */
-extern void lease_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+extern void binding_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
-#endif							/* LEASE_CONVERSATIONS_H */
+#endif							/* BINDING_CONVERSATIONS_H */
