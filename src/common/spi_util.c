@@ -7,8 +7,11 @@
  */
 #include "pg_lease.h"
 
+#include "catalog/pg_proc.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
 #include "common/spi_util.h"
 
@@ -30,6 +33,39 @@ lease_spi_finish(void)
 
 	if (rc != SPI_OK_FINISH)
 		elog(ERROR, "pg_lease: SPI_finish failed: %s", SPI_result_code_string(rc));
+}
+
+/* The owner of the called function (the extension's owner). */
+static Oid
+function_owner(FunctionCallInfo fcinfo)
+{
+	HeapTuple	tuple;
+	Oid			owner;
+
+	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "pg_lease: cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
+	owner = ((Form_pg_proc) GETSTRUCT(tuple))->proowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/* Becomes the function's owner and connects to SPI. */
+void
+lease_spi_connect_as_owner(FunctionCallInfo fcinfo, LeaseCaller *caller)
+{
+	caller->owner = function_owner(fcinfo);
+	GetUserIdAndSecContext(&caller->userid, &caller->sec_context);
+	SetUserIdAndSecContext(caller->owner, caller->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	lease_spi_connect();
+}
+
+/* Leaves SPI and becomes the caller again. */
+void
+lease_spi_finish_as_caller(const LeaseCaller *caller)
+{
+	lease_spi_finish();
+	SetUserIdAndSecContext(caller->userid, caller->sec_context);
 }
 
 /* Prepares a statement once per backend and keeps the plan. */

@@ -15,6 +15,7 @@
 #define LEASE_SPI_UTIL_H
 
 #include "executor/spi.h"
+#include "fmgr.h"
 
 #define LEASE_STMT_MAX_ARGS 16
 
@@ -54,6 +55,28 @@ extern void lease_spi_connect(void);
 
 /* SPI_finish, raising on failure. */
 extern void lease_spi_finish(void);
+
+/* The caller's identity, saved while a function runs as its owner. */
+typedef struct LeaseCaller
+{
+	Oid			userid;
+	int			sec_context;
+	Oid			owner;			/* the called function's owner */
+} LeaseCaller;
+
+/*
+ * The one modifier for acting as the owner: becomes the called function's
+ * owner, exactly as SECURITY DEFINER would (for a SECURITY INVOKER function
+ * that needs its caller's identity first, src/leases/privileges.h), saving
+ * the caller in *caller, and connects to SPI.  lease_spi_finish_as_caller
+ * undoes both.  An error in between needs no cleanup: transaction and
+ * subtransaction abort restore the user id saved when they began and close
+ * SPI.
+ */
+extern void lease_spi_connect_as_owner(FunctionCallInfo fcinfo, LeaseCaller *caller);
+
+/* Disconnects from SPI and becomes the caller saved by lease_spi_connect_as_owner. */
+extern void lease_spi_finish_as_caller(const LeaseCaller *caller);
 
 /*
  * The one runner: runs a statement with the given parameters (nulls as for

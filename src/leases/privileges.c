@@ -11,7 +11,6 @@
 
 #include "catalog/pg_authid.h"
 #include "catalog/pg_collation.h"
-#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -99,21 +98,6 @@ static LeaseStatement revoke_stmt = {
 	.expected = SPI_OK_DELETE
 };
 
-/* The owner of the called function (the extension's owner). */
-static Oid
-function_owner(FunctionCallInfo fcinfo)
-{
-	HeapTuple	tuple;
-	Oid			owner;
-
-	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "pg_lease: cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
-	owner = ((Form_pg_proc) GETSTRUCT(tuple))->proowner;
-	ReleaseSysCache(tuple);
-	return owner;
-}
-
 /*
  * True when `caller` may act for the app: it has the owner's privileges,
  * or those of a role granted the app.  Runs as the owner, connected to SPI
@@ -150,20 +134,15 @@ static bool
 become_owner_for_app(FunctionCallInfo fcinfo, LeaseSchema schema, Datum app_name,
 					 LeaseCaller *caller, bool read_only)
 {
-	Oid			owner = function_owner(fcinfo);
-
-	GetUserIdAndSecContext(&caller->userid, &caller->sec_context);
-	SetUserIdAndSecContext(owner, caller->sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	lease_spi_connect();
-	return caller_may_act_for(caller->userid, owner, schema, app_name, read_only);
+	lease_spi_connect_as_owner(fcinfo, caller);
+	return caller_may_act_for(caller->userid, caller->owner, schema, app_name, read_only);
 }
 
-/* Leaves SPI and switches back to the caller saved by become_owner_for_app. */
+/* Leaves SPI and switches back to the caller saved by lease_app_begin. */
 void
 lease_app_end(const LeaseCaller *caller)
 {
-	lease_spi_finish();
-	SetUserIdAndSecContext(caller->userid, caller->sec_context);
+	lease_spi_finish_as_caller(caller);
 }
 
 /* Runs as the owner, in SPI, once the caller's access to the app is checked. */

@@ -12,7 +12,9 @@
  * GetUserId()) may act for the app when it has the privileges of the
  * function's owner (the extension owner; a superuser has every role's) or
  * of a role granted the app in lease.app_grants; the function then runs as
- * the owner, exactly as SECURITY DEFINER would, connected to SPI.
+ * the owner, exactly as SECURITY DEFINER would, connected to SPI (the
+ * switch is lease_spi_connect_as_owner, src/common/spi_util.h; the check
+ * runs in the same SPI session as the function's SQL).
  * lease_app_end leaves SPI and becomes the caller again.  An error in
  * between needs no cleanup: transaction and subtransaction abort restore
  * the user id saved when they began (AbortTransaction,
@@ -29,13 +31,6 @@
 
 #include "common/spi_util.h"
 #include "common/version.h"
-
-/* The caller's identity, saved while a function runs as its owner. */
-typedef struct LeaseCaller
-{
-	Oid			userid;
-	int			sec_context;
-} LeaseCaller;
 
 /*
  * Switches to the function's owner, saving the caller in *caller, and
