@@ -52,7 +52,7 @@
 #define GRANTEES_STMT(still_theirs, ro) \
 	{ \
 		.name = "app grantees", .sql = GRANTEES_SQL(still_theirs), \
-		.nargs = 1, .argtypes = {TEXTOID}, .expected = SPI_OK_SELECT, .read_only = ro \
+		.nargs = 1, .argtypes = {TEXTOID}, .expected = SPI_OK_SELECT, .read_only = (ro) \
 	}
 
 /*

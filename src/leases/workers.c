@@ -34,7 +34,7 @@
 
 #define OWNERS_CHANGED_STMT(stmt_name, from_owner, to_owner, to_expires_at) \
 	{ \
-		.name = stmt_name, \
+		.name = (stmt_name), \
 		.sql = OWNERS_CHANGED_SQL(from_owner, to_owner, to_expires_at), \
 		.nargs = 0, .expected = SPI_OK_SELECT \
 	}
