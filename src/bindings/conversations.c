@@ -437,7 +437,7 @@ set_text(Datum *value, bool *isnull, const char *text)
 static Datum
 start_conversation(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	BindingScope	scope;
+	BindingScope scope;
 	Datum		channel_id = (Datum) 0;
 	bool		has_channel;
 	BindingAdmission admission;
@@ -487,7 +487,7 @@ PG_FUNCTION_INFO_V1(lease_find_channel_conversation);
 Datum
 lease_find_channel_conversation(PG_FUNCTION_ARGS)
 {
-	BindingScope	scope;
+	BindingScope scope;
 	Datum		channel_id;
 	int64		conversation_id;
 	bool		found;

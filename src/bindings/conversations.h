@@ -31,20 +31,20 @@
 #define BINDING_STATUS_PENDING		"pending"
 #define BINDING_STATUS_RUNNING		"running"
 #define BINDING_STATUS_IDLE			"idle"
-#define BINDING_STATUS_FAILED			"failed"
-#define BINDING_STATUS_TERMINATED		"terminated"
+#define BINDING_STATUS_FAILED		"failed"
+#define BINDING_STATUS_TERMINATED	"terminated"
 
 /*
  * Outcomes, as start_conversation, rotate_channel and
  * restore_rotated_channel return them (docs/channel-bindings.md).
  */
 #define BINDING_OUTCOME_STARTED			"started"
-#define BINDING_OUTCOME_ALREADY_BOUND		"already_bound"
+#define BINDING_OUTCOME_ALREADY_BOUND	"already_bound"
 #define BINDING_OUTCOME_REFUSED			"refused"
 #define BINDING_OUTCOME_ROTATED			"rotated"
-#define BINDING_OUTCOME_BUSY				"busy"
+#define BINDING_OUTCOME_BUSY			"busy"
 #define BINDING_OUTCOME_BINDING_CHANGED	"binding_changed"
-#define BINDING_OUTCOME_RESTORED			"restored"
+#define BINDING_OUTCOME_RESTORED		"restored"
 #define BINDING_OUTCOME_SUPERSEDED		"superseded"
 #define BINDING_OUTCOME_FAILED			"failed"
 

@@ -256,7 +256,7 @@ typedef enum RotationOutcome
 typedef struct Rotation
 {
 	LeaseSchema schema;
-	BindingScope	scope;
+	BindingScope scope;
 	Datum		channel_id;
 	int64		rotate_from;
 	bool		in_locking_read;	/* true while step 1 runs */
