@@ -161,6 +161,7 @@ class Db:
         self.conns = [self.connect(options) for _ in range(clients + 1)]
         self.ctl = self.conns[-1]
         self.ctl.cursor().execute("SET session_replication_role = replica")
+        self.opening = [False] * len(self.conns)
 
     def connect(self, options):
         conn = psycopg2.connect(self.dsn, options=options)
@@ -172,30 +173,40 @@ class Db:
             conn.cursor().execute(sql)
 
     def begin(self, i):
-        self.conns[i].cursor().execute("BEGIN")
+        """Connection i's next statement opens a transaction (sent with it:
+        one round trip fewer per call)."""
+        self.opening[i] = True
 
     def rollback(self, i):
-        self.conns[i].cursor().execute("ROLLBACK")
+        if self.opening[i]:
+            self.opening[i] = False
+        else:
+            self.conns[i].cursor().execute("ROLLBACK")
+
+    def execute(self, i, sql, params=()):
+        cur = self.conns[i].cursor()
+        if self.opening[i]:
+            self.opening[i] = False
+            sql = "BEGIN; " + sql
+        cur.execute(sql, params)
+        return cur
 
     def call(self, i, sql, params=(), allowed=()):
         """One call in connection i's open transaction: its rows, or
         ('error', sqlstate) for an error the protocol expects (the transaction
         is then rolled back and begun again: the call changed nothing).  Any
         other error stops the explorer."""
-        cur = self.conns[i].cursor()
         try:
-            cur.execute(sql, params)
+            cur = self.execute(i, sql, params)
             return cur.fetchall() if cur.description else []
         except psycopg2.Error as e:
             if e.pgcode not in allowed:
                 raise
-            cur.execute("ROLLBACK; BEGIN")
+            self.conns[i].cursor().execute("ROLLBACK; BEGIN")
             return ("error", e.pgcode)
 
     def rows(self, i, sql, params=()):
-        cur = self.conns[i].cursor()
-        cur.execute(sql, params)
-        return cur.fetchall()
+        return self.execute(i, sql, params).fetchall()
 
 
 # ---------------------------------------------------------------------------
@@ -218,7 +229,7 @@ def path_of(node):
     return list(reversed(steps))
 
 
-def explore(proto):
+def explore(proto, progress=False):
     """Breadth-first search; returns (stats, violations by invariant)."""
     t0 = time.monotonic()
     proto.reset()
@@ -234,7 +245,13 @@ def explore(proto):
     nviolations = 0
     states = calls = restores = 0
     current = snap     # the state the database is in now
+    last_progress = t0
     while queue:
+        if progress and time.monotonic() - last_progress >= 30:
+            last_progress = time.monotonic()
+            print("  %s: %.0f s, depth %d, %d states, %d calls, %d queued"
+                  % (proto.name, last_progress - t0, queue[0].depth, states, calls, len(queue)),
+                  file=sys.stderr, flush=True)
         node = queue.popleft()
         known = seen.setdefault(node.key, [])
         if any(all(a >= b for a, b in zip(k, node.left)) for k in known):
@@ -308,10 +325,14 @@ class Bindings:
     limit = 3
     tables = ("sandboxes", "conversations", "turns", "compensation_failures")
 
-    def __init__(self, db, clients, calls, restore_function):
+    # --roles: every client rotates and restores; besides, client 1 ends
+    # conversations, client 2 admits turns, client 3 retries and starts.
+    ROLES = ("RFXE", "RFXT", "FXQS")
+
+    def __init__(self, db, clients, calls, restore_function, roles=False):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.restore_function = restore_function
-        self.alphabets = [self.letters] * clients
+        self.alphabets = [self.ROLES[i % len(self.ROLES)] if roles else self.letters for i in range(clients)]
         db.everywhere("PREPARE explore_snapshot AS " + self.SNAPSHOT_SQL)
         db.everywhere("PREPARE explore_view AS " + self.VIEW_SQL)
 
@@ -420,11 +441,11 @@ class Bindings:
         for i in range(self.nclients):
             if node.left[i] == 0:
                 continue
-            sig = (tuple(sorted(node.locals[i].items(), key=str)), node.left[i])
+            sig = (self.alphabets[i], tuple(sorted(node.locals[i].items(), key=str)), node.left[i])
             if sig in done:
                 continue
             done.add(sig)
-            for letter in self.letters:
+            for letter in self.alphabets[i]:
                 yield i, letter
 
     def plan(self, actor, letter, locals_, glob):
@@ -808,7 +829,8 @@ class Leases:
         db = self.db
         if letter == "A":
             locals_[actor]["advances"] += 1
-            self.db.ctl.cursor().execute(
+            self.db.execute(
+                actor,
                 "SET LOCAL session_replication_role = origin;"
                 "UPDATE lease.shard_leases SET lease_expires_at = lease_expires_at - interval '3 days',"
                 "       handoff_requested_at = handoff_requested_at - interval '3 days',"
@@ -967,20 +989,21 @@ def main():
     ap.add_argument("--advances", type=int, default=1)
     ap.add_argument("--restore-function", default="lease.restore_rotated_channel")
     ap.add_argument("--checkpoint-function", default="lease.update_checkpoint")
+    ap.add_argument("--progress", action="store_true", help="a line on stderr every 30 s")
     ap.add_argument("--roles", action="store_true",
-                    help="leases: per-worker alphabets (Leases.ROLES) instead of every letter for every worker")
+                    help="per-client alphabets (Bindings.ROLES, Leases.ROLES) instead of every letter for every client")
     args = ap.parse_args()
     options = ("-c lease.handoff_timeout=43200000 -c lease.default_lease_duration=86400000"
                " -c lease.record_events=off -c client_min_messages=error")
     db = Db(args.dsn, args.clients, options)
     extra = 0
     if args.protocol == "bindings":
-        proto = Bindings(db, args.clients, args.calls, args.restore_function)
+        proto = Bindings(db, args.clients, args.calls, args.restore_function, args.roles)
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
                        args.roles)
         extra = args.advances
-    stats, violations = explore(proto)
+    stats, violations = explore(proto, args.progress)
     report(proto, stats, violations, args.clients, args.calls, extra)
     return 1 if violations else 0
 
