@@ -5,21 +5,27 @@ function, on a real server, and every state checked is read back from its
 tables.
 
   explore.py --dsn DSN --protocol bindings|leases [--clients N] [--calls K]
-             [--restore-function F] [--checkpoint-function F] [--quiet]
+             [--roles] [--shards 2|3] [--advances N] [--progress]
+             [--restore-function F] [--checkpoint-function F]
+
+It deletes and re-creates the protocol's rows: give it a database of its own
+(test/explorer/run.sh makes one; make test and make explore run it).
 
 Exit status: 0 when no invariant broke, 1 when at least one did (each is
 printed as its shortest counterexample), 2 on an unexpected error.
 
 WHAT IS EXPLORED
   N clients (workers), each running a program of at most K calls, each call
-  one autocommit transaction on that client's own connection.  Programs are
-  not listed one by one: a client's next call may be ANY letter of the
-  protocol's alphabet, so the search covers every program of length <= K over
-  the alphabet for every client, combined with every interleaving of whole
-  calls (a call is atomic, so the states a call can see are exactly the
-  states between calls).  "interleavings" in the report counts those pairs
-  (program tuple, interleaving): for N clients with K calls each over an
-  alphabet of A letters, multinomial(N*K; K, ..., K) * A^(N*K).
+  its own transaction on that client's own connection.  Programs are not
+  listed one by one: a client's next call may be ANY letter of its alphabet
+  (the protocol's whole alphabet, or with --roles one per client, see
+  Bindings.ROLES and Leases.ROLES), so the search covers every program of
+  length <= K over the alphabet for every client, combined with every
+  interleaving of whole calls (a call is atomic, so the states a call can see
+  are exactly the states between calls).  "interleavings" in the report
+  counts those pairs (program tuple, interleaving): for N clients with K
+  calls each over alphabets of A1..AN letters, multinomial(N*K; K, ..., K) *
+  A1^K * ... * AN^K (times the clock's steps placed among them, for leases).
 
   The search is breadth first over states: a node is (the database state, what
   each client knows, how many calls each has left), the database state being
@@ -28,12 +34,22 @@ WHAT IS EXPLORED
   overlap), so two nodes with the same key have the same futures and one is
   explored once.  A node whose key was already explored with at least as many
   calls left for every client is not explored again either: a program may
-  stop early, so those futures are a subset.  Before each call the database is
-  put back into the node's exact state (every row, every column, the
+  stop early, so those futures are a subset.  A call that would be no call at
+  all (restore with no rotation of one's own, checkpoint of no lease held)
+  is skipped for the same reason.  When a node is taken from the queue the
+  database is put back into its exact state (every row, every column, the
   sequences; triggers and foreign-key checks off for that restore only, with
-  session_replication_role = replica), then the call runs as itself.  Breadth
+  session_replication_role = replica).  Then each call from it runs as
+  itself, in a transaction of its own on its client's connection; the state
+  it produced is read inside that transaction, which is then rolled back (and
+  the sequences set back), so the next call from the node starts from the
+  node's state without a restore.  Nothing here is deferred to commit, so
+  what a call did is exactly what a commit would have kept.  Clients with the
+  same alphabet, knowledge and calls left are interchangeable: only the first
+  of them moves (bindings; lease workers' names are in the state).  Breadth
   first means the first violation of an invariant found is one with the
-  fewest calls: that is the counterexample printed.
+  fewest calls: that is the counterexample printed, for each invariant.  A
+  state that broke an invariant is not explored further.
 
 BINDINGS (one tenant 'u', agent 'a', channel 'ch', no vault/environment;
   lease.tenant_limits gives the tenant a limit of 3 active sandboxes: the
@@ -42,7 +58,8 @@ BINDINGS (one tenant 'u', agent 'a', channel 'ch', no vault/environment;
   has seen c1).  The alphabet, per client:
     R  rotate_channel from the conversation the client last saw
     F  find_channel_conversation, then rotate_channel from what it returned
-       (nothing when the channel is unbound)
+       (nothing when the channel is unbound); one transaction, as no call
+       can come in between: a call in between is R from a stale id
     X  restore_rotated_channel of the client's own last rotation
        (--restore-function names the function; nothing if it rotated none)
     E  end_conversation of the conversation it last saw
@@ -103,6 +120,10 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
     R  release_lease of the first shard it believes it holds
     X  close_shard of the first shard it believes it holds
     H  request_handoff to itself of the first shard it does not hold
+  The state key leaves out what no call of the alphabet decides on
+  (lease_count, as no call passes a count; owner_switches_since_checkpoint)
+  and keeps timestamps as what the functions compare them with: 6-hour
+  buckets relative to the clock, and the order of the expiries.
   A worker "believes it holds" a shard from what it was told: taken by
   take_lease/take_leases, listed by renew_leases (which also tells it what it
   no longer holds); released or closed by its own call.  A worker writes
@@ -124,7 +145,6 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
 """
 
 import argparse
-import itertools
 import math
 import os
 import sys
@@ -146,10 +166,14 @@ class Violation(Exception):
         self.message = message
 
 
+FOUND = []     # the violations of the call being checked
+
+
 def check(cond, invariant, message):
-    """Raises Violation unless cond holds."""
+    """Records a Violation unless cond holds (every broken invariant of a
+    call is recorded, not only the first)."""
     if not cond:
-        raise Violation(invariant, message)
+        FOUND.append(Violation(invariant, message))
 
 
 class Db:
@@ -286,12 +310,14 @@ def explore(proto, progress=False):
             step = (actor, letter, plan.get("label", letter), told)
             left = list(node.left)
             left[actor] -= 1
-            try:
-                proto.check(node.view, view, actor, letter, plan, told, locals_, glob)
-            except Violation as v:
+            del FOUND[:]
+            proto.check(node.view, view, actor, letter, plan, told, locals_, glob)
+            if FOUND:
+                # a state that broke an invariant is not explored further
                 nviolations += 1
-                if v.invariant not in violations:
-                    violations[v.invariant] = (path_of(node) + [step], v.message)
+                for v in FOUND:
+                    if v.invariant not in violations:
+                        violations[v.invariant] = (path_of(node) + [step], v.message)
                 continue
             child = Node(snap, proto.key(view, locals_, glob), locals_, glob, tuple(left),
                          node, step, node.depth + 1, view)
@@ -323,11 +349,12 @@ class Bindings:
     name = "bindings"
     letters = "RFXETQS"
     limit = 3
-    tables = ("sandboxes", "conversations", "turns", "compensation_failures")
 
-    # --roles: every client rotates and restores; besides, client 1 ends
-    # conversations, client 2 admits turns, client 3 retries and starts.
-    ROLES = ("RFXE", "RFXT", "FXQS")
+    # --roles: every client rotates and restores its rotation; client 1
+    # rotates from what it saw and ends conversations, client 2 rotates from
+    # a lookup and admits turns (its worker starts), client 3 rotates from a
+    # lookup and retries the queued compensations.
+    ROLES = ("RXE", "FXT", "FXQ")
 
     def __init__(self, db, clients, calls, restore_function, roles=False):
         self.db, self.nclients, self.ncalls = db, clients, calls
@@ -569,10 +596,10 @@ class Bindings:
             if convs[h]["status"] == "failed":
                 target = self.restorable(after, h)
                 if target is not None:
-                    raise Violation("restorable-unbound",
+                    FOUND.append(Violation("restorable-unbound",
                       "the channel is bound to nothing, its last holder %d failed, and conversation %d"
                       " (live, unbound, reached from %d through rotated_from across failed conversations)"
-                      " could hold it" % (h, target, h))
+                      " could hold it" % (h, target, h)))
             check(convs[h]["status"] == "terminated", "unbound-by-restore",
                   "the channel is bound to nothing and its last holder %d is %s, not ended"
                   % (h, convs[h]["status"]))
@@ -816,8 +843,8 @@ class Leases:
         prev = mx.get(shard)
         if prev is not None and prev[1] != worker:
             if epoch == prev[0]:
-                raise Violation("one-owner", "%s and %s were both told they hold %s at epoch %d"
-                                % (prev[1], worker, shard, epoch))
+                FOUND.append(Violation("one-owner", "%s and %s were both told they hold %s at epoch %d"
+                                       % (prev[1], worker, shard, epoch)))
             check(epoch > prev[0], "epoch-increases",
                   "%s was told epoch %d for %s after %s was told epoch %d"
                   % (worker, epoch, shard, prev[1], prev[0]))
@@ -1011,6 +1038,6 @@ def main():
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except Violation as v:   # raised outside a step: the initial state
-        print("explore: the initial state breaks %s: %s" % (v.invariant, v.message))
+    except psycopg2.Error as e:
+        print("explore: unexpected error %s: %s" % (e.pgcode, e))
         sys.exit(2)

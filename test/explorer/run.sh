@@ -15,9 +15,11 @@
 #      least one violation of restorable-unbound, with its counterexample;
 #   4. leases against update_checkpoint without its owner guard: at least
 #      one violation of checkpoint-owner, with its counterexample.
-# Sizes (clients x calls per client): make test 2 x 3 bindings, 3 x 3 leases
-# (+ 1 clock step); --long 3 x 4 bindings, 3 x 4 leases (+ 2 clock steps, 3
-# shards).  Each run prints its counts and time.
+# Sizes (clients x calls per client; the alphabets are in explore.py's
+# header): make test 2 x 3 bindings, every letter for both clients; 3 x 3
+# leases + 1 clock step, per-worker alphabets (--roles).  --long: 3 x 4
+# bindings (--roles); 3 x 3 leases + 2 clock steps on 3 shards, every letter
+# for every worker.  Each run prints its counts and time.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -40,11 +42,11 @@ if [ "$LONG" -eq 1 ]; then
     pg_lease_build_install || exit 1
     cluster_start || exit 1
     echo "pg_lease explore: throwaway cluster on socket $PGHOST port $PGPORT"
-    BINDINGS=(--clients 3 --calls 4)
-    LEASES=(--clients 3 --calls 4 --shards 3 --advances 2)
+    BINDINGS=(--clients 3 --calls 4 --roles --progress)
+    LEASES=(--clients 3 --calls 3 --shards 3 --advances 2 --progress)
 else
     BINDINGS=(--clients 2 --calls 3)
-    LEASES=(--clients 3 --calls 3 --shards 2 --advances 1)
+    LEASES=(--clients 3 --calls 3 --roles --shards 2 --advances 1)
 fi
 
 "$PG_BINDIR/psql" -X -q -d postgres -c "SET client_min_messages = warning" \
@@ -64,9 +66,8 @@ trap 'rm -f "$log"; [ "$LONG" -eq 0 ] || cluster_stop' EXIT
 run() {
     local expect=$1 status
     shift
-    "$PY" "$EXPLORE" --dsn "dbname=$DB" "$@" >"$log" 2>&1
-    status=$?
-    cat "$log"
+    "$PY" "$EXPLORE" --dsn "dbname=$DB" "$@" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
     if [ "$expect" = clean ] && [ "$status" -eq 0 ]; then
         passed=$((passed + 1))
         echo "ok: explore $* found no violation"
