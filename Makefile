@@ -15,10 +15,10 @@
 #   make torture    the long torture and crash-recovery run, its own throwaway
 #                   cluster (test/torture/run.sh --long; `make test` runs a short one)
 #   make explore    every interleaving of 3 clients x 4 calls of the channel-binding
-#                   protocol and 3 workers x 4 calls of the lease protocol against the
-#                   real extension, its own throwaway cluster (test/explorer/run.sh
-#                   --long; `make test` runs 2 x 3 and 3 x 3); counterexamples are
-#                   printed as the shortest sequence of calls
+#                   protocol and 3 workers x 3 calls over the whole alphabet of the
+#                   lease protocol, against the real extension, its own throwaway
+#                   cluster (test/explorer/run.sh --long; `make test` runs smaller
+#                   sizes); counterexamples are printed as the shortest sequence of calls
 #   make deb        the Debian packages postgresql-15-pg-lease and
 #                   postgresql-15-pg-lease-router (debian/: pg_buildext,
 #                   dh --with pgxs_loop), built from HEAD under /tmp into build/deb/;

@@ -6,7 +6,7 @@ tables.
 
   explore.py --dsn DSN --protocol bindings|leases [--clients N] [--calls K]
              [--roles] [--shards 2|3] [--advances N] [--progress]
-             [--restore-function F] [--checkpoint-function F]
+             [--restore-function F] [--retry-function F] [--checkpoint-function F]
 
 It deletes and re-creates the protocol's rows: give it a database of its own
 (test/explorer/run.sh makes one; make test and make explore run it).
@@ -64,7 +64,7 @@ BINDINGS (one tenant 'u', agent 'a', channel 'ch', no vault/environment;
        (--restore-function names the function; nothing if it rotated none)
     E  end_conversation of the conversation it last saw
     T  admit_turn on the conversation it last saw (its worker starts)
-    Q  retry_failed_compensations()
+    Q  retry_failed_compensations() (--retry-function names the function)
     S  start_conversation on the channel (already_bound, started or refused;
        the client then has seen the conversation returned)
   Invariants, after every call (state, and what the clients were told):
@@ -338,6 +338,24 @@ def interleavings(calls, alphabets, extra=0):
     return m
 
 
+class Protocol:
+    """What both protocols share: their two reads, prepared once on every
+    connection (SNAPSHOT_SQL: every row to restore, as text; VIEW_SQL: what
+    the invariants and the key read)."""
+
+    SNAPSHOT_SQL = VIEW_SQL = None
+
+    def prepare(self):
+        self.db.everywhere("PREPARE explore_snapshot AS " + self.SNAPSHOT_SQL)
+        self.db.everywhere("PREPARE explore_view AS " + self.VIEW_SQL)
+
+    def snapshot(self, conn):
+        return tuple(self.db.rows(conn, "EXECUTE explore_snapshot")[0])
+
+    def view_row(self, conn):
+        return self.db.rows(conn, "EXECUTE explore_view")[0]
+
+
 # ---------------------------------------------------------------------------
 # Channel bindings
 # ---------------------------------------------------------------------------
@@ -345,7 +363,7 @@ def interleavings(calls, alphabets, extra=0):
 SCOPE = ("u", "a", None, None, "ch")
 
 
-class Bindings:
+class Bindings(Protocol):
     name = "bindings"
     letters = "RFXETQS"
     limit = 3
@@ -356,12 +374,12 @@ class Bindings:
     # lookup and retries the queued compensations.
     ROLES = ("RXE", "FXT", "FXQ")
 
-    def __init__(self, db, clients, calls, restore_function, roles=False):
+    def __init__(self, db, clients, calls, restore_function, retry_function, roles=False):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.restore_function = restore_function
+        self.retry_function = retry_function
         self.alphabets = [self.ROLES[i % len(self.ROLES)] if roles else self.letters for i in range(clients)]
-        db.everywhere("PREPARE explore_snapshot AS " + self.SNAPSHOT_SQL)
-        db.everywhere("PREPARE explore_view AS " + self.VIEW_SQL)
+        self.prepare()
 
     def reset(self):
         self.db.ctl.cursor().execute(
@@ -375,10 +393,6 @@ class Bindings:
             "       setval('lease.compensation_failures_id_seq', 1, false);"
             "SELECT lease.start_conversation('u', 'a', NULL, NULL, 'ch');"
             "SET session_replication_role = replica", (self.limit,))
-
-    def snapshot(self, conn):
-        """Every row and sequence of the protocol's tables, as text (restore())."""
-        return tuple(self.db.rows(conn, "EXECUTE explore_snapshot")[0])
 
     SNAPSHOT_SQL = (
             "SELECT (SELECT coalesce(array_agg(t::text ORDER BY t.id), '{}') FROM lease.sandboxes AS t),"
@@ -395,7 +409,7 @@ class Bindings:
         """What the invariants and the key read (timestamps left out: no
         function's decision depends on them, and the queue's order by
         occurred_at is its order by id, calls being sequential)."""
-        row = self.db.rows(conn, "EXECUTE explore_view")[0]
+        row = self.view_row(conn)
         convs = {}
         for cid, status, channel, rotated_from, sandbox in row[0]:
             convs[int(cid)] = {"status": status, "channel": channel,
@@ -437,12 +451,9 @@ class Bindings:
             "INSERT INTO lease.turns OVERRIDING SYSTEM VALUE"
             "  SELECT (r::lease.turns).* FROM unnest(%s::text[]) AS r;"
             "INSERT INTO lease.compensation_failures OVERRIDING SYSTEM VALUE"
-            "  SELECT (r::lease.compensation_failures).* FROM unnest(%s::text[]) AS r;"
-            "SELECT setval(s.seq, split_part(v, '/', 1)::bigint, split_part(v, '/', 2)::boolean)"
-            "  FROM unnest(ARRAY['lease.sandboxes_id_seq', 'lease.conversations_id_seq',"
-            "                    'lease.turns_id_seq', 'lease.compensation_failures_id_seq']::regclass[],"
-            "              %s::text[]) AS s(seq, v)",
-            (list(snapshot[0]), list(snapshot[1]), list(snapshot[2]), list(snapshot[3]), list(snapshot[4])))
+            "  SELECT (r::lease.compensation_failures).* FROM unnest(%s::text[]) AS r",
+            (list(snapshot[0]), list(snapshot[1]), list(snapshot[2]), list(snapshot[3])))
+        self.rewind(snapshot, None)
 
     def initial_locals(self):
         return [{"seen": 1, "rot": None} for _ in range(self.nclients)]
@@ -491,7 +502,7 @@ class Bindings:
         if letter == "T":
             return {"conv": me["seen"], "label": "T admit_turn(%d)" % me["seen"]}
         if letter == "Q":
-            return {"label": "Q retry_failed_compensations()"}
+            return {"label": "Q %s()" % self.retry_function}
         if letter == "S":
             return {"label": "S start_conversation(channel ch)"}
         raise ValueError(letter)
@@ -533,7 +544,7 @@ class Bindings:
             return ("error %s" % r[1]) if isinstance(r, tuple) else "admitted"
         if letter == "Q":
             r = db.call(actor, "SELECT previous_conversation_id, failed_conversation_id, outcome"
-                               "  FROM lease.retry_failed_compensations()")
+                               "  FROM " + self.retry_function + "()")
             if isinstance(r, tuple):
                 return "error %s" % r[1]
             for p, f, outcome in r:
@@ -653,7 +664,7 @@ class Bindings:
 APP, STREAM, DAY = "explore", "st", "1 day"
 
 
-class Leases:
+class Leases(Protocol):
     name = "leases"
     letters = "TNKCURXH"
 
@@ -672,8 +683,7 @@ class Leases:
         with open(os.path.join(HERE, "..", "lib", "taker_state_check.sql")) as f:
             sql = f.read()
         db.everywhere(sql[:sql.rindex("SELECT disagreement")])
-        db.everywhere("PREPARE explore_snapshot AS " + self.SNAPSHOT_SQL)
-        db.everywhere("PREPARE explore_view AS " + self.VIEW_SQL)
+        self.prepare()
 
     def rewind(self, snapshot, moved):
         """Nothing: no sequence is part of a lease's state."""
@@ -690,10 +700,6 @@ class Leases:
             cur.execute("SELECT lease.create_lease(%s, %s, %s, %s)",
                         (APP, STREAM, s, ["p"] if s == "c" else []))
         cur.execute("SET session_replication_role = replica")
-
-    def snapshot(self, conn):
-        """Every row of the stream in the four lease tables, as text (restore())."""
-        return tuple(self.db.rows(conn, "EXECUTE explore_snapshot")[0])
 
     SNAPSHOT_SQL = (
             "SELECT (SELECT coalesce(array_agg(t::text ORDER BY t.shard_id), '{}') FROM lease.shard_leases AS t"
@@ -730,7 +736,7 @@ class Leases:
         """What the invariants and the key read: timestamps as 6-hour buckets
         relative to now plus the order of the expiries (what the functions
         compare them with: now, a duration, each other), and the taker check."""
-        row = self.db.rows(conn, "EXECUTE explore_view")[0]
+        row = self.view_row(conn)
         shards = {}
         for r in row[0]:
             shards[r[0]] = {"owner": r[1], "checkpoint": r[3], "epoch": int(r[5]), "row": tuple(r)}
@@ -1015,6 +1021,8 @@ def main():
     ap.add_argument("--shards", type=int, default=2, choices=(2, 3))
     ap.add_argument("--advances", type=int, default=1)
     ap.add_argument("--restore-function", default="lease.restore_rotated_channel")
+    ap.add_argument("--retry-function", default="lease.retry_failed_compensations",
+                    help="bindings: the function Q calls (a mutant restore's own retry)")
     ap.add_argument("--checkpoint-function", default="lease.update_checkpoint")
     ap.add_argument("--progress", action="store_true", help="a line on stderr every 30 s")
     ap.add_argument("--roles", action="store_true",
@@ -1025,7 +1033,7 @@ def main():
     db = Db(args.dsn, args.clients, options)
     extra = 0
     if args.protocol == "bindings":
-        proto = Bindings(db, args.clients, args.calls, args.restore_function, args.roles)
+        proto = Bindings(db, args.clients, args.calls, args.restore_function, args.retry_function, args.roles)
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
                        args.roles)
