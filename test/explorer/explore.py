@@ -998,10 +998,11 @@ def report(proto, stats, violations, clients, calls, extra):
         programs = "every program over the alphabet %s" % proto.alphabets[0]
     else:
         programs = "every program over the alphabets %s" % " ".join(proto.alphabets)
-    print("%s: %d interleavings of %d clients x %d calls%s (%s), %d violations, %.1f s"
+    broken = " (%d invariants broken)" % len(violations) if violations else ""
+    print("%s: %d interleavings of %d clients x %d calls%s (%s), %d violations%s, %.1f s"
           " (%d distinct states, %d calls)"
-          % (proto.name, n, clients, calls, clock, programs, len(violations), stats["seconds"],
-             stats["states"], stats["calls"]))
+          % (proto.name, n, clients, calls, clock, programs, stats["violating_calls"], broken,
+             stats["seconds"], stats["states"], stats["calls"]))
     for invariant in sorted(violations, key=lambda k: len(violations[k][0])):
         path, message = violations[invariant]
         print("  VIOLATION %s, shortest counterexample (%d calls):" % (invariant, len(path)))
