@@ -998,7 +998,7 @@ def report(proto, stats, violations, clients, calls, extra):
         programs = "every program over the alphabet %s" % proto.alphabets[0]
     else:
         programs = "every program over the alphabets %s" % " ".join(proto.alphabets)
-    broken = " (%d invariants broken)" % len(violations) if violations else ""
+    broken = " (%d invariant%s broken)" % (len(violations), "s" if len(violations) > 1 else "") if violations else ""
     print("%s: %d interleavings of %d clients x %d calls%s (%s), %d violations%s, %.1f s"
           " (%d distinct states, %d calls)"
           % (proto.name, n, clients, calls, clock, programs, stats["violating_calls"], broken,
