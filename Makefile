@@ -81,7 +81,7 @@ LIBPQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/inc
 LIBPQ_LIBS := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 CLIENT_CFLAGS = -O2 -g -Wall -Wextra $(WERROR_FLAG) -std=gnu11 $(LIBPQ_CFLAGS)
 
-EXTRA_CLEAN = output_iso $(DEMO) $(TORTURE) docs-coverage.log docs-examples.log explore.log
+EXTRA_CLEAN = output_iso $(DEMO) $(TORTURE) docs-coverage.log docs-examples.log explore.log planted.log sql-lint.log
 
 # Debian ships one pg_config per major version; prefer 15's when it is there.
 ifneq ($(wildcard /usr/lib/postgresql/15/bin/pg_config),)
