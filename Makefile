@@ -57,10 +57,11 @@ DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql))) \
 DOCS = README.md $(sort $(wildcard docs/*.md)) \
 	$(sort $(wildcard docs/monitoring/*.yml docs/monitoring/*.yaml))
 
-# pg_regress: sql/*.sql with expected/*.out; isolation: test/specs/*.spec
-# with test/expected/*.out.  Every file found is a test.
-REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
-REGRESS_OPTS = --load-extension=pg_lease
+# pg_regress: test/sql/*.sql with test/expected/*.out; isolation:
+# test/specs/*.spec with test/expected/*.out (pgvector's layout: both read
+# from --inputdir=test).  Every file found is a test.
+REGRESS = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+REGRESS_OPTS = --inputdir=test --load-extension=pg_lease
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test --load-extension=pg_lease
 

@@ -59,11 +59,12 @@ installcheck() {
     make -s PG_CONFIG="$PG_CONFIG" installcheck "$@"
 }
 
-# Runs pg_regress over sql/*.sql (expected output in expected/).
+# Runs pg_regress over test/sql/*.sql (expected output in test/expected/,
+# results in results/).
 suite_regress() {
     rm -rf results regression.diffs regression.out
     installcheck ISOLATION= 2>&1 | tee "$ROOT/regress.log"
-    count_regress_output "$ROOT/regress.log" "pg_regress" "$(ls sql/*.sql | wc -l)"
+    count_regress_output "$ROOT/regress.log" "pg_regress" "$(ls test/sql/*.sql | wc -l)"
     [ -f regression.diffs ] && cat regression.diffs
 }
 
