@@ -29,7 +29,7 @@
 # pg_lease_router (pg_lease_router.control) is the second extension: the
 # same lease.* API as PL/Proxy functions on a router in front of pg_lease
 # partitions (docs/scale-out.md).  It has no C; its install script is
-# generated from pg_lease's catalog (make router-sql) and committed.
+# generated from pg_lease's catalog (make router-sql) and committed in sql/.
 EXTENSION = pg_lease pg_lease_router
 MODULE_big = pg_lease
 # src/pg_lease.c is the module entry; src/leases/ is the shard-lease product,
@@ -37,17 +37,22 @@ MODULE_big = pg_lease
 SRCS = $(sort $(wildcard src/*.c src/*/*.c))
 OBJS = $(SRCS:.c=.o)
 
-# The install script of the current version is built from the SQL parts,
+# Install scripts live in sql/, the way PGXS projects keep them: the one
+# frozen full script of the oldest supported release (pg_lease--0.1.0.sql)
+# and every upgrade script pg_lease--<from>--<to>.sql, never edited once
+# released (test/upgrade/released.sha256).  CREATE EXTENSION ... VERSION of
+# an older release runs 0.1.0 and the upgrade chain (PostgreSQL finds the
+# path).  The current version's full script is built from the SQL parts,
 # grouped like the C (one source for every object; see CONTRIBUTING.md).
-# The released full scripts (pg_lease--0.1.0.sql, pg_lease--0.2.0.sql) and
-# every upgrade script pg_lease--<from>--<to>.sql live at the top level and
-# are never edited once released.
+# The router's script is generated (make router-sql) and committed in sql/;
+# the router test fails when it is not current.
 EXTVERSION := $(shell sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease.control)
 SQL_PARTS = src/common/schema.sql src/leases/access.sql src/leases/leases.sql \
-	src/bindings/bindings.sql src/leases/monitoring.sql src/common/finish.sql
-DATA_built = pg_lease--$(EXTVERSION).sql
-DATA = $(filter-out $(DATA_built),$(sort $(wildcard pg_lease--*.sql))) \
-	$(sort $(wildcard pg_lease_router--*.sql))
+	src/bindings/bindings.sql src/leases/monitoring.sql src/bindings/monitoring.sql \
+	src/common/finish.sql
+DATA_built = sql/pg_lease--$(EXTVERSION).sql
+DATA = $(filter-out $(DATA_built),$(sort $(wildcard sql/pg_lease--*.sql))) \
+	$(sort $(wildcard sql/pg_lease_router--*.sql))
 
 # The user documentation, installed into $(docdir)/extension/pg_lease/ (a
 # directory of its own: the page names are generic), with the monitoring
@@ -129,7 +134,7 @@ $(DEMO): test/demo/pg_lease_demo.c
 deps:
 	bash test/lib/deps.sh
 
-# make router-sql: regenerate pg_lease_router--$(EXTVERSION).sql from the
+# make router-sql: regenerate sql/pg_lease_router--$(EXTVERSION).sql from the
 # catalog of a throwaway database with this pg_lease installed (after any
 # change to pg_lease's functions or views; the router test fails until then).
 router-sql:

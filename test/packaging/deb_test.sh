@@ -134,7 +134,7 @@ want="usr/lib/postgresql/$PG_MAJOR/lib/pg_lease.so
 $EXT/pg_lease.control
 $EXT/pg_lease--$version.sql
 usr/share/doc/$PKG/copyright"
-for f in $(git ls-tree --name-only HEAD | grep -E '^pg_lease--.*\.sql$'); do
+for f in $(git ls-tree --name-only HEAD sql/ | sed 's#^sql/##' | grep -E '^pg_lease--.*\.sql$'); do
     want+=$'\n'"$EXT/$f"
 done
 missing=$(comm -23 <(sort -u <<<"$want") <(echo "$contents"))
@@ -144,7 +144,7 @@ ok $? "$PKG holds the module, the control file and every install script${missing
 router_want="$EXT/pg_lease_router.control
 usr/share/doc/$ROUTER_PKG/scale-out.md.gz
 usr/share/doc/$ROUTER_PKG/copyright"
-for f in $(git ls-tree --name-only HEAD | grep -E '^pg_lease_router--.*\.sql$'); do
+for f in $(git ls-tree --name-only HEAD sql/ | sed 's#^sql/##' | grep -E '^pg_lease_router--.*\.sql$'); do
     router_want+=$'\n'"$EXT/$f"
 done
 missing=$(comm -23 <(sort -u <<<"$router_want") <(echo "$router_contents"))
