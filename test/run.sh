@@ -59,11 +59,12 @@ installcheck() {
     make -s PG_CONFIG="$PG_CONFIG" installcheck "$@"
 }
 
-# Runs pg_regress over sql/*.sql (expected output in expected/).
+# Runs pg_regress over test/sql/*.sql (expected output in test/expected/,
+# results in results/).
 suite_regress() {
     rm -rf results regression.diffs regression.out
     installcheck ISOLATION= 2>&1 | tee "$ROOT/regress.log"
-    count_regress_output "$ROOT/regress.log" "pg_regress" "$(ls sql/*.sql | wc -l)"
+    count_regress_output "$ROOT/regress.log" "pg_regress" "$(ls test/sql/*.sql | wc -l)"
     [ -f regression.diffs ] && cat regression.diffs
 }
 
@@ -115,33 +116,20 @@ suite_bench_quick() {
     fi
 }
 
-# The Python and Node clients (test/clients/run.sh): one count per TAP line;
-# a run that failed without saying which test counts as one failure.
-suite_clients() {
-    local ok bad
-    bash test/clients/run.sh 2>&1 | tee "$ROOT/clients.log"
-    local status=${PIPESTATUS[0]}
-    ok=$(grep -c '^ok ' "$ROOT/clients.log")
-    bad=$(grep -c '^not ok ' "$ROOT/clients.log")
+# Runs a TAP script ($4...) into $ROOT/$2.log, shows the lines of it that
+# match $3 (all when empty), and counts one per TAP line; a run that failed
+# without saying which test counts as one failure.  $1 is the suite's name.
+suite_tap() {
+    local name=$1 log="$ROOT/$2.log" show=$3 status ok bad
+    shift 3
+    PG_BINDIR="$PG_BINDIR" "$@" 2>&1 | tee "$log" | grep -E "$show"
+    status=${PIPESTATUS[0]}
+    ok=$(grep -c '^ok ' "$log")
+    bad=$(grep -c '^not ok ' "$log")
     if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then
         bad=1
     fi
-    tally "$ok" "$bad" "clients (Python and Node workers on one stream)"
-}
-
-# The same clients through the router during a failover (test/clients/router.sh,
-# its own cluster: test/scale/cluster.sh): one count per TAP line.
-suite_clients_router() {
-    local ok bad
-    PG_BINDIR="$PG_BINDIR" bash test/clients/router.sh >"$ROOT/clients-router.log" 2>&1
-    local status=$?
-    grep -E '^(ok|not ok) |^#   |^  FAIL' "$ROOT/clients-router.log"
-    ok=$(grep -c '^ok ' "$ROOT/clients-router.log")
-    bad=$(grep -c '^not ok ' "$ROOT/clients-router.log")
-    if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then
-        bad=1
-    fi
-    tally "$ok" "$bad" "clients-router (Python and Node workers through the router during a failover)"
+    tally "$ok" "$bad" "$name"
 }
 
 # Runs the short torture and crash-recovery phases (test/torture/run.sh),
@@ -221,8 +209,13 @@ for suite in $SUITES; do
         docs-coverage) suite_counted docs-coverage test/docs/coverage.sh ;;
         docs-examples) suite_counted docs-examples test/docs/examples.sh ;;
         demo) suite_demo ;;
-        clients) suite_clients ;;
-        clients-router) suite_clients_router ;;
+        # the Python and Node clients (test/clients/run.sh), and the same
+        # through the router during a failover (test/clients/router.sh, its
+        # own cluster: test/scale/cluster.sh)
+        clients) suite_tap "clients (Python and Node workers on one stream)" clients "" \
+            bash test/clients/run.sh ;;
+        clients-router) suite_tap "clients-router (Python and Node workers through the router during a failover)" \
+            clients-router '^(ok|not ok) |^#   |^  FAIL' bash test/clients/router.sh ;;
         torture) suite_torture ;;
         # every interleaving of short programs, both protocols, and the
         # seeded defects it must find (test/explorer/run.sh)

@@ -13,8 +13,12 @@
 #     the pages PLANNED below matches, a path or a glob);
 #   - a recipe a test copies from a page (the lines between "-- recipe: PAGE"
 #     and "-- end of recipe" in test/pgtap/*.sql) is in PAGE as it is in the
-#     test, so the test proves what the page tells a reader to run.
-# One count per function, setting, SQLSTATE, page and recipe; closes with
+#     test, so the test proves what the page tells a reader to run;
+#   - CONTRIBUTING.md's layout table names every tracked top-level entry,
+#     src/ file and test/ folder, and every path it names exists
+#     (test/docs/layout.py).
+# One count per function, setting, SQLSTATE, page, recipe and layout check
+# (test/docs/layout.py's lines); closes with
 # "N passed, N failed".  Runs against $PGHOST/$PGPORT when set (test/run.sh's
 # cluster), otherwise starts a throwaway cluster.
 set -uo pipefail
@@ -138,6 +142,16 @@ for copy in "$recipes"/*; do
     fi
 done
 rm -rf "$recipes"
+
+# CONTRIBUTING.md's layout table matches the tree (test/docs/layout.py: every
+# top-level entry, src/ file and test/ folder named, every path it names
+# there), after proving the check can fail.
+while IFS= read -r line; do
+    case $line in
+        "ok: "*) ok ;;
+        *) bad "${line#not ok: }" ;;
+    esac
+done < <(python3 test/docs/layout.py --self-test; python3 test/docs/layout.py || echo "not ok: the layout table and the tree disagree, or test/docs/layout.py failed")
 
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# What `make deb` and `make dist` share: the version being released and the
-# warning about changes that the archive of HEAD leaves out.
+# What `make deb`, `make dist` and the suites that install old releases
+# share: the version being released, the released versions, and the warning
+# about changes that the archive of HEAD leaves out.
 
 # Prints the upstream version: pg_lease.control's default_version, the one
 # place it is written down for the build.
@@ -12,6 +13,20 @@ pg_lease_version() {
         return 1
     fi
     echo "$v"
+}
+
+# Prints every released version older than the default one, oldest first:
+# each <from> of an upgrade script sql/pg_lease--<from>--<to>.sql and each
+# frozen full script sql/pg_lease--<version>.sql (0.1.0).  Each installs
+# with CREATE EXTENSION pg_lease VERSION '<version>' (the full script, then
+# the upgrade chain).
+pg_lease_releases() {
+    local default f v
+    default=$(pg_lease_version) || return 1
+    for f in sql/pg_lease--*.sql; do
+        v=${f#sql/pg_lease--}; v=${v%.sql}; v=${v%%--*}
+        [ "$v" = "$default" ] || echo "$v"
+    done | sort -uV
 }
 
 # Warns (on stderr) when the work tree has changes HEAD does not: the

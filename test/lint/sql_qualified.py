@@ -275,7 +275,8 @@ def default_files(root):
     files = parts.replace('\\\n', ' ').split()
     control = open(os.path.join(root, 'pg_lease.control')).read()
     version = re.search(r"default_version\s*=\s*'([^']+)'", control).group(1)
-    upgrades = sorted(f for f in os.listdir(root) if re.fullmatch(r'pg_lease--[0-9.]+--%s\.sql' % re.escape(version), f))
+    upgrades = sorted(os.path.join('sql', f) for f in os.listdir(os.path.join(root, 'sql'))
+                      if re.fullmatch(r'pg_lease--[0-9.]+--%s\.sql' % re.escape(version), f))
     return files + upgrades
 
 

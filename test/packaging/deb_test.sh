@@ -7,7 +7,7 @@
 # both into the system PostgreSQL (the router's needs postgresql-15-plproxy,
 # deps.sh group debtest), where CREATE EXTENSION pg_lease, CREATE EXTENSION
 # pg_lease_router CASCADE (another database) and the pg_regress suite
-# (sql/, expected/) pass against a throwaway cluster; dpkg -r and dpkg -P
+# (test/sql/, test/expected/) pass against a throwaway cluster; dpkg -r and dpkg -P
 # take every file away again.
 #
 # The packages install into the system PostgreSQL, so this test uses that
@@ -134,7 +134,7 @@ want="usr/lib/postgresql/$PG_MAJOR/lib/pg_lease.so
 $EXT/pg_lease.control
 $EXT/pg_lease--$version.sql
 usr/share/doc/$PKG/copyright"
-for f in $(git ls-tree --name-only HEAD | grep -E '^pg_lease--.*\.sql$'); do
+for f in $(git ls-tree --name-only HEAD sql/ | sed 's#^sql/##' | grep -E '^pg_lease--.*\.sql$'); do
     want+=$'\n'"$EXT/$f"
 done
 missing=$(comm -23 <(sort -u <<<"$want") <(echo "$contents"))
@@ -144,7 +144,7 @@ ok $? "$PKG holds the module, the control file and every install script${missing
 router_want="$EXT/pg_lease_router.control
 usr/share/doc/$ROUTER_PKG/scale-out.md.gz
 usr/share/doc/$ROUTER_PKG/copyright"
-for f in $(git ls-tree --name-only HEAD | grep -E '^pg_lease_router--.*\.sql$'); do
+for f in $(git ls-tree --name-only HEAD sql/ | sed 's#^sql/##' | grep -E '^pg_lease_router--.*\.sql$'); do
     router_want+=$'\n'"$EXT/$f"
 done
 missing=$(comm -23 <(sort -u <<<"$router_want") <(echo "$router_contents"))
@@ -226,11 +226,11 @@ if cluster_start; then
     [ "$nfun" -gt 0 ] && [ -z "$fdiff" ]
     ok $? "the router defines the same $nfun lease.* functions as pg_lease, trigger functions aside${fdiff:+ (< pg_lease, > router: $(oneline "$fdiff"))}"
 
-    tests=$(for f in sql/*.sql; do basename "$f" .sql; done | sort)
+    tests=$(for f in test/sql/*.sql; do basename "$f" .sql; done | sort)
     regress=$(dirname "$("$PG_BINDIR/pg_config" --pgxs)")/../../src/test/regress/pg_regress
     mkdir -p "$OUT/regress"
     # shellcheck disable=SC2086 # one argument per test
-    "$regress" --inputdir="$ROOT" --outputdir="$OUT/regress" --bindir="$PG_BINDIR" \
+    "$regress" --inputdir="$ROOT/test" --outputdir="$OUT/regress" --bindir="$PG_BINDIR" \
         --load-extension=pg_lease --dbname=pg_lease_deb_regression \
         --host="$PGHOST" --port="$PGPORT" --user=postgres $tests >"$OUT/regress.log" 2>&1
     sed 's/^/# /' "$OUT/regress.log"

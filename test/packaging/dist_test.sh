@@ -167,7 +167,7 @@ if [ "$status" -eq 0 ] && cluster_start; then
     make -C "$DIST" installcheck PG_CONFIG="$PG_CONFIG" >"$WORK/installcheck.log" 2>&1
     status=$?
     sed 's/^/# /' "$WORK/installcheck.log"
-    want=$(find "$DIST/sql" "$DIST/test/specs" -maxdepth 1 \( -name '*.sql' -o -name '*.spec' \) | wc -l)
+    want=$(find "$DIST/test/sql" "$DIST/test/specs" -maxdepth 1 \( -name '*.sql' -o -name '*.spec' \) | wc -l)
     passed=$(grep -cE '^(test| ) +[^ ]+ +\.\.\. ok' "$WORK/installcheck.log")
     [ "$status" -eq 0 ] && [ "$passed" -eq "$want" ]
     ok $? "make installcheck in the unpacked archive: $passed of $want tests pass (exit $status)"

@@ -1,4 +1,5 @@
--- pgTAP: the monitoring functions (src/leases/monitoring.sql) and the
+-- pgTAP: the monitoring functions (src/leases/monitoring.sql for leases,
+-- src/bindings/monitoring.sql for channel bindings) and the
 -- monitoring role of docs/monitoring.md: the role, built with the runbook's
 -- recipe verbatim, runs every query of docs/monitoring/pg_lease_queries.yaml
 -- and can read nothing else.  The metrics count what lease.lease_status and

@@ -2,7 +2,7 @@
 # The router test (docs/scale-out.md): pg_lease_router over two partitions
 # (two databases with pg_lease, conversation ids with stride 2) in one
 # cluster.
-#   1. pg_lease_router--<version>.sql is exactly what src/router/generate.sh
+#   1. sql/pg_lease_router--<version>.sql is exactly what src/router/generate.sh
 #      writes from a fresh pg_lease's catalog, so the router cannot drift
 #      from pg_lease (a new function or column fails here until
 #      `make router-sql`);
@@ -27,7 +27,7 @@ ROOT=$(pwd)
 PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
 export PG_BINDIR
 VERSION=$(sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease.control)
-SCRIPT=pg_lease_router--$VERSION.sql
+SCRIPT=sql/pg_lease_router--$VERSION.sql
 mode=check
 [ "${1:-}" = --generate ] && mode=generate
 

@@ -27,7 +27,9 @@ PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
 . test/lib/tap.sh
 DB=pg_lease_planted
 VERSION=$(sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease.control)
-RELEASES=$(ls pg_lease--*.sql | sed -nE 's/^pg_lease--([0-9.]+)\.sql$/\1/p' | grep -vx "$VERSION" | sort -V)
+# shellcheck source=../lib/release.sh
+. test/lib/release.sh
+RELEASES=$(pg_lease_releases)
 
 # psql in $DB (or -d given first) as the superuser, quiet, stopping at the
 # first error.

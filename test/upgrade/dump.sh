@@ -21,6 +21,8 @@
 # with pg_lease installed.  Exit status 0 when everything held.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=../lib/release.sh
+. test/lib/release.sh
 PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
 WORK=$(mktemp -d /tmp/pg_lease_dump.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -143,10 +145,8 @@ SQL
 # A database created at the default version, and one filled under the
 # oldest release and then upgraded (its dump must restore the same way).
 default=$(sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease.control)
-oldest=$(for f in pg_lease--*.sql; do
-             v=${f#pg_lease--}; v=${v%.sql}
-             case $v in *--*) ;; *) echo "$v" ;; esac
-         done | sort -V | head -n 1)
+oldest=$(pg_lease_releases | head -n 1)
+oldest=${oldest:-$default}
 dump_round "fresh $default" "" || failed=1
 if [ "$oldest" != "$default" ]; then
     dump_round "filled at $oldest, upgraded to $default" "$oldest" || failed=1

@@ -46,7 +46,7 @@ SELECT lease.restore_rotated_channel(:c4, :c5);
 SELECT * FROM lease.start_conversation('dump-u2', 'agent', NULL, NULL, 'refused');
 
 -- Compensation failures: a restore that fails (a trigger raising, as in
--- sql/12_restore_rotated_channel.sql): one pair that fails and is then
+-- test/sql/12_restore_rotated_channel.sql): one pair that fails and is then
 -- resolved by a retry (its replacement ended: superseded), another that fails twice and stays unresolved.  The trigger is dropped again: the dump must
 -- hold only what pg_lease itself creates.
 CREATE FUNCTION public.dump_inject() RETURNS trigger LANGUAGE plpgsql AS $$

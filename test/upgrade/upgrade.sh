@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The upgrade test (docs/operations.md, "Upgrades"): for every released install script
-# pg_lease--X.Y.Z.sql older than the control file's default_version, install
-# that version, run ALTER EXTENSION pg_lease UPDATE, and check that the
+# The upgrade test (docs/operations.md, "Upgrades"): for every released
+# version X.Y.Z older than the control file's default_version (each <from>
+# of an upgrade script sql/pg_lease--<from>--<to>.sql, and the oldest
+# release's frozen full script: test/lib/release.sh, pg_lease_releases),
+# CREATE EXTENSION pg_lease VERSION 'X.Y.Z' (the full script of 0.1.0, then
+# the upgrade chain), run ALTER EXTENSION pg_lease UPDATE, and check that the
 # result equals a fresh CREATE EXTENSION pg_lease of the default version:
 #   1. a schema dump of each database (pg_dump --schema-only --binary-upgrade,
 #      the one mode in which pg_dump prints every object of an extension
@@ -18,6 +21,8 @@
 # everything matched; the differences are printed otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=../lib/release.sh
+. test/lib/release.sh
 PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
 WORK=$(mktemp -d /tmp/pg_lease_upgrade.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -61,13 +66,10 @@ while read -r sum file; do
     fi
 done < test/upgrade/released.sha256
 
-# 2. Every full install script older than the default version, upgraded.
-default=$(sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease.control)
-releases=$(for f in pg_lease--*.sql; do
-               v=${f#pg_lease--}; v=${v%.sql}
-               case $v in *--*) ;; *) echo "$v" ;; esac
-           done | sort -V)
-echo "upgrade: default version $default; install scripts: $(echo $releases)"
+# 2. Every released version older than the default version, upgraded.
+default=$(pg_lease_version) || exit 1
+releases=$(pg_lease_releases) || exit 1
+echo "upgrade: default version $default; released versions: $(echo $releases)"
 
 psql_do -d postgres -c "DROP DATABASE IF EXISTS pg_lease_fresh" -c "CREATE DATABASE pg_lease_fresh" &&
     psql_do -d pg_lease_fresh -c "CREATE EXTENSION pg_lease" || exit 1

@@ -45,7 +45,7 @@ SELECT lease.find_channel_conversation('rs-u1', 'agent', NULL, NULL, 'newer') = 
        (SELECT status FROM lease.conversations WHERE id = :newer) AS newer_status;
 
 -- (a previous conversation that ended or is bound elsewhere, and rotation
--- chains: sql/16_restore_chains.sql)
+-- chains: test/sql/16_restore_chains.sql)
 
 -- superseded: the replacement did start (a turn moved it to running); it is
 -- live and in use, so nothing is touched
