@@ -45,7 +45,8 @@ WITH fn AS (
 ), ruled AS (
     SELECT fn.*,
            CASE
-               WHEN proname IN ('grant_app', 'revoke_app', 'prune_events', 'retry_failed_compensations')
+               WHEN proname IN ('grant_app', 'revoke_app', 'prune_events', 'retry_failed_compensations',
+                               'list_tenant_limits')
                     OR proname LIKE 'monitoring\_%' THEN 'all'
                WHEN proname IN ('import_kcl_ex', 'import_kcl_ex_rows') THEN 'import'
                WHEN innames[1:2] = ARRAY['app_name', 'stream_name'] THEN 'stream'
