@@ -316,7 +316,7 @@ RETURNS TABLE (conversation_id bigint, agent_id text, vault_id text, environment
                channel_id text, status text, sandbox_id bigint, sandbox_status text,
                rotated_from bigint, created_at timestamptz, age interval)
 AS 'MODULE_PATHNAME', 'lease_list_conversations'
-LANGUAGE C STABLE SECURITY DEFINER
+LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.set_tenant_limit(user_id text, sandbox_limit integer)
@@ -334,11 +334,11 @@ SET search_path = pg_catalog, pg_temp;
 CREATE FUNCTION lease.tenant_limit(user_id text)
 RETURNS TABLE (sandbox_limit integer, own_limit boolean, active_sandboxes bigint)
 AS 'MODULE_PATHNAME', 'lease_tenant_limit'
-LANGUAGE C STABLE SECURITY DEFINER ROWS 1
+LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.list_tenant_limits()
 RETURNS TABLE (user_id text, sandbox_limit integer, active_sandboxes bigint)
 AS 'MODULE_PATHNAME', 'lease_list_tenant_limits'
-LANGUAGE C STABLE SECURITY DEFINER
+LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;

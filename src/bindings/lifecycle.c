@@ -300,7 +300,7 @@ lease_list_conversations(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_spi_connect();
-	n = lease_spi_run_mode(&list_stmt, args, argnulls, true, 0);
+	n = lease_spi_run(&list_stmt, args, argnulls, 0);
 	for (uint64 i = 0; i < n; i++)
 	{
 		Datum		values[LIST_COLUMNS];

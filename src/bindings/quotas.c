@@ -142,7 +142,7 @@ lease_tenant_limit(PG_FUNCTION_ARGS)
 	args[1] = Int32GetDatum(lease_default_sandbox_limit);
 
 	lease_spi_connect();
-	lease_spi_run_mode(&read_stmt, args, NULL, true, 1);
+	lease_spi_run(&read_stmt, args, NULL, 1);
 	for (int col = 0; col < 3; col++)
 		values[col] = lease_spi_value(0, col + 1, &nulls[col]);
 	lease_spi_finish();
@@ -163,7 +163,7 @@ lease_list_tenant_limits(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_spi_connect();
-	n = lease_spi_run_mode(&list_stmt, NULL, NULL, true, 0);
+	n = lease_spi_run(&list_stmt, NULL, NULL, 0);
 	for (uint64 i = 0; i < n; i++)
 	{
 		Datum		values[3];
