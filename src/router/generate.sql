@@ -8,8 +8,8 @@
 -- first rule that applies (docs/scale-out.md, "Routing"):
 --   stream        arguments start (app_name, stream_name): the stream's partition
 --   all           grant_app, revoke_app, prune_events,
---                 retry_failed_compensations, and the monitoring_*
---                 functions: every partition; a scalar result is combined
+--                 retry_failed_compensations, list_tenant_limits and the
+--                 monitoring_* functions: every partition; a scalar result is combined
 --                 (bool_or, sum) by a SQL wrapper, rows are the union of
 --                 each partition's (one monitoring_fleet row per partition)
 --   import        import_kcl_ex, import_kcl_ex_rows: by hand,
