@@ -154,17 +154,6 @@ lease_end_rotated_ancestors(int64 conversation_id, const LeaseAncestors *ancesto
 	return DatumGetInt64(lease_spi_value(0, 1, &isnull));
 }
 
-/* confirm_rotation: is $1 a rotation, and of which conversation (no lock). */
-static LeaseStatement confirm_pair_stmt = {
-	.name = "check the rotation to confirm",
-	.sql =
-	"SELECT c.rotated_from FROM lease.conversations AS c"
-	" WHERE c.id OPERATOR(pg_catalog.=) $1",
-	.nargs = 1,
-	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT
-};
-
 /* confirm_rotation: the replacement, locked as a turn locks it. */
 static LeaseStatement confirm_lock_stmt = {
 	.name = "lock the replacement to confirm",
@@ -190,31 +179,6 @@ static LeaseStatement confirm_run_stmt = {
 	.expected = SPI_OK_UPDATE
 };
 
-/* Raises 22023 unless conversation_id exists and was rotated from previous_id. */
-static void
-check_confirm_pair(int64 previous_id, int64 conversation_id)
-{
-	Datum		value = Int64GetDatum(conversation_id);
-	Datum		rotated_from;
-	bool		isnull;
-
-	if (lease_spi_run(&confirm_pair_stmt, &value, NULL, 1) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("conversation " INT64_FORMAT " does not exist", conversation_id),
-				 errhint("Pass the conversation_id and previous_conversation_id that rotate_channel returned.")));
-	rotated_from = lease_spi_value(0, 1, &isnull);
-	if (isnull || DatumGetInt64(rotated_from) != previous_id)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("conversation " INT64_FORMAT " is not a rotation of conversation " INT64_FORMAT,
-						conversation_id, previous_id),
-				 isnull ? errdetail("It was not started by a rotation.")
-				 : errdetail("It was rotated from conversation " INT64_FORMAT ".",
-							 DatumGetInt64(rotated_from)),
-				 errhint("Pass the conversation_id and previous_conversation_id that rotate_channel returned.")));
-}
-
 PG_FUNCTION_INFO_V1(lease_confirm_rotation);
 
 /* lease.confirm_rotation: confirmed, already_running or ended. */
@@ -230,7 +194,7 @@ lease_confirm_rotation(PG_FUNCTION_ARGS)
 	bool		isnull;
 
 	lease_spi_connect();
-	check_confirm_pair(previous_id, conversation_id);
+	(void) lease_check_rotation_pair(previous_id, conversation_id);
 
 	/* Oldest first: the ancestors, then the replacement. */
 	lease_lock_rotated_ancestors(conversation_id, &ancestors);

@@ -50,6 +50,13 @@ extern void lease_lock_rotated_ancestors(int64 conversation_id, LeaseAncestors *
 extern int64 lease_end_rotated_ancestors(int64 conversation_id, const LeaseAncestors *ancestors);
 
 /*
+ * Raises 22023 unless conversation `id` exists and was rotated from
+ * `previous_id` (restore_rotated_channel's check, rotation.c); returns the
+ * channel it holds (NULL: none).
+ */
+extern char *lease_check_rotation_pair(int64 previous_id, int64 id);
+
+/*
  * admit_turn's lock on the conversation and the statement that runs it,
  * with its bounded wait (conversations.c).
  */
