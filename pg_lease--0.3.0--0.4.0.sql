@@ -174,6 +174,211 @@ AS 'MODULE_PATHNAME', 'lease_rotate_channel_0_4'
 LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
 SET search_path = pg_catalog, pg_temp;
 
+-- The ownership bookkeeping of inserted and deleted leases is written once
+-- (src/leases/workers.c runs LEASE_SQL_RECORD_LOADS of src/leases/leases.h):
+-- the statement triggers below take it over from shard_leases_inserted and
+-- shard_leases_deleted.
+CREATE OR REPLACE FUNCTION lease.shard_leases_inserted()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO lease.stream_takeable (app_name, stream_name)
+    SELECT DISTINCT n.app_name, n.stream_name FROM new_rows AS n
+    ON CONFLICT (app_name, stream_name) DO NOTHING;
+    -- FOR SHARE: a round counting the stream holds the row FOR NO KEY
+    -- UPDATE, so this change is either in its count or leaves its mark
+    INSERT INTO lease.lineage_changes (app_name, stream_name)
+    SELECT t.app_name, t.stream_name
+      FROM (SELECT s.app_name, s.stream_name, s.takeable
+              FROM lease.stream_takeable AS s
+             WHERE EXISTS (SELECT 1 FROM new_rows AS n
+                            WHERE n.app_name OPERATOR(pg_catalog.=) s.app_name
+                              AND n.stream_name OPERATOR(pg_catalog.=) s.stream_name)
+               FOR SHARE OF s) AS t
+     WHERE t.takeable IS NOT NULL;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION lease.shard_leases_deleted()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO lease.lineage_changes (app_name, stream_name)
+    SELECT t.app_name, t.stream_name
+      FROM (SELECT s.app_name, s.stream_name, s.takeable
+              FROM lease.stream_takeable AS s
+             WHERE EXISTS (SELECT 1 FROM old_rows AS o
+                            WHERE o.app_name OPERATOR(pg_catalog.=) s.app_name
+                              AND o.stream_name OPERATOR(pg_catalog.=) s.stream_name
+                              AND o.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END')
+               FOR SHARE OF s) AS t
+     WHERE t.takeable IS NOT NULL;
+    RETURN NULL;
+END
+$$;
+
+-- The owners of inserted and deleted leases (src/leases/workers.c): the
+-- C runs the bookkeeping every ownership change runs (LEASE_SQL_RECORD_LOADS
+-- in src/leases/leases.h) over the statement's rows, so the rule is written
+-- once.
+CREATE FUNCTION lease.shard_leases_owners_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'lease_shard_leases_owners_changed'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION lease.shard_leases_owners_changed() FROM PUBLIC;
+
+CREATE TRIGGER shard_leases_owners_inserted
+    AFTER INSERT ON lease.shard_leases
+    REFERENCING NEW TABLE AS changed_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_owners_changed();
+
+CREATE TRIGGER shard_leases_owners_deleted
+    AFTER DELETE ON lease.shard_leases
+    REFERENCING OLD TABLE AS changed_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_owners_changed();
+
+-- Every function whose C depends on the schema version is bound to the
+-- 0.4.0 entry point of its C (src/common/version.h): they read
+-- lease.app_grants.grantee_name (the app check), and the lease functions
+-- that change ownership keep lease.stream_workers.  CREATE OR REPLACE with
+-- the same signature keeps each function's OID and grants.
+CREATE OR REPLACE FUNCTION lease.has_app_access(app_name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_has_app_access_0_4'
+LANGUAGE C STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.grant_app(app_name text, grantee regrole)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_grant_app_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.revoke_app(app_name text, grantee regrole)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_revoke_app_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.create_lease(
+    app_name text, stream_name text, shard_id text,
+    parent_shard_ids text[] DEFAULT '{}', checkpoint text DEFAULT 'TRIM_HORIZON')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_create_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.take_lease(
+    app_name text, stream_name text, shard_id text, new_owner text,
+    lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_take_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.renew_lease(
+    app_name text, stream_name text, shard_id text, owner text,
+    lease_count bigint, lease_duration interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_renew_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint DEFAULT 0)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.release_lease(
+    app_name text, stream_name text, shard_id text, owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_release_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.close_shard(
+    app_name text, stream_name text, shard_id text, owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_close_shard_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint, fencing_token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.prepare_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    pending_checkpoint text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.cleanup_ended(app_name text, stream_name text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'lease_cleanup_ended_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.delete_lease(app_name text, stream_name text, shard_id text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_delete_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.take_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, max_leases integer DEFAULT NULL,
+    max_steal integer DEFAULT 1)
+RETURNS TABLE(shard_id text, lease_count bigint, action text,
+              previous_owner text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.renew_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL)
+RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_renew_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.my_leases(app_name text, stream_name text, owner text)
+RETURNS TABLE(shard_id text, lease_count bigint, lease_epoch bigint,
+              checkpoint text, checkpoint_sub_sequence bigint,
+              pending_checkpoint text, expires_in interval,
+              handoff_to text, handoff_from text, waiting_on text[])
+AS 'MODULE_PATHNAME', 'lease_my_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.request_handoff(
+    app_name text, stream_name text, shard_id text, to_owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_request_handoff_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
 -- Issue 20: the lifecycle of a rotation, quotas as functions, what the
 -- application sees of a tenant (src/bindings/bindings.sql).  admit_turn
 -- moves to the symbol whose first turn on a replacement ends what it

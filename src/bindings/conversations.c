@@ -13,7 +13,7 @@
  * the table, so no stranger can take or hold the lock.  On an older schema
  * (0.1.0 to 0.3.0, until ALTER EXTENSION UPDATE) it is the fleet advisory
  * lock (lease.fleet_lock_namespace, 0) and then the tenant's
- * (lease.fleet_lock_namespace, hashtext(user_id)): see LeaseAdmissionLock.
+ * (lease.fleet_lock_namespace, hashtext(user_id)): see conversations.h.
  * Either way the wait for it is bounded by lease.admission_lock_timeout
  * (55P03 "admission is busy").  Counting active sandboxes and inserting the
  * new one happen under the lock, so the next admission's count (a new
@@ -37,13 +37,11 @@
  */
 #include "pg_lease.h"
 
-#include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
-#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 
 #include "common/args.h"
@@ -61,7 +59,7 @@
 /* The conversation bound to channel $5 in the scope: an exact index lookup. */
 #define BINDING_LOOKUP(vault, env) \
 	"SELECT c.id FROM lease.conversations AS c" \
-	" WHERE " LEASE_SCOPE_USER_AGENT " AND " vault " AND " env \
+	" WHERE " BINDING_SCOPE_USER_AGENT " AND " vault " AND " env \
 	"   AND c.channel_id OPERATOR(pg_catalog.=) $5"
 
 /*
@@ -74,22 +72,22 @@ static LeaseStatement binding_stmts[4] = {
 	{
 		.name = "find the channel's conversation",
 		.sql = BINDING_LOOKUP(VAULT_IS_VALUE, ENV_IS_VALUE),
-		.nargs = LEASE_SCOPE_NARGS, .argtypes = LEASE_SCOPE_ARGTYPES, .expected = SPI_OK_SELECT
+		.nargs = BINDING_SCOPE_NARGS, .argtypes = BINDING_SCOPE_ARGTYPES, .expected = SPI_OK_SELECT
 	},
 	{
 		.name = "find the channel's conversation (no vault)",
 		.sql = BINDING_LOOKUP(VAULT_IS_NULL, ENV_IS_VALUE),
-		.nargs = LEASE_SCOPE_NARGS, .argtypes = LEASE_SCOPE_ARGTYPES, .expected = SPI_OK_SELECT
+		.nargs = BINDING_SCOPE_NARGS, .argtypes = BINDING_SCOPE_ARGTYPES, .expected = SPI_OK_SELECT
 	},
 	{
 		.name = "find the channel's conversation (no environment)",
 		.sql = BINDING_LOOKUP(VAULT_IS_VALUE, ENV_IS_NULL),
-		.nargs = LEASE_SCOPE_NARGS, .argtypes = LEASE_SCOPE_ARGTYPES, .expected = SPI_OK_SELECT
+		.nargs = BINDING_SCOPE_NARGS, .argtypes = BINDING_SCOPE_ARGTYPES, .expected = SPI_OK_SELECT
 	},
 	{
 		.name = "find the channel's conversation (no vault, no environment)",
 		.sql = BINDING_LOOKUP(VAULT_IS_NULL, ENV_IS_NULL),
-		.nargs = LEASE_SCOPE_NARGS, .argtypes = LEASE_SCOPE_ARGTYPES, .expected = SPI_OK_SELECT
+		.nargs = BINDING_SCOPE_NARGS, .argtypes = BINDING_SCOPE_ARGTYPES, .expected = SPI_OK_SELECT
 	},
 };
 
@@ -101,10 +99,10 @@ static LeaseStatement quota_stmt = {
 	.name = "count active sandboxes",
 	.sql =
 	"SELECT (SELECT pg_catalog.count(*) FROM lease.sandboxes AS s"
-	"         WHERE s.status OPERATOR(pg_catalog.=) ANY (" LEASE_ACTIVE_SANDBOX_STATUSES ")),"
+	"         WHERE s.status OPERATOR(pg_catalog.=) ANY (" BINDING_ACTIVE_SANDBOX_STATUSES ")),"
 	"       (SELECT pg_catalog.count(*) FROM lease.sandboxes AS s"
 	"         WHERE s.user_id OPERATOR(pg_catalog.=) $1"
-	"           AND s.status OPERATOR(pg_catalog.=) ANY (" LEASE_ACTIVE_SANDBOX_STATUSES ")),"
+	"           AND s.status OPERATOR(pg_catalog.=) ANY (" BINDING_ACTIVE_SANDBOX_STATUSES ")),"
 	"       (SELECT t.sandbox_limit FROM lease.tenant_limits AS t"
 	"         WHERE t.user_id OPERATOR(pg_catalog.=) $1)",
 	.nargs = 1,
@@ -113,25 +111,25 @@ static LeaseStatement quota_stmt = {
 };
 
 /* A pending sandbox and a pending conversation on it, bound to $5 (or unbound). */
-#define LEASE_ADMIT_SANDBOX \
-	"WITH s AS (INSERT INTO lease.sandboxes (user_id, status) VALUES ($1, " LEASE_SQL_WORD(LEASE_STATUS_PENDING) ")" \
+#define BINDING_ADMIT_SANDBOX \
+	"WITH s AS (INSERT INTO lease.sandboxes (user_id, status) VALUES ($1, " LEASE_SQL_WORD(BINDING_STATUS_PENDING) ")" \
 	"           RETURNING id)"
 
 static LeaseStatement admit_stmt = {
 	.name = "insert the sandbox and the conversation",
 	.sql =
-	LEASE_ADMIT_SANDBOX
+	BINDING_ADMIT_SANDBOX
 	" INSERT INTO lease.conversations"
 	"   (user_id, agent_id, vault_id, environment_id, channel_id, sandbox_id, status, rotated_from)"
-	" SELECT $1, $2, $3, $4, $5, s.id, " LEASE_SQL_WORD(LEASE_STATUS_PENDING) ", $6 FROM s"
+	" SELECT $1, $2, $3, $4, $5, s.id, " LEASE_SQL_WORD(BINDING_STATUS_PENDING) ", $6 FROM s"
 	" RETURNING id",
-	.nargs = LEASE_SCOPE_NARGS,
-	.argtypes = LEASE_SCOPE_ARGTYPES,
+	.nargs = BINDING_SCOPE_NARGS,
+	.argtypes = BINDING_SCOPE_ARGTYPES,
 	.expected = SPI_OK_INSERT_RETURNING
 };
 
 /*
- * The same, from 0.3.0 on (lease.conversation_id_partition exists): the id
+ * The same, from 0.3.0 on (with lease.conversation_id_partition): the id
  * is the identity sequence's next value n, or n * id_stride + id_offset when
  * the table holds its row (a partition behind the pg_lease_router router:
  * its ids are then unique across partitions and name the partition that
@@ -141,34 +139,20 @@ static LeaseStatement admit_stmt = {
 static LeaseStatement admit_routable_stmt = {
 	.name = "insert the sandbox and the conversation with a routable id",
 	.sql =
-	LEASE_ADMIT_SANDBOX
+	BINDING_ADMIT_SANDBOX
 	" INSERT INTO lease.conversations"
 	"   (id, user_id, agent_id, vault_id, environment_id, channel_id, sandbox_id, status, rotated_from)"
 	" OVERRIDING SYSTEM VALUE"
 	" SELECT COALESCE((SELECT n.v OPERATOR(pg_catalog.*) CAST(p.id_stride AS pg_catalog.int8)"
 	"                         OPERATOR(pg_catalog.+) p.id_offset"
 	"                    FROM lease.conversation_id_partition AS p), n.v),"
-	"        $1, $2, $3, $4, $5, s.id, " LEASE_SQL_WORD(LEASE_STATUS_PENDING) ", $6"
+	"        $1, $2, $3, $4, $5, s.id, " LEASE_SQL_WORD(BINDING_STATUS_PENDING) ", $6"
 	"   FROM s, LATERAL (SELECT pg_catalog.nextval(CAST('lease.conversations_id_seq' AS pg_catalog.regclass)) AS v) AS n"
 	" RETURNING id",
-	.nargs = LEASE_SCOPE_NARGS,
-	.argtypes = LEASE_SCOPE_ARGTYPES,
+	.nargs = BINDING_SCOPE_NARGS,
+	.argtypes = BINDING_SCOPE_ARGTYPES,
 	.expected = SPI_OK_INSERT_RETURNING
 };
-
-/*
- * True when the installed schema has lease.conversation_id_partition (0.3.0
- * and later); a database still at an older version until ALTER EXTENSION
- * UPDATE keeps plain ids.
- */
-static bool
-has_id_partition_table(void)
-{
-	Oid			nsp = get_namespace_oid("lease", true);
-
-	return OidIsValid(nsp) &&
-		OidIsValid(get_relname_relid("conversation_id_partition", nsp));
-}
 
 /*
  * admit_turn: the conversation, locked FOR UPDATE (what a rotation waits
@@ -182,7 +166,8 @@ static LeaseStatement turn_lock_stmt = {
 	" FOR UPDATE OF c",
 	.nargs = 1,
 	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
 };
 
 /* admit_turn: insert the turn; a pending conversation becomes running. */
@@ -191,9 +176,9 @@ static LeaseStatement turn_insert_stmt = {
 	.sql =
 	"WITH t AS (INSERT INTO lease.turns (conversation_id) VALUES ($1) RETURNING id),"
 	"     u AS (UPDATE lease.conversations AS c"
-	"              SET status = " LEASE_SQL_WORD(LEASE_STATUS_RUNNING) ", updated_at = pg_catalog.now()"
+	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_RUNNING) ", updated_at = pg_catalog.now()"
 	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
-	"              AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(LEASE_STATUS_PENDING) ")"
+	"              AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_PENDING) ")"
 	" SELECT t.id FROM t",
 	.nargs = 1,
 	.argtypes = {INT8OID},
@@ -209,15 +194,15 @@ static LeaseStatement end_stmt = {
 	.name = "end the conversation",
 	.sql =
 	"WITH c AS (UPDATE lease.conversations AS c"
-	"              SET status = " LEASE_SQL_WORD(LEASE_STATUS_TERMINATED) ", channel_id = NULL, updated_at = pg_catalog.now()"
+	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", channel_id = NULL, updated_at = pg_catalog.now()"
 	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
-	"              AND c.status OPERATOR(pg_catalog.=) ANY (" LEASE_LIVE_CONVERSATION_STATUSES ")"
+	"              AND c.status OPERATOR(pg_catalog.=) ANY (" BINDING_LIVE_CONVERSATION_STATUSES ")"
 	"            RETURNING c.sandbox_id),"
 	"     s AS (UPDATE lease.sandboxes AS s"
-	"              SET status = " LEASE_SQL_WORD(LEASE_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
+	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
 	"             FROM c"
 	"            WHERE s.id OPERATOR(pg_catalog.=) c.sandbox_id"
-	"              AND s.status OPERATOR(pg_catalog.<>) ALL (ARRAY[" LEASE_SQL_WORD(LEASE_STATUS_TERMINATED) ", " LEASE_SQL_WORD(LEASE_STATUS_FAILED) "]))"
+	"              AND s.status OPERATOR(pg_catalog.<>) ALL (ARRAY[" LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", " LEASE_SQL_WORD(BINDING_STATUS_FAILED) "]))"
 	" SELECT true FROM c",
 	.nargs = 1,
 	.argtypes = {INT8OID},
@@ -226,7 +211,7 @@ static LeaseStatement end_stmt = {
 
 /* Fills a scope from arguments 0..3. */
 void
-lease_scope_args(FunctionCallInfo fcinfo, LeaseScope *scope)
+binding_scope_args(FunctionCallInfo fcinfo, BindingScope *scope)
 {
 	scope->user_id = lease_arg_ident(fcinfo, 0, "user_id");
 	scope->agent_id = lease_arg_ident(fcinfo, 1, "agent_id");
@@ -237,7 +222,7 @@ lease_scope_args(FunctionCallInfo fcinfo, LeaseScope *scope)
 
 /* Fills the six parameters of a scoped statement. */
 void
-lease_scope_params(const LeaseScope *scope, bool has_channel, Datum channel_id,
+binding_scope_params(const BindingScope *scope, bool has_channel, Datum channel_id,
 				   bool has_id, int64 id, Datum *values, char *nulls)
 {
 	values[0] = scope->user_id;
@@ -256,20 +241,20 @@ lease_scope_params(const LeaseScope *scope, bool has_channel, Datum channel_id,
 
 /* Which of binding_stmts matches the scope's NULL-ness. */
 static int
-binding_variant(const LeaseScope *scope)
+binding_variant(const BindingScope *scope)
 {
 	return (scope->vault_null ? 1 : 0) | (scope->environment_null ? 2 : 0);
 }
 
 /* The conversation bound to the channel in the scope; false when none. */
 static bool
-find_binding(const LeaseScope *scope, Datum channel_id, int64 *conversation_id)
+find_binding(const BindingScope *scope, Datum channel_id, int64 *conversation_id)
 {
-	Datum		values[LEASE_SCOPE_NARGS];
-	char		nulls[LEASE_SCOPE_NARGS];
+	Datum		values[BINDING_SCOPE_NARGS];
+	char		nulls[BINDING_SCOPE_NARGS];
 	bool		isnull;
 
-	lease_scope_params(scope, true, channel_id, false, 0, values, nulls);
+	binding_scope_params(scope, true, channel_id, false, 0, values, nulls);
 	if (lease_spi_run(&binding_stmts[binding_variant(scope)], values, nulls, 1) == 0)
 		return false;
 	*conversation_id = DatumGetInt64(lease_spi_value(0, 1, &isnull));
@@ -283,7 +268,8 @@ static LeaseStatement gate_stmt = {
 	"SELECT g.only_row FROM lease.admission_gate AS g"
 	" FOR NO KEY UPDATE OF g",
 	.nargs = 0,
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
 };
 
 /* 0.1.0-0.3.0 admission lock: the fleet advisory lock $1, 0, then the tenant's $1, $2. */
@@ -294,14 +280,15 @@ static LeaseStatement advisory_stmt = {
 	"  FROM pg_catalog.pg_advisory_xact_lock($1, 0) AS fleet",
 	.nargs = 2,
 	.argtypes = {INT4OID, INT4OID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
 };
 
 /*
- * Runs a locking read with lock_timeout = lease.admission_lock_timeout for
- * exactly that statement; returns its row count.  Its lock timeout is raised
- * again as 55P03 saying what is busy: the conversation when `conversation`
- * is given, else admission.  Any other error goes through unchanged.  The
+ * Runs a locking read whose statement sets lock_timeout =
+ * lease.admission_lock_timeout for exactly itself; returns its row count.
+ * Its lock timeout is raised again as 55P03 saying what is busy: the
+ * conversation when `conversation` is given, else admission.  Any other error goes through unchanged.  The
  * caller's lock_timeout is back afterwards, or after the rollback of the
  * (sub)transaction that the error aborts.
  */
@@ -309,13 +296,11 @@ static uint64
 run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversation)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	char		timeout[32];
 	volatile uint64 processed = 0;
 
-	snprintf(timeout, sizeof(timeout), "%d", lease_admission_lock_timeout_ms);
 	PG_TRY();
 	{
-		processed = lease_spi_run_with(stmt, values, NULL, 1, "lock_timeout", timeout);
+		processed = lease_spi_run(stmt, values, NULL, 1);
 	}
 	PG_CATCH();
 	{
@@ -344,20 +329,20 @@ run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversati
 	return processed;
 }
 
-/* Takes the admission lock `lock` (see LeaseAdmissionLock), its wait bounded. */
+/* Takes the admission lock of `schema` (conversations.h), its wait bounded. */
 static void
-lock_admission(LeaseAdmissionLock lock, Datum user_id, LeaseAdmission *result)
+lock_admission(LeaseSchema schema, Datum user_id, BindingAdmission *result)
 {
-	Datum		values[2];
-
 	result->waiting_for_lock = true;
-	if (lock == LEASE_ADMISSION_GATE)
+	if (schema >= LEASE_SCHEMA_0_4)
 	{
 		if (run_bounded_or_busy(&gate_stmt, NULL, NULL) != 1)
 			elog(ERROR, "pg_lease: lease.admission_gate does not hold its one row");
 	}
 	else
 	{
+		Datum		values[2];
+
 		values[0] = Int32GetDatum(lease_fleet_lock_namespace);
 		values[1] = DirectFunctionCall1Coll(hashtext, C_COLLATION_OID, user_id);
 		run_bounded_or_busy(&advisory_stmt, values, NULL);
@@ -367,22 +352,22 @@ lock_admission(LeaseAdmissionLock lock, Datum user_id, LeaseAdmission *result)
 
 /* Admission: see conversations.h. */
 void
-lease_admit(LeaseAdmissionLock lock, const LeaseScope *scope, bool has_channel,
-			Datum channel_id, bool has_from, int64 rotated_from, LeaseAdmission *result)
+binding_admit(LeaseSchema schema, const BindingScope *scope, bool has_channel,
+			Datum channel_id, bool has_from, int64 rotated_from, BindingAdmission *result)
 {
-	Datum		values[LEASE_SCOPE_NARGS];
-	char		nulls[LEASE_SCOPE_NARGS];
+	Datum		values[BINDING_SCOPE_NARGS];
+	char		nulls[BINDING_SCOPE_NARGS];
 	int64		fleet_active;
 	int64		tenant_active;
 	int32		tenant_limit;
 	bool		isnull;
 
 	memset(result, 0, sizeof(*result));
-	lock_admission(lock, scope->user_id, result);
+	lock_admission(schema, scope->user_id, result);
 
 	if (has_channel && find_binding(scope, channel_id, &result->conversation_id))
 	{
-		result->outcome = LEASE_ADMIT_ALREADY_BOUND;
+		result->outcome = BINDING_ADMIT_ALREADY_BOUND;
 		return;
 	}
 
@@ -396,32 +381,32 @@ lease_admit(LeaseAdmissionLock lock, const LeaseScope *scope, bool has_channel,
 
 	if (fleet_active >= lease_fleet_capacity)
 	{
-		result->outcome = LEASE_ADMIT_REFUSED;
+		result->outcome = BINDING_ADMIT_REFUSED;
 		result->fleet_full = true;
 		result->limit = lease_fleet_capacity;
 		return;
 	}
 	if (tenant_active >= tenant_limit)
 	{
-		result->outcome = LEASE_ADMIT_REFUSED;
+		result->outcome = BINDING_ADMIT_REFUSED;
 		result->fleet_full = false;
 		result->limit = tenant_limit;
 		return;
 	}
 
-	lease_scope_params(scope, has_channel, channel_id, has_from, rotated_from, values, nulls);
-	if (lease_spi_run(has_id_partition_table() ? &admit_routable_stmt : &admit_stmt,
+	binding_scope_params(scope, has_channel, channel_id, has_from, rotated_from, values, nulls);
+	if (lease_spi_run(schema >= LEASE_SCHEMA_0_3 ? &admit_routable_stmt : &admit_stmt,
 					  values, nulls, 0) != 1)
 		elog(ERROR, "pg_lease: admission inserted no conversation");
-	result->outcome = LEASE_ADMIT_STARTED;
+	result->outcome = BINDING_ADMIT_STARTED;
 	result->conversation_id = DatumGetInt64(lease_spi_value(0, 1, &isnull));
 }
 
 /* The refused detail. */
 char *
-lease_admission_refusal(const LeaseAdmission *admission)
+binding_admission_refusal(const BindingAdmission *admission)
 {
-	Assert(admission->outcome == LEASE_ADMIT_REFUSED);
+	Assert(admission->outcome == BINDING_ADMIT_REFUSED);
 	if (admission->fleet_full)
 		return psprintf("fleet capacity of %d active sandboxes reached;"
 						" retry once conversations have ended (lease.end_conversation)",
@@ -433,7 +418,7 @@ lease_admission_refusal(const LeaseAdmission *admission)
 
 /* Returns one row from a RETURNS TABLE function. */
 void
-lease_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+binding_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
@@ -451,50 +436,51 @@ set_text(Datum *value, bool *isnull, const char *text)
 
 /* lease.start_conversation: started, already_bound or refused. */
 static Datum
-start_conversation(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
+start_conversation(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	LeaseScope	scope;
+	BindingScope scope;
 	Datum		channel_id = (Datum) 0;
 	bool		has_channel;
-	LeaseAdmission admission;
+	BindingAdmission admission;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 	const char *outcome = NULL;
 	char	   *detail = NULL;
 
-	lease_scope_args(fcinfo, &scope);
+	binding_scope_args(fcinfo, &scope);
 	has_channel = lease_arg_opt_ident(fcinfo, 4, "channel_id", &channel_id);
 
 	lease_spi_connect();
-	lease_admit(lock, &scope, has_channel, channel_id, false, 0, &admission);
+	binding_admit(schema, &scope, has_channel, channel_id, false, 0, &admission);
 	lease_spi_finish();
 
 	switch (admission.outcome)
 	{
-		case LEASE_ADMIT_STARTED:
-			outcome = LEASE_OUTCOME_STARTED;
+		case BINDING_ADMIT_STARTED:
+			outcome = BINDING_OUTCOME_STARTED;
 			break;
-		case LEASE_ADMIT_ALREADY_BOUND:
-			outcome = LEASE_OUTCOME_ALREADY_BOUND;
+		case BINDING_ADMIT_ALREADY_BOUND:
+			outcome = BINDING_OUTCOME_ALREADY_BOUND;
 			detail = "the channel is already bound in this scope to the conversation returned;"
 				" use that one, or replace it with lease.rotate_channel()";
 			break;
-		case LEASE_ADMIT_REFUSED:
-			outcome = LEASE_OUTCOME_REFUSED;
-			detail = lease_admission_refusal(&admission);
+		case BINDING_ADMIT_REFUSED:
+			outcome = BINDING_OUTCOME_REFUSED;
+			detail = binding_admission_refusal(&admission);
 			break;
 	}
 
 	set_text(&values[0], &nulls[0], outcome);
 	values[1] = Int64GetDatum(admission.conversation_id);
-	nulls[1] = (admission.outcome == LEASE_ADMIT_REFUSED);
+	nulls[1] = (admission.outcome == BINDING_ADMIT_REFUSED);
 	set_text(&values[2], &nulls[2], detail);
-	lease_return_row(fcinfo, values, nulls);
+	binding_return_row(fcinfo, values, nulls);
 	return (Datum) 0;
 }
 
 /* lease.start_conversation: lease_start_conversation, lease_start_conversation_0_4. */
-LEASE_ADMISSION_ENTRY_POINTS(lease_start_conversation, start_conversation)
+LEASE_VERSIONED_ENTRY_POINTS(lease_start_conversation, start_conversation,
+							 lease_schema_before_0_4())
 
 PG_FUNCTION_INFO_V1(lease_find_channel_conversation);
 
@@ -502,12 +488,12 @@ PG_FUNCTION_INFO_V1(lease_find_channel_conversation);
 Datum
 lease_find_channel_conversation(PG_FUNCTION_ARGS)
 {
-	LeaseScope	scope;
+	BindingScope scope;
 	Datum		channel_id;
 	int64		conversation_id;
 	bool		found;
 
-	lease_scope_args(fcinfo, &scope);
+	binding_scope_args(fcinfo, &scope);
 	channel_id = lease_arg_ident(fcinfo, 4, "channel_id");
 
 	lease_spi_connect();
@@ -520,23 +506,23 @@ lease_find_channel_conversation(PG_FUNCTION_ARGS)
 }
 
 /*
- * lease.admit_turn: the new turn's id.  With `lifecycle` (the 0.4.0 schema,
- * lifecycle.c), the first turn of a replacement also ends the conversations
- * it was rotated away from, their locks taken first (oldest first).
+ * lease.admit_turn: the new turn's id.  On the 0.4.0 schema (lifecycle.c)
+ * the first turn of a replacement also ends the conversations it was
+ * rotated away from, their locks taken first (oldest first).
  */
 static Datum
-admit_turn(FunctionCallInfo fcinfo, bool lifecycle)
+admit_turn(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	int64		conversation_id = lease_arg_int64(fcinfo, 0, "conversation_id");
 	Datum		id = Int64GetDatum(conversation_id);
 	char	   *status;
 	int64		turn_id;
 	bool		isnull;
-	LeaseAncestors ancestors = {0};
+	BindingAncestors ancestors = {0};
 
 	lease_spi_connect();
-	if (lifecycle)
-		lease_lock_rotated_ancestors(conversation_id, &ancestors);
+	if (schema >= LEASE_SCHEMA_0_4)
+		binding_lock_rotated_ancestors(conversation_id, &ancestors);
 
 	/* Turns of a conversation, hence of its sandbox, are admitted one at a time. */
 	if (run_bounded_or_busy(&turn_lock_stmt, &id, &conversation_id) == 0)
@@ -551,15 +537,15 @@ admit_turn(FunctionCallInfo fcinfo, bool lifecycle)
 				 errdetail("Turns are admitted one at a time per sandbox, so a conversation needs one."),
 				 errhint("Start conversations with lease.start_conversation() or lease.rotate_channel(), which give them a sandbox.")));
 	status = TextDatumGetCString(lease_spi_value(0, 2, &isnull));
-	if (strcmp(status, LEASE_STATUS_FAILED) == 0 || strcmp(status, LEASE_STATUS_TERMINATED) == 0)
+	if (strcmp(status, BINDING_STATUS_FAILED) == 0 || strcmp(status, BINDING_STATUS_TERMINATED) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("conversation " INT64_FORMAT " has ended", conversation_id),
 				 errdetail("Its status is \"%s\".", status),
 				 errhint("Start a new conversation.")));
 
-	if (strcmp(status, LEASE_STATUS_PENDING) == 0)
-		lease_end_rotated_ancestors(conversation_id, &ancestors);
+	if (strcmp(status, BINDING_STATUS_PENDING) == 0)
+		binding_end_rotated_ancestors(conversation_id, &ancestors);
 
 	lease_spi_run(&turn_insert_stmt, &id, NULL, 1);
 	turn_id = DatumGetInt64(lease_spi_value(0, 1, &isnull));
@@ -568,25 +554,16 @@ admit_turn(FunctionCallInfo fcinfo, bool lifecycle)
 	PG_RETURN_INT64(turn_id);
 }
 
-/* lease.admit_turn up to 0.3.0: a turn and nothing else. */
-PG_FUNCTION_INFO_V1(lease_admit_turn);
-Datum
-lease_admit_turn(PG_FUNCTION_ARGS)
-{
-	return admit_turn(fcinfo, false);
-}
-
-/* lease.admit_turn from 0.4.0: a replacement's first turn ends what it replaced. */
-PG_FUNCTION_INFO_V1(lease_admit_turn_0_4);
-Datum
-lease_admit_turn_0_4(PG_FUNCTION_ARGS)
-{
-	return admit_turn(fcinfo, true);
-}
+/*
+ * lease.admit_turn: lease_admit_turn (0.1.0-0.3.0: a turn and nothing
+ * else), lease_admit_turn_0_4 (a replacement's first turn ends what it
+ * replaced).
+ */
+LEASE_VERSIONED_ENTRY_POINTS(lease_admit_turn, admit_turn, LEASE_SCHEMA_0_3)
 
 /* run_bounded_or_busy, for lifecycle.c's locks. */
 uint64
-lease_run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversation)
+binding_run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversation)
 {
 	return run_bounded_or_busy(stmt, values, conversation);
 }

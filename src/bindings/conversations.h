@@ -7,10 +7,12 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef LEASE_CONVERSATIONS_H
-#define LEASE_CONVERSATIONS_H
+#ifndef BINDING_CONVERSATIONS_H
+#define BINDING_CONVERSATIONS_H
 
 #include "fmgr.h"
+
+#include "common/version.h"
 
 /*
  * Status lists as SQL array literals, for "status OPERATOR(pg_catalog.=) ANY
@@ -18,39 +20,39 @@
  * sandboxes_active_user_idx is the same list); live conversations are the
  * only ones that may hold a channel (conversations_binding_live_check).
  */
-#define LEASE_ACTIVE_SANDBOX_STATUSES	"ARRAY['pending', 'starting', 'ready']"
-#define LEASE_LIVE_CONVERSATION_STATUSES "ARRAY['pending', 'running', 'idle']"
+#define BINDING_ACTIVE_SANDBOX_STATUSES	"ARRAY['pending', 'starting', 'ready']"
+#define BINDING_LIVE_CONVERSATION_STATUSES "ARRAY['pending', 'running', 'idle']"
 
 /*
  * The statuses pg_lease itself writes or tests one by one (the tables'
  * CHECK constraints list every status); LEASE_SQL_WORD (pg_lease.h) puts
  * one in statement text as a literal.
  */
-#define LEASE_STATUS_PENDING		"pending"
-#define LEASE_STATUS_RUNNING		"running"
-#define LEASE_STATUS_IDLE			"idle"
-#define LEASE_STATUS_FAILED			"failed"
-#define LEASE_STATUS_TERMINATED		"terminated"
+#define BINDING_STATUS_PENDING		"pending"
+#define BINDING_STATUS_RUNNING		"running"
+#define BINDING_STATUS_IDLE			"idle"
+#define BINDING_STATUS_FAILED		"failed"
+#define BINDING_STATUS_TERMINATED	"terminated"
 
 /*
  * Outcomes, as start_conversation, rotate_channel and
  * restore_rotated_channel return them (docs/channel-bindings.md).
  */
-#define LEASE_OUTCOME_STARTED			"started"
-#define LEASE_OUTCOME_ALREADY_BOUND		"already_bound"
-#define LEASE_OUTCOME_REFUSED			"refused"
-#define LEASE_OUTCOME_ROTATED			"rotated"
-#define LEASE_OUTCOME_BUSY				"busy"
-#define LEASE_OUTCOME_BINDING_CHANGED	"binding_changed"
-#define LEASE_OUTCOME_RESTORED			"restored"
-#define LEASE_OUTCOME_SUPERSEDED		"superseded"
-#define LEASE_OUTCOME_FAILED			"failed"
+#define BINDING_OUTCOME_STARTED			"started"
+#define BINDING_OUTCOME_ALREADY_BOUND	"already_bound"
+#define BINDING_OUTCOME_REFUSED			"refused"
+#define BINDING_OUTCOME_ROTATED			"rotated"
+#define BINDING_OUTCOME_BUSY			"busy"
+#define BINDING_OUTCOME_BINDING_CHANGED	"binding_changed"
+#define BINDING_OUTCOME_RESTORED		"restored"
+#define BINDING_OUTCOME_SUPERSEDED		"superseded"
+#define BINDING_OUTCOME_FAILED			"failed"
 
 /*
  * A binding's scope: (user_id, agent_id, vault_id, environment_id).  A NULL
  * vault or environment is a value of its own (IS NULL), never "any".
  */
-typedef struct LeaseScope
+typedef struct BindingScope
 {
 	Datum		user_id;
 	Datum		agent_id;
@@ -58,96 +60,73 @@ typedef struct LeaseScope
 	Datum		environment_id; /* meaningless when environment_null */
 	bool		vault_null;
 	bool		environment_null;
-} LeaseScope;
+} BindingScope;
 
 /* Fills a scope from arguments 0..3 (user_id, agent_id, vault_id, environment_id). */
-extern void lease_scope_args(FunctionCallInfo fcinfo, LeaseScope *scope);
+extern void binding_scope_args(FunctionCallInfo fcinfo, BindingScope *scope);
 
 /*
  * The parameters every scoped statement takes: $1 user_id, $2 agent_id,
  * $3 vault_id, $4 environment_id, $5 channel_id (NULL when !has_channel),
  * $6 a conversation id (NULL when !has_id).
  */
-#define LEASE_SCOPE_NARGS 6
-#define LEASE_SCOPE_ARGTYPES {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID}
+#define BINDING_SCOPE_NARGS 6
+#define BINDING_SCOPE_ARGTYPES {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID}
 
 /* The (user_id, agent_id) part of a scoped statement's WHERE, table alias c. */
-#define LEASE_SCOPE_USER_AGENT \
+#define BINDING_SCOPE_USER_AGENT \
 	"c.user_id OPERATOR(pg_catalog.=) $1 AND c.agent_id OPERATOR(pg_catalog.=) $2"
-extern void lease_scope_params(const LeaseScope *scope, bool has_channel, Datum channel_id,
+extern void binding_scope_params(const BindingScope *scope, bool has_channel, Datum channel_id,
 							   bool has_id, int64 id, Datum *values, char *nulls);
 
-typedef enum LeaseAdmitOutcome
+typedef enum BindingAdmitOutcome
 {
-	LEASE_ADMIT_STARTED,		/* a sandbox and a conversation were inserted */
-	LEASE_ADMIT_ALREADY_BOUND,	/* the channel is bound in the scope; nothing inserted */
-	LEASE_ADMIT_REFUSED			/* a quota is full; nothing inserted */
-} LeaseAdmitOutcome;
+	BINDING_ADMIT_STARTED,		/* a sandbox and a conversation were inserted */
+	BINDING_ADMIT_ALREADY_BOUND,	/* the channel is bound in the scope; nothing inserted */
+	BINDING_ADMIT_REFUSED			/* a quota is full; nothing inserted */
+} BindingAdmitOutcome;
 
-typedef struct LeaseAdmission
+typedef struct BindingAdmission
 {
-	LeaseAdmitOutcome outcome;
+	BindingAdmitOutcome outcome;
 	int64		conversation_id;	/* started: the new one; already_bound: the holder */
 	bool		fleet_full;		/* refused: the fleet capacity (else the tenant limit) */
 	int32		limit;			/* refused: the limit that was reached */
 	bool		waiting_for_lock;	/* true while admission waits for its lock */
-} LeaseAdmission;
+} BindingAdmission;
 
 /*
- * What admission serializes on.  One module serves every installed schema
- * version (until ALTER EXTENSION UPDATE): each version's script binds
- * start_conversation and rotate_channel to the C symbol of its own lock, in
- * the way of pg_stat_statements, so nothing probes the catalog.
+ * What admission serializes on depends on the installed schema
+ * (common/version.h: start_conversation and rotate_channel have versioned
+ * entry points):
+ *
+ * - 0.1.0 to 0.3.0 (the plain symbols): the transaction-scoped advisory
+ *   locks (lease.fleet_lock_namespace, 0), then (lease.fleet_lock_namespace,
+ *   hashtext(user_id)).  Any role may take those keys (pg_advisory_lock is
+ *   PUBLIC), so a stranger can make admissions wait; the wait is bounded.
+ * - 0.4.0 (the _0_4 symbols): the one row of lease.admission_gate, FOR NO
+ *   KEY UPDATE, which only the extension's owner can lock.
  */
-typedef enum LeaseAdmissionLock
-{
-	/*
-	 * Schemas 0.1.0 to 0.3.0 (symbols lease_start_conversation,
-	 * lease_rotate_channel): the transaction-scoped advisory locks
-	 * (lease.fleet_lock_namespace, 0), then (lease.fleet_lock_namespace,
-	 * hashtext(user_id)).  Any role may take those keys (pg_advisory_lock is
-	 * PUBLIC), so a stranger can make admissions wait; the wait is bounded.
-	 */
-	LEASE_ADMISSION_ADVISORY,
-
-	/*
-	 * Schema 0.4.0 (symbols lease_start_conversation_0_4,
-	 * lease_rotate_channel_0_4): the one row of lease.admission_gate, FOR
-	 * NO KEY UPDATE, which only the extension's owner can lock.
-	 */
-	LEASE_ADMISSION_GATE
-} LeaseAdmissionLock;
-
-/*
- * Defines the two C entry points of an admitting function (see
- * LeaseAdmissionLock): `sym`, bound by the 0.1.0-0.3.0 scripts, and
- * `sym`_0_4, bound from 0.4.0 on; both call impl(fcinfo, lock).
- */
-#define LEASE_ADMISSION_ENTRY_POINTS(sym, impl) \
-	PG_FUNCTION_INFO_V1(sym); \
-	Datum sym(PG_FUNCTION_ARGS) { return impl(fcinfo, LEASE_ADMISSION_ADVISORY); } \
-	PG_FUNCTION_INFO_V1(sym##_0_4); \
-	Datum sym##_0_4(PG_FUNCTION_ARGS) { return impl(fcinfo, LEASE_ADMISSION_GATE); }
 
 /*
  * Admission, the one routine behind start_conversation and rotate_channel.
- * SPI must be connected.  Takes the admission lock `lock`, held to the end
+ * SPI must be connected.  Takes the admission lock of `schema`, held to the end
  * of the caller's transaction, waiting at most lease.admission_lock_timeout
  * (a timeout is 55P03 "admission is busy", raised while
  * result->waiting_for_lock is true); then, when a channel is given, looks
  * for its binding in the scope (already_bound); then counts active
  * sandboxes against lease.fleet_capacity and the tenant's limit (refused);
  * then inserts a pending sandbox and a pending conversation bound to the
- * channel, rotated_from set when has_from.
+ * channel, rotated_from set when has_from (its id routable from 0.3.0 on).
  */
-extern void lease_admit(LeaseAdmissionLock lock, const LeaseScope *scope, bool has_channel,
+extern void binding_admit(LeaseSchema schema, const BindingScope *scope, bool has_channel,
 						Datum channel_id, bool has_from, int64 rotated_from,
-						LeaseAdmission *result);
+						BindingAdmission *result);
 
 /* The refused detail: which limit was reached. */
-extern char *lease_admission_refusal(const LeaseAdmission *admission);
+extern char *binding_admission_refusal(const BindingAdmission *admission);
 
 /* Returns one row from a RETURNS TABLE function (materialize mode). */
-extern void lease_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+extern void binding_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
-#endif							/* LEASE_CONVERSATIONS_H */
+#endif							/* BINDING_CONVERSATIONS_H */

@@ -38,6 +38,7 @@
 #include "utils/tuplestore.h"
 
 #include "common/args.h"
+#include "common/config.h"
 #include "common/spi_util.h"
 #include "bindings/conversations.h"
 #include "bindings/lifecycle.h"
@@ -53,20 +54,20 @@
 	"    FROM lease.conversations AS c JOIN lease.conversations AS a" \
 	"      ON a.id OPERATOR(pg_catalog.=) c.rotated_from" \
 	"   WHERE c.id OPERATOR(pg_catalog.=) $1" \
-	"     AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(LEASE_STATUS_PENDING) \
+	"     AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_PENDING) \
 	"  UNION ALL" \
 	"  SELECT a.id, a.status, a.channel_id, a.rotated_from" \
 	"    FROM up JOIN lease.conversations AS a" \
 	"      ON a.id OPERATOR(pg_catalog.=) up.rotated_from" \
-	"   WHERE up.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(LEASE_STATUS_FAILED) \
-	"      OR (up.status OPERATOR(pg_catalog.=) ANY (" LEASE_LIVE_CONVERSATION_STATUSES ")" \
+	"   WHERE up.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_FAILED) \
+	"      OR (up.status OPERATOR(pg_catalog.=) ANY (" BINDING_LIVE_CONVERSATION_STATUSES ")" \
 	"          AND up.channel_id IS NULL)" \
 	") CYCLE id SET looped USING path"
 
 /* The live, unbound ones of the chain. */
 #define ANCESTORS_TO_END \
 	" NOT up.looped" \
-	" AND up.status OPERATOR(pg_catalog.=) ANY (" LEASE_LIVE_CONVERSATION_STATUSES ")" \
+	" AND up.status OPERATOR(pg_catalog.=) ANY (" BINDING_LIVE_CONVERSATION_STATUSES ")" \
 	" AND up.channel_id IS NULL"
 
 /* The ancestors to end, without locks: a bigint[] ascending (NULL: none). */
@@ -90,7 +91,8 @@ static LeaseStatement ancestors_lock_stmt = {
 	"   FOR NO KEY UPDATE OF a",
 	.nargs = 1,
 	.argtypes = {INT8ARRAYOID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
 };
 
 /*
@@ -103,16 +105,16 @@ static LeaseStatement ancestors_end_stmt = {
 	.sql =
 	ANCESTORS_CHAIN ","
 	"     e AS (UPDATE lease.conversations AS c"
-	"              SET status = " LEASE_SQL_WORD(LEASE_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
+	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
 	"             FROM up"
 	"            WHERE c.id OPERATOR(pg_catalog.=) up.id AND" ANCESTORS_TO_END
 	"              AND c.id OPERATOR(pg_catalog.=) ANY ($2)"
 	"            RETURNING c.sandbox_id),"
 	"     s AS (UPDATE lease.sandboxes AS s"
-	"              SET status = " LEASE_SQL_WORD(LEASE_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
+	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
 	"             FROM e"
 	"            WHERE s.id OPERATOR(pg_catalog.=) e.sandbox_id"
-	"              AND s.status OPERATOR(pg_catalog.<>) ALL (ARRAY[" LEASE_SQL_WORD(LEASE_STATUS_TERMINATED) ", " LEASE_SQL_WORD(LEASE_STATUS_FAILED) "]))"
+	"              AND s.status OPERATOR(pg_catalog.<>) ALL (ARRAY[" LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", " LEASE_SQL_WORD(BINDING_STATUS_FAILED) "]))"
 	" SELECT pg_catalog.count(*) FROM e",
 	.nargs = 2,
 	.argtypes = {INT8OID, INT8ARRAYOID},
@@ -121,7 +123,7 @@ static LeaseStatement ancestors_end_stmt = {
 
 /* Finds and locks the ancestors a pending replacement's start ends. */
 void
-lease_lock_rotated_ancestors(int64 conversation_id, LeaseAncestors *ancestors)
+binding_lock_rotated_ancestors(int64 conversation_id, BindingAncestors *ancestors)
 {
 	Datum		value = Int64GetDatum(conversation_id);
 	Datum		ids;
@@ -135,13 +137,13 @@ lease_lock_rotated_ancestors(int64 conversation_id, LeaseAncestors *ancestors)
 		return;
 	/* The array outlives the next statement (SPI frees its tuple table). */
 	ancestors->ids = SPI_datumTransfer(ids, false, -1);
-	lease_run_bounded_or_busy(&ancestors_lock_stmt, &ancestors->ids, &conversation_id);
+	binding_run_bounded_or_busy(&ancestors_lock_stmt, &ancestors->ids, &conversation_id);
 	ancestors->count = (int) SPI_processed;
 }
 
 /* Ends the locked ancestors the chain still reaches; how many ended. */
 int64
-lease_end_rotated_ancestors(int64 conversation_id, const LeaseAncestors *ancestors)
+binding_end_rotated_ancestors(int64 conversation_id, const BindingAncestors *ancestors)
 {
 	Datum		values[2];
 	bool		isnull;
@@ -163,7 +165,8 @@ static LeaseStatement confirm_lock_stmt = {
 	"   FOR UPDATE OF c",
 	.nargs = 1,
 	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
 };
 
 /* confirm_rotation: the pending replacement runs (what its first turn does). */
@@ -171,9 +174,9 @@ static LeaseStatement confirm_run_stmt = {
 	.name = "mark the replacement running",
 	.sql =
 	"UPDATE lease.conversations AS c"
-	"   SET status = " LEASE_SQL_WORD(LEASE_STATUS_RUNNING) ", updated_at = pg_catalog.now()"
+	"   SET status = " LEASE_SQL_WORD(BINDING_STATUS_RUNNING) ", updated_at = pg_catalog.now()"
 	" WHERE c.id OPERATOR(pg_catalog.=) $1"
-	"   AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(LEASE_STATUS_PENDING),
+	"   AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_PENDING),
 	.nargs = 1,
 	.argtypes = {INT8OID},
 	.expected = SPI_OK_UPDATE
@@ -188,30 +191,30 @@ lease_confirm_rotation(PG_FUNCTION_ARGS)
 	int64		previous_id = lease_arg_int64(fcinfo, 0, "previous_conversation_id");
 	int64		conversation_id = lease_arg_int64(fcinfo, 1, "conversation_id");
 	Datum		id = Int64GetDatum(conversation_id);
-	LeaseAncestors ancestors;
+	BindingAncestors ancestors;
 	const char *outcome;
 	char	   *status;
 	bool		isnull;
 
 	lease_spi_connect();
-	(void) lease_check_rotation_pair(previous_id, conversation_id);
+	(void) binding_check_rotation_pair(previous_id, conversation_id);
 
 	/* Oldest first: the ancestors, then the replacement. */
-	lease_lock_rotated_ancestors(conversation_id, &ancestors);
-	if (lease_run_bounded_or_busy(&confirm_lock_stmt, &id, &conversation_id) != 1)
+	binding_lock_rotated_ancestors(conversation_id, &ancestors);
+	if (binding_run_bounded_or_busy(&confirm_lock_stmt, &id, &conversation_id) != 1)
 		elog(ERROR, "pg_lease: conversation " INT64_FORMAT " disappeared", conversation_id);
 	status = TextDatumGetCString(lease_spi_value(0, 1, &isnull));
 
-	if (strcmp(status, LEASE_STATUS_PENDING) == 0)
+	if (strcmp(status, BINDING_STATUS_PENDING) == 0)
 	{
-		lease_end_rotated_ancestors(conversation_id, &ancestors);
+		binding_end_rotated_ancestors(conversation_id, &ancestors);
 		lease_spi_run(&confirm_run_stmt, &id, NULL, 0);
-		outcome = LEASE_OUTCOME_CONFIRMED;
+		outcome = BINDING_OUTCOME_CONFIRMED;
 	}
-	else if (strcmp(status, LEASE_STATUS_RUNNING) == 0 || strcmp(status, LEASE_STATUS_IDLE) == 0)
-		outcome = LEASE_OUTCOME_ALREADY_RUNNING;
+	else if (strcmp(status, BINDING_STATUS_RUNNING) == 0 || strcmp(status, BINDING_STATUS_IDLE) == 0)
+		outcome = BINDING_OUTCOME_ALREADY_RUNNING;
 	else
-		outcome = LEASE_OUTCOME_ENDED;
+		outcome = BINDING_OUTCOME_ENDED;
 	lease_spi_finish();
 
 	PG_RETURN_TEXT_P(cstring_to_text(outcome));
@@ -231,7 +234,7 @@ static LeaseStatement list_stmt = {
 	"  FROM lease.conversations AS c"
 	"  LEFT JOIN lease.sandboxes AS s ON s.id OPERATOR(pg_catalog.=) c.sandbox_id"
 	" WHERE c.user_id OPERATOR(pg_catalog.=) $1"
-	"   AND c.status OPERATOR(pg_catalog.=) ANY (" LEASE_LIVE_CONVERSATION_STATUSES ")"
+	"   AND c.status OPERATOR(pg_catalog.=) ANY (" BINDING_LIVE_CONVERSATION_STATUSES ")"
 	"   AND ($2 IS NULL OR c.agent_id OPERATOR(pg_catalog.=) $2)"
 	"   AND ($3 IS NULL OR c.vault_id OPERATOR(pg_catalog.=) $3)"
 	"   AND ($4 IS NULL OR c.environment_id OPERATOR(pg_catalog.=) $4)"

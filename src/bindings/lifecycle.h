@@ -8,27 +8,27 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef LEASE_LIFECYCLE_H
-#define LEASE_LIFECYCLE_H
+#ifndef BINDING_LIFECYCLE_H
+#define BINDING_LIFECYCLE_H
 
 #include "fmgr.h"
 #include "common/spi_util.h"
 
 /* confirm_rotation's outcomes (docs/channel-bindings.md). */
-#define LEASE_OUTCOME_CONFIRMED			"confirmed"
-#define LEASE_OUTCOME_ALREADY_RUNNING	"already_running"
-#define LEASE_OUTCOME_ENDED				"ended"
+#define BINDING_OUTCOME_CONFIRMED			"confirmed"
+#define BINDING_OUTCOME_ALREADY_RUNNING	"already_running"
+#define BINDING_OUTCOME_ENDED				"ended"
 
 /*
  * The ancestors a replacement's start ends, locked.  `count` ids, oldest
  * first; empty unless the conversation was pending with rotated_from set
  * when looked at.
  */
-typedef struct LeaseAncestors
+typedef struct BindingAncestors
 {
 	int			count;
 	Datum		ids;			/* a bigint[] Datum; meaningless when count is 0 */
-} LeaseAncestors;
+} BindingAncestors;
 
 /*
  * Before the conversation's own lock (SPI connected): finds, without locks,
@@ -39,7 +39,7 @@ typedef struct LeaseAncestors
  * "conversation N is busy").  Oldest first is restore_rotated_channel's
  * order, so the two never wait on each other in a cycle.
  */
-extern void lease_lock_rotated_ancestors(int64 conversation_id, LeaseAncestors *ancestors);
+extern void binding_lock_rotated_ancestors(int64 conversation_id, BindingAncestors *ancestors);
 
 /*
  * Under the conversation's lock, once it is known to be pending: ends the
@@ -47,20 +47,20 @@ extern void lease_lock_rotated_ancestors(int64 conversation_id, LeaseAncestors *
  * conversation and its sandbox become terminated, as end_conversation
  * does); returns how many ended.
  */
-extern int64 lease_end_rotated_ancestors(int64 conversation_id, const LeaseAncestors *ancestors);
+extern int64 binding_end_rotated_ancestors(int64 conversation_id, const BindingAncestors *ancestors);
 
 /*
  * Raises 22023 unless conversation `id` exists and was rotated from
  * `previous_id` (restore_rotated_channel's check, rotation.c); returns the
  * channel it holds (NULL: none).
  */
-extern char *lease_check_rotation_pair(int64 previous_id, int64 id);
+extern char *binding_check_rotation_pair(int64 previous_id, int64 id);
 
 /*
  * admit_turn's lock on the conversation and the statement that runs it,
  * with its bounded wait (conversations.c).
  */
-extern uint64 lease_run_bounded_or_busy(LeaseStatement *stmt, Datum *values,
+extern uint64 binding_run_bounded_or_busy(LeaseStatement *stmt, Datum *values,
 										const int64 *conversation);
 
-#endif							/* LEASE_LIFECYCLE_H */
+#endif							/* BINDING_LIFECYCLE_H */

@@ -31,7 +31,7 @@
 #define ACTIVE_SANDBOXES \
 	"(SELECT pg_catalog.count(*) FROM lease.sandboxes AS s" \
 	"  WHERE s.user_id OPERATOR(pg_catalog.=) t.user_id" \
-	"    AND s.status OPERATOR(pg_catalog.=) ANY (" LEASE_ACTIVE_SANDBOX_STATUSES "))"
+	"    AND s.status OPERATOR(pg_catalog.=) ANY (" BINDING_ACTIVE_SANDBOX_STATUSES "))"
 
 /* set_tenant_limit: the limit it replaces (no row: NULL), then the upsert. */
 static LeaseStatement set_stmt = {
@@ -78,7 +78,7 @@ static LeaseStatement list_stmt = {
 	.sql =
 	"SELECT t.user_id, t.sandbox_limit, " ACTIVE_SANDBOXES
 	"  FROM lease.tenant_limits AS t"
-	" ORDER BY t.user_id",
+	" ORDER BY t.user_id COLLATE pg_catalog.\"C\"",
 	.nargs = 0,
 	.expected = SPI_OK_SELECT
 };
@@ -148,7 +148,7 @@ lease_tenant_limit(PG_FUNCTION_ARGS)
 	lease_spi_finish();
 
 	/* Only by-value columns: they outlive SPI_finish. */
-	lease_return_row(fcinfo, values, nulls);
+	binding_return_row(fcinfo, values, nulls);
 	return (Datum) 0;
 }
 

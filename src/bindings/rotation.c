@@ -24,7 +24,7 @@
  * thus commits with the replacement, in the caller's transaction, or not at
  * all.  Which admission lock is taken depends on the installed schema's
  * version: lease_rotate_channel serves 0.1.0 to 0.3.0,
- * lease_rotate_channel_0_4 serves 0.4.0 (LeaseAdmissionLock).
+ * lease_rotate_channel_0_4 serves 0.4.0 (conversations.h).
  *
  * restore_rotated_channel undoes a committed rotation whose replacement's
  * worker failed to start, only while the replacement still owns the channel,
@@ -68,14 +68,15 @@ static LeaseStatement rotate_lock_stmt = {
 	"SELECT COALESCE(c.channel_id OPERATOR(pg_catalog.=) $5, false)"
 	"  FROM lease.conversations AS c"
 	" WHERE c.id OPERATOR(pg_catalog.=) $6"
-	"   AND " LEASE_SCOPE_USER_AGENT
+	"   AND " BINDING_SCOPE_USER_AGENT
 	"   AND (c.vault_id OPERATOR(pg_catalog.=) $3 OR (c.vault_id IS NULL AND $3 IS NULL))"
 	"   AND (c.environment_id OPERATOR(pg_catalog.=) $4"
 	"        OR (c.environment_id IS NULL AND $4 IS NULL))"
 	"   FOR NO KEY UPDATE OF c",
-	.nargs = LEASE_SCOPE_NARGS,
-	.argtypes = LEASE_SCOPE_ARGTYPES,
-	.expected = SPI_OK_SELECT
+	.nargs = BINDING_SCOPE_NARGS,
+	.argtypes = BINDING_SCOPE_ARGTYPES,
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_rotation_lock_timeout_ms)
 };
 
 /* rotate_channel step 3: unbind (a partial-index column: FOR NO KEY UPDATE). */
@@ -110,7 +111,8 @@ static LeaseStatement restore_lock_stmt = {
 	"   FOR NO KEY UPDATE OF c",
 	.nargs = 1,
 	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_rotation_lock_timeout_ms)
 };
 
 /*
@@ -132,7 +134,7 @@ static LeaseStatement chain_stmt = {
 	"  SELECT a.id, a.status, a.channel_id, a.rotated_from, chain.depth OPERATOR(pg_catalog.+) 1"
 	"    FROM chain JOIN lease.conversations AS a"
 	"      ON a.id OPERATOR(pg_catalog.=) chain.rotated_from"
-	"   WHERE chain.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(LEASE_STATUS_FAILED)
+	"   WHERE chain.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_FAILED)
 	") CYCLE id SET looped USING path"
 	" SELECT chain.id, chain.status, chain.channel_id FROM chain"
 	"  WHERE NOT chain.looped"
@@ -152,15 +154,15 @@ static LeaseStatement mark_failed_stmt = {
 	.name = "mark the replacement failed",
 	.sql =
 	"WITH f AS (UPDATE lease.conversations AS c"
-	"              SET status = " LEASE_SQL_WORD(LEASE_STATUS_FAILED) ", channel_id = NULL, updated_at = pg_catalog.now()"
+	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_FAILED) ", channel_id = NULL, updated_at = pg_catalog.now()"
 	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
-	"              AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(LEASE_STATUS_PENDING)
+	"              AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_PENDING)
 	"            RETURNING c.sandbox_id)"
 	" UPDATE lease.sandboxes AS s"
-	"    SET status = " LEASE_SQL_WORD(LEASE_STATUS_FAILED) ", updated_at = pg_catalog.now()"
+	"    SET status = " LEASE_SQL_WORD(BINDING_STATUS_FAILED) ", updated_at = pg_catalog.now()"
 	"   FROM f"
 	"  WHERE s.id OPERATOR(pg_catalog.=) f.sandbox_id"
-	"    AND s.status OPERATOR(pg_catalog.=) ANY (" LEASE_ACTIVE_SANDBOX_STATUSES ")",
+	"    AND s.status OPERATOR(pg_catalog.=) ANY (" BINDING_ACTIVE_SANDBOX_STATUSES ")",
 	.nargs = 1,
 	.argtypes = {INT8OID},
 	.expected = SPI_OK_UPDATE
@@ -231,19 +233,16 @@ static LeaseStatement queue_stmt = {
 };
 
 /*
- * Runs a locking read with lock_timeout = lease.rotation_lock_timeout for
- * exactly this statement.  Call it only inside a subtransaction: if the
- * statement raises, it is the subtransaction's rollback (AtEOSubXact_GUC)
- * that restores lock_timeout.
+ * Runs a locking read whose statement sets lock_timeout =
+ * lease.rotation_lock_timeout for exactly itself.  Call it only inside a
+ * subtransaction: if the statement raises, it is the subtransaction's
+ * rollback (AtEOSubXact_GUC) that restores lock_timeout.
  */
 static uint64
 run_bounded(LeaseStatement *stmt, Datum *values, const char *nulls)
 {
-	char		timeout[32];
-
 	Assert(IsSubTransaction());
-	snprintf(timeout, sizeof(timeout), "%d", lease_rotation_lock_timeout_ms);
-	return lease_spi_run_with(stmt, values, nulls, 1, "lock_timeout", timeout);
+	return lease_spi_run(stmt, values, nulls, 1);
 }
 
 /* The outcomes of rotate_channel. */
@@ -257,13 +256,13 @@ typedef enum RotationOutcome
 
 typedef struct Rotation
 {
-	LeaseAdmissionLock lock;
-	LeaseScope	scope;
+	LeaseSchema schema;
+	BindingScope scope;
 	Datum		channel_id;
 	int64		rotate_from;
 	bool		in_locking_read;	/* true while step 1 runs */
 	RotationOutcome outcome;
-	LeaseAdmission admission;
+	BindingAdmission admission;
 } Rotation;
 
 /* Steps 1-4 of a rotation; true (keep) only when rotated. */
@@ -271,13 +270,13 @@ static bool
 rotation_step(void *arg)
 {
 	Rotation   *r = (Rotation *) arg;
-	Datum		values[LEASE_SCOPE_NARGS];
-	char		nulls[LEASE_SCOPE_NARGS];
+	Datum		values[BINDING_SCOPE_NARGS];
+	char		nulls[BINDING_SCOPE_NARGS];
 	Datum		old_id = Int64GetDatum(r->rotate_from);
 	bool		holds = false;
 	bool		isnull;
 
-	lease_scope_params(&r->scope, true, r->channel_id, true, r->rotate_from, values, nulls);
+	binding_scope_params(&r->scope, true, r->channel_id, true, r->rotate_from, values, nulls);
 	r->in_locking_read = true;
 	if (run_bounded(&rotate_lock_stmt, values, nulls) > 0)
 		holds = DatumGetBool(lease_spi_value(0, 1, &isnull));
@@ -290,17 +289,17 @@ rotation_step(void *arg)
 	}
 
 	lease_spi_run(&unbind_stmt, &old_id, NULL, 0);
-	lease_admit(r->lock, &r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
+	binding_admit(r->schema, &r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
 
 	switch (r->admission.outcome)
 	{
-		case LEASE_ADMIT_STARTED:
+		case BINDING_ADMIT_STARTED:
 			r->outcome = ROTATION_ROTATED;
 			return true;
-		case LEASE_ADMIT_REFUSED:
+		case BINDING_ADMIT_REFUSED:
 			r->outcome = ROTATION_REFUSED;
 			return false;
-		case LEASE_ADMIT_ALREADY_BOUND:
+		case BINDING_ADMIT_ALREADY_BOUND:
 			/* Cannot happen while we hold the old row; never bind twice. */
 			r->outcome = ROTATION_BINDING_CHANGED;
 			return false;
@@ -310,7 +309,7 @@ rotation_step(void *arg)
 
 /* lease.rotate_channel: rotated, busy, binding_changed or refused. */
 static Datum
-rotate_channel(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
+rotate_channel(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Rotation	r;
 	ErrorData  *error;
@@ -320,13 +319,13 @@ rotate_channel(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 	const char *detail = NULL;
 
 	memset(&r, 0, sizeof(r));
-	r.lock = lock;
-	lease_scope_args(fcinfo, &r.scope);
+	r.schema = schema;
+	binding_scope_args(fcinfo, &r.scope);
 	r.channel_id = lease_arg_ident(fcinfo, 4, "channel_id");
 	r.rotate_from = lease_arg_int64(fcinfo, 5, "rotate_from");
 
 	lease_spi_connect();
-	if (lease_subxact_run(rotation_step, &r, &error) == LEASE_SUBXACT_ERROR)
+	if (binding_subxact_run(rotation_step, &r, &error) == BINDING_SUBXACT_ERROR)
 	{
 		/* Only the lock timeouts of step 1 and of admission's lock are ours. */
 		if (!((r.in_locking_read || r.admission.waiting_for_lock) &&
@@ -339,23 +338,23 @@ rotate_channel(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 	switch (r.outcome)
 	{
 		case ROTATION_ROTATED:
-			outcome = LEASE_OUTCOME_ROTATED;
+			outcome = BINDING_OUTCOME_ROTATED;
 			break;
 		case ROTATION_BUSY:
-			outcome = LEASE_OUTCOME_BUSY;
+			outcome = BINDING_OUTCOME_BUSY;
 			detail = r.in_locking_read
 				? "the previous conversation is busy; retry the rotation"
 				: "admission is busy; retry the rotation";
 			break;
 		case ROTATION_BINDING_CHANGED:
-			outcome = LEASE_OUTCOME_BINDING_CHANGED;
+			outcome = BINDING_OUTCOME_BINDING_CHANGED;
 			detail = "the channel is no longer bound to conversation rotate_from;"
 				" look up its conversation with lease.find_channel_conversation()"
 				" and rotate from that one";
 			break;
 		case ROTATION_REFUSED:
-			outcome = LEASE_OUTCOME_REFUSED;
-			detail = lease_admission_refusal(&r.admission);
+			outcome = BINDING_OUTCOME_REFUSED;
+			detail = binding_admission_refusal(&r.admission);
 			break;
 	}
 
@@ -365,12 +364,12 @@ rotate_channel(FunctionCallInfo fcinfo, LeaseAdmissionLock lock)
 	values[2] = Int64GetDatum(r.rotate_from);
 	values[3] = detail ? CStringGetTextDatum(detail) : (Datum) 0;
 	nulls[3] = (detail == NULL);
-	lease_return_row(fcinfo, values, nulls);
+	binding_return_row(fcinfo, values, nulls);
 	return (Datum) 0;
 }
 
 /* lease.rotate_channel: lease_rotate_channel, lease_rotate_channel_0_4. */
-LEASE_ADMISSION_ENTRY_POINTS(lease_rotate_channel, rotate_channel)
+LEASE_VERSIONED_ENTRY_POINTS(lease_rotate_channel, rotate_channel, lease_schema_before_0_4())
 
 /* The outcomes of restore_rotated_channel. */
 typedef enum RestoreOutcome
@@ -381,9 +380,9 @@ typedef enum RestoreOutcome
 } RestoreOutcome;
 
 static const char *const restore_outcome_names[] = {
-	[RESTORE_RESTORED] = LEASE_OUTCOME_RESTORED,
-	[RESTORE_SUPERSEDED] = LEASE_OUTCOME_SUPERSEDED,
-	[RESTORE_FAILED] = LEASE_OUTCOME_FAILED,
+	[RESTORE_RESTORED] = BINDING_OUTCOME_RESTORED,
+	[RESTORE_SUPERSEDED] = BINDING_OUTCOME_SUPERSEDED,
+	[RESTORE_FAILED] = BINDING_OUTCOME_FAILED,
 };
 
 typedef struct Restore
@@ -425,8 +424,8 @@ lock_for_restore(int64 id, char **status, char **channel_id)
 static bool
 is_live(const char *status)
 {
-	return strcmp(status, LEASE_STATUS_PENDING) == 0 || strcmp(status, LEASE_STATUS_RUNNING) == 0 ||
-		strcmp(status, LEASE_STATUS_IDLE) == 0;
+	return strcmp(status, BINDING_STATUS_PENDING) == 0 || strcmp(status, BINDING_STATUS_RUNNING) == 0 ||
+		strcmp(status, BINDING_STATUS_IDLE) == 0;
 }
 
 /*
@@ -455,7 +454,7 @@ find_target(int64 previous_id, RestoreTarget *target)
 		target->reason = NULL;
 	else if (is_live(status))
 		target->reason = psprintf("conversation " INT64_FORMAT " is bound to another channel", id);
-	else if (strcmp(status, LEASE_STATUS_FAILED) == 0)
+	else if (strcmp(status, BINDING_STATUS_FAILED) == 0)
 		target->reason = psprintf("conversation " INT64_FORMAT " failed and was not rotated from another one", id);
 	else
 		target->reason = psprintf("conversation " INT64_FORMAT " was ended", id);
@@ -493,7 +492,7 @@ restore_attempt(void *arg)
 	 * was ended on purpose, one already failed holds no channel: none is
 	 * touched, nothing is restored.
 	 */
-	if (strcmp(failed_status, LEASE_STATUS_PENDING) != 0)
+	if (strcmp(failed_status, BINDING_STATUS_PENDING) != 0)
 	{
 		r->outcome = RESTORE_SUPERSEDED;
 		return true;
@@ -565,7 +564,7 @@ restore_step(void *arg)
 	ErrorData  *error;
 	Datum		values[2];
 	int			attempts = 0;
-	LeaseSubxactResult result;
+	BindingSubxactResult result;
 
 	do
 	{
@@ -576,10 +575,10 @@ restore_step(void *arg)
 							r->previous_id),
 					 errdetail("It changed between finding and locking the conversation to restore to, %d times.",
 							   RESTORE_ATTEMPTS)));
-		result = lease_subxact_run(restore_attempt, r, &error);
-		if (result == LEASE_SUBXACT_ERROR)
+		result = binding_subxact_run(restore_attempt, r, &error);
+		if (result == BINDING_SUBXACT_ERROR)
 			ReThrowError(error);
-	} while (result == LEASE_SUBXACT_UNDONE);
+	} while (result == BINDING_SUBXACT_UNDONE);
 
 	if (r->outcome == RESTORE_FAILED)
 	{
@@ -610,7 +609,7 @@ restore_step(void *arg)
  * confirm_rotation checks its pair with it too (lifecycle.c).
  */
 char *
-lease_check_rotation_pair(int64 previous_id, int64 failed_id)
+binding_check_rotation_pair(int64 previous_id, int64 failed_id)
 {
 	Datum		value = Int64GetDatum(failed_id);
 	Datum		rotated_from;
@@ -671,16 +670,16 @@ static RestoreOutcome
 restore_pair(int64 previous_id, int64 failed_id)
 {
 	Restore		r = {.previous_id = previous_id, .failed_id = failed_id};
-	char	   *channel_id = lease_check_rotation_pair(previous_id, failed_id);
+	char	   *channel_id = binding_check_rotation_pair(previous_id, failed_id);
 	ErrorData  *error;
 
-	switch (lease_subxact_run(restore_step, &r, &error))
+	switch (binding_subxact_run(restore_step, &r, &error))
 	{
-		case LEASE_SUBXACT_KEPT:
+		case BINDING_SUBXACT_KEPT:
 			return r.outcome;
-		case LEASE_SUBXACT_UNDONE:
+		case BINDING_SUBXACT_UNDONE:
 			break;
-		case LEASE_SUBXACT_ERROR:
+		case BINDING_SUBXACT_ERROR:
 
 			/*
 			 * A cancel or statement_timeout (57014) is the caller's, not the

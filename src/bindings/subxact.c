@@ -14,8 +14,8 @@
 #include "bindings/subxact.h"
 
 /* Runs a step in an internal subtransaction; see subxact.h. */
-LeaseSubxactResult
-lease_subxact_run(LeaseSubxactStep step, void *arg, ErrorData **error)
+BindingSubxactResult
+binding_subxact_run(BindingSubxactStep step, void *arg, ErrorData **error)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -47,7 +47,7 @@ lease_subxact_run(LeaseSubxactStep step, void *arg, ErrorData **error)
 	if (caught != NULL)
 	{
 		*error = caught;
-		return LEASE_SUBXACT_ERROR;
+		return BINDING_SUBXACT_ERROR;
 	}
 
 	if (keep)
@@ -56,5 +56,5 @@ lease_subxact_run(LeaseSubxactStep step, void *arg, ErrorData **error)
 		RollbackAndReleaseCurrentSubTransaction();
 	MemoryContextSwitchTo(oldcontext);
 	CurrentResourceOwner = oldowner;
-	return keep ? LEASE_SUBXACT_KEPT : LEASE_SUBXACT_UNDONE;
+	return keep ? BINDING_SUBXACT_KEPT : BINDING_SUBXACT_UNDONE;
 }

@@ -16,29 +16,29 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef LEASE_SUBXACT_H
-#define LEASE_SUBXACT_H
+#ifndef BINDING_SUBXACT_H
+#define BINDING_SUBXACT_H
 
 #include "utils/elog.h"
 
 /* What happened to the subtransaction. */
-typedef enum LeaseSubxactResult
+typedef enum BindingSubxactResult
 {
-	LEASE_SUBXACT_KEPT,			/* the step returned true: released (committed) */
-	LEASE_SUBXACT_UNDONE,		/* the step returned false: rolled back */
-	LEASE_SUBXACT_ERROR			/* the step raised: rolled back, error copied */
-} LeaseSubxactResult;
+	BINDING_SUBXACT_KEPT,			/* the step returned true: released (committed) */
+	BINDING_SUBXACT_UNDONE,		/* the step returned false: rolled back */
+	BINDING_SUBXACT_ERROR			/* the step raised: rolled back, error copied */
+} BindingSubxactResult;
 
 /* A step: true keeps its work, false rolls it back. */
-typedef bool (*LeaseSubxactStep) (void *arg);
+typedef bool (*BindingSubxactStep) (void *arg);
 
 /*
- * Runs step(arg) in an internal subtransaction.  On LEASE_SUBXACT_ERROR,
+ * Runs step(arg) in an internal subtransaction.  On BINDING_SUBXACT_ERROR,
  * *error is the copied error (in the caller's memory context); the caller
  * must act on the SQLSTATEs it expects and ReThrowError() anything else.
  * The caller's memory context and resource owner are restored in every case.
  */
-extern LeaseSubxactResult lease_subxact_run(LeaseSubxactStep step, void *arg,
+extern BindingSubxactResult binding_subxact_run(BindingSubxactStep step, void *arg,
 											ErrorData **error);
 
-#endif							/* LEASE_SUBXACT_H */
+#endif							/* BINDING_SUBXACT_H */

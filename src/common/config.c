@@ -39,21 +39,10 @@ check_notify_channel(char **newval, void **extra, GucSource source)
 	return true;
 }
 
-/* Defines every lease.* GUC and reserves the prefix. */
-void
-lease_define_gucs(void)
+/* Defines the channel-binding GUCs: quotas, lock key spaces, lock waits. */
+static void
+define_binding_gucs(void)
 {
-	DefineCustomIntVariable("lease.default_lease_duration",
-							"Lease duration used when a function's lease_duration argument is NULL.",
-							NULL,
-							&lease_default_lease_duration_ms,
-							10000,
-							1,
-							LEASE_MAX_DURATION_MS,
-							PGC_USERSET,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
 	/*
 	 * Quotas and lock key spaces are PGC_SUSET: a role that may only call the
 	 * functions must not be able to raise its own quota, nor (on a schema
@@ -125,6 +114,24 @@ lease_define_gucs(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+}
+
+/* Defines every lease.* GUC and reserves the prefix. */
+void
+lease_define_gucs(void)
+{
+	DefineCustomIntVariable("lease.default_lease_duration",
+							"Lease duration used when a function's lease_duration argument is NULL.",
+							NULL,
+							&lease_default_lease_duration_ms,
+							10000,
+							1,
+							LEASE_MAX_DURATION_MS,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	define_binding_gucs();
 
 	DefineCustomIntVariable("lease.handoff_timeout",
 							"Time a lease holder has to hand over a lease another worker asked for.",

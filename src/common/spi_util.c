@@ -7,8 +7,11 @@
  */
 #include "pg_lease.h"
 
+#include "catalog/pg_proc.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
 #include "common/spi_util.h"
 
@@ -30,6 +33,39 @@ lease_spi_finish(void)
 
 	if (rc != SPI_OK_FINISH)
 		elog(ERROR, "pg_lease: SPI_finish failed: %s", SPI_result_code_string(rc));
+}
+
+/* The owner of the called function (the extension's owner). */
+static Oid
+function_owner(FunctionCallInfo fcinfo)
+{
+	HeapTuple	tuple;
+	Oid			owner;
+
+	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "pg_lease: cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
+	owner = ((Form_pg_proc) GETSTRUCT(tuple))->proowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/* Becomes the function's owner and connects to SPI. */
+void
+lease_spi_connect_as_owner(FunctionCallInfo fcinfo, LeaseCaller *caller)
+{
+	caller->owner = function_owner(fcinfo);
+	GetUserIdAndSecContext(&caller->userid, &caller->sec_context);
+	SetUserIdAndSecContext(caller->owner, caller->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	lease_spi_connect();
+}
+
+/* Leaves SPI and becomes the caller again. */
+void
+lease_spi_finish_as_caller(const LeaseCaller *caller)
+{
+	lease_spi_finish();
+	SetUserIdAndSecContext(caller->userid, caller->sec_context);
 }
 
 /* Prepares a statement once per backend and keeps the plan. */
@@ -108,21 +144,34 @@ execute_plan(LeaseStatement *stmt, SPIPlanPtr plan, Datum *values, const char *n
 	return rc;
 }
 
+/* Changes the statement's setting at a new GUC nest level, which it returns. */
+static int
+set_statement_setting(const LeaseStatement *stmt)
+{
+	int			level = NewGUCNestLevel();
+	char		ms[32];
+	const char *value = stmt->setting_value;
+
+	if (value == NULL)
+	{
+		snprintf(ms, sizeof(ms), "%d", *stmt->setting_ms);
+		value = ms;
+	}
+	(void) set_config_option(stmt->setting, value, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
 /* Runs a prepared statement and checks its exact return code. */
 uint64
 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows)
 {
-	return lease_spi_run_mode(stmt, values, nulls, false, max_rows);
-}
-
-/* lease_spi_run, read-only (SPI's read_only) when asked. */
-uint64
-lease_spi_run_mode(LeaseStatement *stmt, Datum *values, const char *nulls, bool read_only,
-				   long max_rows)
-{
-	int			rc = execute_plan(stmt, lease_spi_plan(stmt), values, nulls, read_only,
+	int			level = stmt->setting != NULL ? set_statement_setting(stmt) : -1;
+	int			rc = execute_plan(stmt, lease_spi_plan(stmt), values, nulls, stmt->read_only,
 								  max_rows);
 
+	if (level >= 0)
+		AtEOXact_GUC(true, level);
 	if (rc != stmt->expected)
 		elog(ERROR, "pg_lease: \"%s\" returned %s, expected %s",
 			 stmt->name, SPI_result_code_string(rc),
@@ -139,21 +188,6 @@ lease_spi_exec(LeaseStatement *stmt, Datum *values, const char *nulls)
 	lease_spi_connect();
 	processed = lease_spi_run(stmt, values, nulls, 0);
 	lease_spi_finish();
-	return processed;
-}
-
-/* Runs a prepared statement with one setting scoped to it. */
-uint64
-lease_spi_run_with(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows,
-				   const char *guc, const char *value)
-{
-	int			save = NewGUCNestLevel();
-	uint64		processed;
-
-	(void) set_config_option(guc, value, PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	processed = lease_spi_run(stmt, values, nulls, max_rows);
-	AtEOXact_GUC(true, save);
 	return processed;
 }
 

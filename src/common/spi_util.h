@@ -15,6 +15,7 @@
 #define LEASE_SPI_UTIL_H
 
 #include "executor/spi.h"
+#include "fmgr.h"
 
 #define LEASE_STMT_MAX_ARGS 16
 
@@ -28,8 +29,26 @@ typedef struct LeaseStatement
 	int			cursor_options; /* for SPI_prepare_cursor: 0, or e.g.
 								 * CURSOR_OPT_GENERIC_PLAN for a statement
 								 * whose plan does not depend on the values */
+	bool		read_only;		/* SPI's read_only: true for a statement run
+								 * from a STABLE function (it then runs in
+								 * the caller's snapshot and makes no
+								 * command-counter increment, as PostgreSQL
+								 * requires of a non-volatile function's SPI) */
+	const char *setting;		/* a setting changed for exactly this
+								 * statement, planning included, or NULL */
+	const char *setting_value;	/* its value, or NULL: */
+	const int  *setting_ms;		/* its value in milliseconds, read at each
+								 * run (a pg_lease setting) */
 	SPIPlanPtr	plan;			/* prepared and kept on first use */
 } LeaseStatement;
+
+/* Initializers of a LeaseStatement's setting: JIT off for the statement. */
+#define LEASE_STMT_JIT_OFF \
+	.setting = "jit", .setting_value = "off"
+
+/* lock_timeout for the statement: the value of int setting `ms`. */
+#define LEASE_STMT_LOCK_TIMEOUT(ms) \
+	.setting = "lock_timeout", .setting_ms = &(ms)
 
 /* SPI_connect, raising on failure. */
 extern void lease_spi_connect(void);
@@ -37,37 +56,46 @@ extern void lease_spi_connect(void);
 /* SPI_finish, raising on failure. */
 extern void lease_spi_finish(void);
 
+/* The caller's identity, saved while a function runs as its owner. */
+typedef struct LeaseCaller
+{
+	Oid			userid;
+	int			sec_context;
+	Oid			owner;			/* the called function's owner */
+} LeaseCaller;
+
 /*
- * Runs a statement with the given parameters (nulls as for SPI: ' ' or 'n';
- * NULL means none are null) and returns SPI_processed.  Any return code
- * other than the statement's expected one is a can't-happen error.
+ * The one modifier for acting as the owner: becomes the called function's
+ * owner, exactly as SECURITY DEFINER would (for a SECURITY INVOKER function
+ * that needs its caller's identity first, src/leases/privileges.h), saving
+ * the caller in *caller, and connects to SPI.  lease_spi_finish_as_caller
+ * undoes both.  An error in between needs no cleanup: transaction and
+ * subtransaction abort restore the user id saved when they began and close
+ * SPI.
+ */
+extern void lease_spi_connect_as_owner(FunctionCallInfo fcinfo, LeaseCaller *caller);
+
+/* Disconnects from SPI and becomes the caller saved by lease_spi_connect_as_owner. */
+extern void lease_spi_finish_as_caller(const LeaseCaller *caller);
+
+/*
+ * The one runner: runs a statement with the given parameters (nulls as for
+ * SPI: ' ' or 'n'; NULL means none are null), read-only and with its
+ * setting as the statement says, and returns SPI_processed.  The setting is
+ * changed at a new GUC nest level (what a function's SET clause uses) and
+ * restored afterwards to whatever the caller had: a session SET, a SET
+ * LOCAL or the default; an error inside rolls it back with the
+ * (sub)transaction.  Any return code other than the statement's expected
+ * one is a can't-happen error.
  */
 extern uint64 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls,
 							long max_rows);
-
-/*
- * lease_spi_run with SPI's read_only flag: true from a STABLE function (it
- * then runs in the caller's snapshot and makes no command-counter
- * increment, as PostgreSQL requires of a non-volatile function's SPI).
- */
-extern uint64 lease_spi_run_mode(LeaseStatement *stmt, Datum *values, const char *nulls,
-								 bool read_only, long max_rows);
 
 /*
  * Connects, runs one statement, disconnects; returns SPI_processed.  For
  * statements whose result rows carry nothing but their number.
  */
 extern uint64 lease_spi_exec(LeaseStatement *stmt, Datum *values, const char *nulls);
-
-/*
- * As lease_spi_run, with one setting changed for exactly this statement
- * (planning included) and restored afterwards to whatever the caller had: a
- * session SET, a SET LOCAL or the default.  This is the GUC nest level a
- * function's SET clause uses; an error inside rolls it back with the
- * (sub)transaction.
- */
-extern uint64 lease_spi_run_with(LeaseStatement *stmt, Datum *values, const char *nulls,
-								 long max_rows, const char *guc, const char *value);
 
 /*
  * In PG_CATCH around SPI: re-throws the error with SPI's CONTEXT line

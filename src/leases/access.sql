@@ -63,7 +63,7 @@ CREATE TRIGGER app_grants_grantee_name
 -- the same: the C code runs only fixed, schema-qualified SQL.
 CREATE FUNCTION lease.has_app_access(app_name text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_has_app_access'
+AS 'MODULE_PATHNAME', 'lease_has_app_access_0_4'
 LANGUAGE C STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -74,13 +74,13 @@ COMMENT ON FUNCTION lease.has_app_access(text) IS
 -- the app may grant or revoke it; the write runs as the owner.
 CREATE FUNCTION lease.grant_app(app_name text, grantee regrole)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_grant_app'
+AS 'MODULE_PATHNAME', 'lease_grant_app_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.revoke_app(app_name text, grantee regrole)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_revoke_app'
+AS 'MODULE_PATHNAME', 'lease_revoke_app_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 

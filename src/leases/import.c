@@ -129,7 +129,8 @@ static LeaseStatement kcl_rows_check = {
 	.sql = KCL_CHECK_SQL(KCL_ROWS),
 	.nargs = 7,
 	.argtypes = KCL_ROWS_ARGTYPES,
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	.read_only = true			/* import_kcl_ex_rows checks before it writes */
 };
 static LeaseStatement kcl_rows_insert = {
 	.name = "import_kcl_ex_rows: insert the leases",
@@ -363,7 +364,7 @@ lease_import_kcl_ex_rows(PG_FUNCTION_ARGS)
 	check_leases_privileges("import_kcl_ex_rows");
 
 	lease_spi_connect();
-	lease_spi_run_mode(&kcl_rows_check, values, NULL, true, 0);
+	lease_spi_run(&kcl_rows_check, values, NULL, 0);
 	bad = DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	if (bad > 0)
 		ereport(ERROR,

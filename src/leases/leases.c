@@ -25,9 +25,7 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "utils/array.h"
-#include "catalog/namespace.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
 
 #include "common/args.h"
 #include "leases/events.h"
@@ -85,34 +83,15 @@ static LeaseStatement create_stmt = {
 	"        END" \
 	"    AND NOT " LEASE_SQL_BLOCKED("l") \
 	"    FOR NO KEY UPDATE OF l)," \
-	" c AS (UPDATE lease.shard_leases AS l" \
-	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$4", "$6", LEASE_SQL_NOW) \
-	"   FROM o, " LEASE_SQL_CLOCK \
-	"  WHERE " LEASE_SQL_SAME_KEY("l", "o") \
-	"  RETURNING l.app_name, l.stream_name, l.shard_id, o.event, o.from_owner," \
-	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch," \
-	"            l.lease_expires_at AS to_expires_at)" \
+	LEASE_SQL_TAKE_LOCKED("$4", "$6", "o.event") \
 	LEASE_SQL_RECORD_EVENTS("$7") \
 	loads \
 	" SELECT c.lease_count, " LEASE_SQL_NOTIFY("$8") " FROM c"
 
-static LeaseStatement take_stmt = {
-	.name = "take_lease",
-	.sql =
-	TAKE_SQL(LEASE_SQL_RECORD_LOADS),
-	.nargs = 8,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
-
-static LeaseStatement take_stmt_0_2 = {
-	.name = "take_lease (0.2 schema)",
-	.sql =
-	TAKE_SQL(""),
-	.nargs = 8,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
+static LeaseStatement take_stmts[2] =
+	LEASE_OWNERSHIP_STMTS("take_lease", TAKE_SQL, 8,
+						  TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID,
+						  LEASE_EVENT_ARGTYPES);
 
 /* Renew: guarded on owner and lease_count. */
 static LeaseStatement renew_stmt = {
@@ -210,23 +189,9 @@ static LeaseStatement prepare_stmt = {
 	loads \
 	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c"
 
-static LeaseStatement release_stmt = {
-	.name = "release_lease",
-	.sql =
-	RELEASE_SQL(LEASE_SQL_RECORD_LOADS),
-	.nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
-
-static LeaseStatement release_stmt_0_2 = {
-	.name = "release_lease (0.2 schema)",
-	.sql =
-	RELEASE_SQL(""),
-	.nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
+static LeaseStatement release_stmts[2] =
+	LEASE_OWNERSHIP_STMTS("release_lease", RELEASE_SQL, 6,
+						  TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES);
 
 /* Close: checkpoint SHARD_END and give the lease up, guarded on ownership. */
 #define CLOSE_SQL(loads) \
@@ -252,64 +217,29 @@ static LeaseStatement release_stmt_0_2 = {
 	loads \
 	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c"
 
-static LeaseStatement close_stmt = {
-	.name = "close_shard",
-	.sql =
-	CLOSE_SQL(LEASE_SQL_RECORD_LOADS),
-	.nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
-
-static LeaseStatement close_stmt_0_2 = {
-	.name = "close_shard (0.2 schema)",
-	.sql =
-	CLOSE_SQL(""),
-	.nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
+static LeaseStatement close_stmts[2] =
+	LEASE_OWNERSHIP_STMTS("close_shard", CLOSE_SQL, 6,
+						  TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES);
 
 /*
- * Runs a statement that RETURNING true on success, as the owner once the
- * caller's access to the app (values[0]) is checked; true when a row came
- * back.
+ * Runs a statement that RETURNING the new lease_count, as the owner once
+ * the caller's access to the app (values[0]) is checked; false when no row
+ * came back.  lease_count is by value, so it survives SPI_finish.
  */
 static bool
-run_returning_bool(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *values,
-				   const char *nulls)
-{
-	return lease_spi_exec_for_app(fcinfo, stmt, values, nulls) > 0;
-}
-
-/*
- * Runs a statement that RETURNING the new lease_count, as run_returning_bool
- * does; false when no row came back.  lease_count is by value, so it
- * survives SPI_finish.
- */
-static bool
-run_returning_count(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *values,
-					const char *nulls, int64 *count)
+run_returning_count(FunctionCallInfo fcinfo, LeaseSchema schema, LeaseStatement *stmt,
+					Datum *values, const char *nulls, int64 *count)
 {
 	LeaseCaller caller;
 	uint64		processed;
 	bool		isnull = true;
 
-	lease_app_begin(fcinfo, values[0], &caller);
+	lease_app_begin(fcinfo, schema, values[0], &caller);
 	processed = lease_spi_run(stmt, values, nulls, 0);
 	if (processed > 0)
 		*count = DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	lease_app_end(&caller);
 	return processed > 0 && !isnull;
-}
-
-/* leases.h */
-bool
-lease_has_taker_state(void)
-{
-	Oid			nsp = get_namespace_oid("lease", true);
-
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("stream_workers", nsp));
 }
 
 /* Fills values[0..2] with the checked (app_name, stream_name, shard_id). */
@@ -352,11 +282,9 @@ check_not_shard_end(Datum checkpoint)
 				 errhint("Call lease.close_shard() to end a shard; it also releases the lease.")));
 }
 
-PG_FUNCTION_INFO_V1(lease_create_lease);
-
 /* lease.create_lease: true when created, false when the lease already existed. */
-Datum
-lease_create_lease(PG_FUNCTION_ARGS)
+static Datum
+create_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[5];
 
@@ -365,14 +293,14 @@ lease_create_lease(PG_FUNCTION_ARGS)
 	values[4] = lease_arg_checkpoint(fcinfo, 4, "checkpoint");
 	check_not_own_parent(values[2], values[3]);
 
-	PG_RETURN_BOOL(run_returning_bool(fcinfo, &create_stmt, values, NULL));
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &create_stmt, values, NULL) > 0);
 }
 
-PG_FUNCTION_INFO_V1(lease_take_lease);
+LEASE_VERSIONED_ENTRY_POINTS(lease_create_lease, create_lease, LEASE_SCHEMA_0_3)
 
 /* lease.take_lease: the new lease_count, or NULL when not taken. */
-Datum
-lease_take_lease(PG_FUNCTION_ARGS)
+static Datum
+take_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[6 + LEASE_EVENT_NPARAMS];
 	char		nulls[6 + LEASE_EVENT_NPARAMS] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
@@ -390,16 +318,17 @@ lease_take_lease(PG_FUNCTION_ARGS)
 	values[5] = lease_arg_duration(fcinfo, 5, "lease_duration");
 	lease_event_params(&values[6]);
 
-	if (!run_returning_count(fcinfo, LEASE_STMT(take_stmt), values, nulls, &count))
+	if (!run_returning_count(fcinfo, schema, LEASE_SCHEMA_STMT(take_stmts, schema), values,
+							 nulls, &count))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(count);
 }
 
-PG_FUNCTION_INFO_V1(lease_renew_lease);
+LEASE_VERSIONED_ENTRY_POINTS(lease_take_lease, take_lease, lease_schema_before_0_4())
 
 /* lease.renew_lease: the new lease_count, or NULL when the lease was lost. */
-Datum
-lease_renew_lease(PG_FUNCTION_ARGS)
+static Datum
+renew_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[6];
 	int64		count;
@@ -409,10 +338,12 @@ lease_renew_lease(PG_FUNCTION_ARGS)
 	values[4] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 4, "lease_count"));
 	values[5] = lease_arg_duration(fcinfo, 5, "lease_duration");
 
-	if (!run_returning_count(fcinfo, &renew_stmt, values, NULL, &count))
+	if (!run_returning_count(fcinfo, schema, &renew_stmt, values, NULL, &count))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(count);
 }
+
+LEASE_VERSIONED_ENTRY_POINTS(lease_renew_lease, renew_lease, LEASE_SCHEMA_0_3)
 
 /* Fills values[0..5] with the checked arguments both update_checkpoints share. */
 static void
@@ -425,41 +356,39 @@ checkpoint_args(FunctionCallInfo fcinfo, Datum *values)
 	check_not_shard_end(values[4]);
 }
 
-PG_FUNCTION_INFO_V1(lease_update_checkpoint);
-
 /* lease.update_checkpoint: true when written by the current owner. */
-Datum
-lease_update_checkpoint(PG_FUNCTION_ARGS)
+static Datum
+update_checkpoint(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[6];
 
 	checkpoint_args(fcinfo, values);
 
-	PG_RETURN_BOOL(run_returning_bool(fcinfo, &checkpoint_stmt, values, NULL));
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &checkpoint_stmt, values, NULL) > 0);
 }
 
-PG_FUNCTION_INFO_V1(lease_update_checkpoint_fenced);
+LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint, update_checkpoint, LEASE_SCHEMA_0_3)
 
 /*
  * lease.update_checkpoint with a fencing token: true when written by the
  * current owner while lease_epoch still equals the token.
  */
-Datum
-lease_update_checkpoint_fenced(PG_FUNCTION_ARGS)
+static Datum
+update_checkpoint_fenced(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[7];
 
 	checkpoint_args(fcinfo, values);
 	values[6] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 6, "fencing_token"));
 
-	PG_RETURN_BOOL(run_returning_bool(fcinfo, &checkpoint_fenced_stmt, values, NULL));
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &checkpoint_fenced_stmt, values, NULL) > 0);
 }
 
-PG_FUNCTION_INFO_V1(lease_prepare_checkpoint);
+LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint_fenced, update_checkpoint_fenced, LEASE_SCHEMA_0_3)
 
 /* lease.prepare_checkpoint: true when the owner recorded its intended checkpoint. */
-Datum
-lease_prepare_checkpoint(PG_FUNCTION_ARGS)
+static Datum
+prepare_checkpoint(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[5];
 
@@ -468,17 +397,17 @@ lease_prepare_checkpoint(PG_FUNCTION_ARGS)
 	values[4] = lease_arg_checkpoint(fcinfo, 4, "pending_checkpoint");
 	check_not_shard_end(values[4]);
 
-	PG_RETURN_BOOL(run_returning_bool(fcinfo, &prepare_stmt, values, NULL));
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &prepare_stmt, values, NULL) > 0);
 }
 
-PG_FUNCTION_INFO_V1(lease_release_lease);
+LEASE_VERSIONED_ENTRY_POINTS(lease_prepare_checkpoint, prepare_checkpoint, LEASE_SCHEMA_0_3)
 
 /*
  * lease.release_lease: true when the owner gave the lease up (to the
  * requester of a pending handoff, or to nobody).
  */
-Datum
-lease_release_lease(PG_FUNCTION_ARGS)
+static Datum
+release_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[4 + LEASE_EVENT_NPARAMS];
 
@@ -486,14 +415,16 @@ lease_release_lease(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	lease_event_params(&values[4]);
 
-	PG_RETURN_BOOL(run_returning_bool(fcinfo, LEASE_STMT(release_stmt), values, NULL));
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema,
+										  LEASE_SCHEMA_STMT(release_stmts, schema),
+										  values, NULL) > 0);
 }
 
-PG_FUNCTION_INFO_V1(lease_close_shard);
+LEASE_VERSIONED_ENTRY_POINTS(lease_release_lease, release_lease, lease_schema_before_0_4())
 
 /* lease.close_shard: true when the owner ended the shard. */
-Datum
-lease_close_shard(PG_FUNCTION_ARGS)
+static Datum
+close_shard(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[4 + LEASE_EVENT_NPARAMS];
 
@@ -501,5 +432,9 @@ lease_close_shard(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	lease_event_params(&values[4]);
 
-	PG_RETURN_BOOL(run_returning_bool(fcinfo, LEASE_STMT(close_stmt), values, NULL));
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema,
+										  LEASE_SCHEMA_STMT(close_stmts, schema),
+										  values, NULL) > 0);
 }
+
+LEASE_VERSIONED_ENTRY_POINTS(lease_close_shard, close_shard, lease_schema_before_0_4())

@@ -15,6 +15,8 @@
 #ifndef LEASE_LEASES_H
 #define LEASE_LEASES_H
 
+#include "common/version.h"
+
 /* The key predicate of every single-lease statement: alias l, $1..$3. */
 #define LEASE_KEY_MATCHES \
 	"l.app_name OPERATOR(pg_catalog.=) $1" \
@@ -90,6 +92,20 @@
 	" AND " a ".stream_name OPERATOR(pg_catalog.=) " o ".stream_name" \
 	" AND " a ".shard_id OPERATOR(pg_catalog.=) " o ".shard_id"
 
+/*
+ * The changing CTE `c` of every take: the leases read and locked in `o`
+ * (with their from_owner) go to `owner` for `duration`, recorded as
+ * `event` (an SQL expression).
+ */
+#define LEASE_SQL_TAKE_LOCKED(owner, duration, event) \
+	" c AS (UPDATE lease.shard_leases AS l" \
+	"    SET " LEASE_SQL_SET_NEW_OWNER("l", owner, duration, LEASE_SQL_NOW) \
+	"   FROM o, " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o") \
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, " event " AS event, o.from_owner," \
+	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch," \
+	"            l.lease_expires_at AS to_expires_at)"
+
 
 /*
  * The bookkeeping CTE appended to every UPDATE that changes who holds a
@@ -128,14 +144,34 @@
 	"        version = w.version OPERATOR(pg_catalog.+) 1)"
 
 /*
- * True when the installed schema has the taker's bookkeeping tables
- * (0.3.0 and later).  A new module runs against the previous release's
- * objects between its installation and ALTER EXTENSION pg_lease UPDATE, so
- * every statement touching them has a twin without (suffix _0_2), and
- * LEASE_STMT picks the one that fits.
+ * A statement in the two forms the schemas need (common/version.h): [0] for
+ * 0.1.0/0.2.0 objects, which have no bookkeeping tables (lease.stream_workers
+ * and the takeable cache), [1] from 0.3.0 on; opts_0_3 the second one's
+ * cursor_options; jit_off: both run with JIT off (LEASE_STMT_JIT_OFF).
  */
-extern bool lease_has_taker_state(void);
+#define LEASE_SCHEMA_STMTS(stmt_name, sql_0_2, sql_0_3, opts_0_3, jit_off, n, ...) \
+	{ \
+		{ \
+			.name = stmt_name " (0.2 schema)", .sql = sql_0_2, .nargs = n, \
+			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_SELECT, \
+			.setting = (jit_off) ? "jit" : NULL, .setting_value = "off" \
+		}, \
+		{ \
+			.name = stmt_name, .sql = sql_0_3, .nargs = n, \
+			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_SELECT, \
+			.cursor_options = opts_0_3, \
+			.setting = (jit_off) ? "jit" : NULL, .setting_value = "off" \
+		} \
+	}
 
-#define LEASE_STMT(stmt) (lease_has_taker_state() ? &(stmt) : &(stmt##_0_2))
+/*
+ * The common case: a statement that changes who holds a lease, with the
+ * bookkeeping CTE from 0.3.0 on.  `sql` is a macro taking that CTE.
+ */
+#define LEASE_OWNERSHIP_STMTS(stmt_name, sql, n, ...) \
+	LEASE_SCHEMA_STMTS(stmt_name, sql(""), sql(LEASE_SQL_RECORD_LOADS), 0, false, n, __VA_ARGS__)
+
+/* Which of a LEASE_SCHEMA_STMTS pair `schema` runs. */
+#define LEASE_SCHEMA_STMT(stmts, schema) (&(stmts)[(schema) >= LEASE_SCHEMA_0_3 ? 1 : 0])
 
 #endif							/* LEASE_LEASES_H */

@@ -167,9 +167,8 @@ CREATE INDEX lineage_changes_stream_idx ON lease.lineage_changes (app_name, stre
 -- those rows.
 
 -- Rows added (create_lease, import_kcl_ex, a restore): every new stream gets
--- its lease.stream_takeable row, a cached count becomes stale, and the
--- owners of the new rows are counted (upserted in key order, like
--- LEASE_SQL_RECORD_LOADS in src/leases/leases.h).
+-- its lease.stream_takeable row and a cached count becomes stale (their
+-- owners are counted by shard_leases_owners_changed below).
 CREATE FUNCTION lease.shard_leases_inserted()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -191,18 +190,6 @@ BEGIN
                               AND n.stream_name OPERATOR(pg_catalog.=) s.stream_name)
                FOR SHARE OF s) AS t
      WHERE t.takeable IS NOT NULL;
-    INSERT INTO lease.stream_workers AS w (app_name, stream_name, worker, leases, expires_min)
-    SELECT n.app_name, n.stream_name, n.lease_owner, pg_catalog.count(*),
-           pg_catalog.min(n.lease_expires_at)
-      FROM new_rows AS n
-     WHERE n.lease_owner IS NOT NULL
-     GROUP BY n.app_name, n.stream_name, n.lease_owner
-     ORDER BY n.app_name COLLATE "C", n.stream_name COLLATE "C", n.lease_owner COLLATE "C"
-    ON CONFLICT (app_name, stream_name, worker) DO UPDATE
-       SET leases = w.leases OPERATOR(pg_catalog.+) excluded.leases,
-           expires_min = CASE WHEN w.leases OPERATOR(pg_catalog.=) 0 THEN excluded.expires_min
-                              ELSE LEAST(w.expires_min, excluded.expires_min) END,
-           version = w.version OPERATOR(pg_catalog.+) 1;
     RETURN NULL;
 END
 $$;
@@ -213,8 +200,9 @@ CREATE TRIGGER shard_leases_inserted
     FOR EACH STATEMENT
     EXECUTE FUNCTION lease.shard_leases_inserted();
 
--- Rows deleted (delete_lease, cleanup_ended): their owners lose them; a
--- lease that had not ended may have counted as takeable or blocked a child.
+-- Rows deleted (delete_lease, cleanup_ended): a lease that had not ended
+-- may have counted as takeable or blocked a child (its owner loses it in
+-- shard_leases_owners_changed below).
 CREATE FUNCTION lease.shard_leases_deleted()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -232,15 +220,6 @@ BEGIN
                               AND o.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END')
                FOR SHARE OF s) AS t
      WHERE t.takeable IS NOT NULL;
-    INSERT INTO lease.stream_workers AS w (app_name, stream_name, worker, leases)
-    SELECT o.app_name, o.stream_name, o.lease_owner, -pg_catalog.count(*)
-      FROM old_rows AS o
-     WHERE o.lease_owner IS NOT NULL
-     GROUP BY o.app_name, o.stream_name, o.lease_owner
-     ORDER BY o.app_name COLLATE "C", o.stream_name COLLATE "C", o.lease_owner COLLATE "C"
-    ON CONFLICT (app_name, stream_name, worker) DO UPDATE
-       SET leases = w.leases OPERATOR(pg_catalog.+) excluded.leases,
-           version = w.version OPERATOR(pg_catalog.+) 1;
     RETURN NULL;
 END
 $$;
@@ -250,6 +229,28 @@ CREATE TRIGGER shard_leases_deleted
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT
     EXECUTE FUNCTION lease.shard_leases_deleted();
+
+-- The owners of inserted and deleted leases (src/leases/workers.c): the
+-- C runs the bookkeeping every ownership change runs (LEASE_SQL_RECORD_LOADS
+-- in src/leases/leases.h) over the statement's rows, so the rule is written
+-- once.
+CREATE FUNCTION lease.shard_leases_owners_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'lease_shard_leases_owners_changed'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE TRIGGER shard_leases_owners_inserted
+    AFTER INSERT ON lease.shard_leases
+    REFERENCING NEW TABLE AS changed_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_owners_changed();
+
+CREATE TRIGGER shard_leases_owners_deleted
+    AFTER DELETE ON lease.shard_leases
+    REFERENCING OLD TABLE AS changed_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_owners_changed();
 
 -- A lease ended (close_shard): it no longer counts as takeable, and its
 -- children may no longer be blocked.  The WHEN clause keeps checkpoints off
@@ -320,12 +321,15 @@ CREATE TRIGGER shard_leases_expiry_lowered
 -- access to the table, so the only way to change a lease is through the
 -- protocol, and only for its apps.  They are not STRICT: a NULL where a
 -- value is required is an error (22004) naming the argument.
+-- Each is bound to the C entry point of this schema version (*_0_4,
+-- src/common/version.h); the symbols without a suffix serve the released
+-- schemas until ALTER EXTENSION pg_lease UPDATE.
 
 CREATE FUNCTION lease.create_lease(
     app_name text, stream_name text, shard_id text,
     parent_shard_ids text[] DEFAULT '{}', checkpoint text DEFAULT 'TRIM_HORIZON')
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_create_lease'
+AS 'MODULE_PATHNAME', 'lease_create_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -333,7 +337,7 @@ CREATE FUNCTION lease.take_lease(
     app_name text, stream_name text, shard_id text, new_owner text,
     lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'lease_take_lease'
+AS 'MODULE_PATHNAME', 'lease_take_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -341,7 +345,7 @@ CREATE FUNCTION lease.renew_lease(
     app_name text, stream_name text, shard_id text, owner text,
     lease_count bigint, lease_duration interval DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'lease_renew_lease'
+AS 'MODULE_PATHNAME', 'lease_renew_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -349,21 +353,21 @@ CREATE FUNCTION lease.update_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     checkpoint text, sub_sequence bigint DEFAULT 0)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_update_checkpoint'
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.release_lease(
     app_name text, stream_name text, shard_id text, owner text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_release_lease'
+AS 'MODULE_PATHNAME', 'lease_release_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.close_shard(
     app_name text, stream_name text, shard_id text, owner text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_close_shard'
+AS 'MODULE_PATHNAME', 'lease_close_shard_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -379,7 +383,7 @@ CREATE FUNCTION lease.update_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     checkpoint text, sub_sequence bigint, fencing_token bigint)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced'
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -387,19 +391,19 @@ CREATE FUNCTION lease.prepare_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     pending_checkpoint text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint'
+AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.cleanup_ended(app_name text, stream_name text)
 RETURNS integer
-AS 'MODULE_PATHNAME', 'lease_cleanup_ended'
+AS 'MODULE_PATHNAME', 'lease_cleanup_ended_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.delete_lease(app_name text, stream_name text, shard_id text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_delete_lease'
+AS 'MODULE_PATHNAME', 'lease_delete_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -414,7 +418,7 @@ CREATE FUNCTION lease.take_leases(
     max_steal integer DEFAULT 1)
 RETURNS TABLE(shard_id text, lease_count bigint, action text,
               previous_owner text, lease_epoch bigint)
-AS 'MODULE_PATHNAME', 'lease_take_leases'
+AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -422,7 +426,7 @@ CREATE FUNCTION lease.renew_leases(
     app_name text, stream_name text, owner text,
     lease_duration interval DEFAULT NULL)
 RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
-AS 'MODULE_PATHNAME', 'lease_renew_leases'
+AS 'MODULE_PATHNAME', 'lease_renew_leases_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -436,14 +440,14 @@ RETURNS TABLE(shard_id text, lease_count bigint, lease_epoch bigint,
               checkpoint text, checkpoint_sub_sequence bigint,
               pending_checkpoint text, expires_in interval,
               handoff_to text, handoff_from text, waiting_on text[])
-AS 'MODULE_PATHNAME', 'lease_my_leases'
+AS 'MODULE_PATHNAME', 'lease_my_leases_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.request_handoff(
     app_name text, stream_name text, shard_id text, to_owner text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_request_handoff'
+AS 'MODULE_PATHNAME', 'lease_request_handoff_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 

@@ -54,11 +54,9 @@ static LeaseStatement delete_stmt = {
 	.expected = SPI_OK_DELETE
 };
 
-PG_FUNCTION_INFO_V1(lease_cleanup_ended);
-
 /* lease.cleanup_ended: how many ended leases were deleted. */
-Datum
-lease_cleanup_ended(PG_FUNCTION_ARGS)
+static Datum
+cleanup_ended(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[2];
 	uint64		processed;
@@ -66,7 +64,7 @@ lease_cleanup_ended(PG_FUNCTION_ARGS)
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
 
-	processed = lease_spi_exec_for_app(fcinfo, &cleanup_stmt, values, NULL);
+	processed = lease_spi_exec_for_app(fcinfo, schema, &cleanup_stmt, values, NULL);
 	if (processed > PG_INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -76,11 +74,11 @@ lease_cleanup_ended(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32((int32) processed);
 }
 
-PG_FUNCTION_INFO_V1(lease_delete_lease);
+LEASE_VERSIONED_ENTRY_POINTS(lease_cleanup_ended, cleanup_ended, LEASE_SCHEMA_0_3)
 
 /* lease.delete_lease: true when the lease existed and was deleted. */
-Datum
-lease_delete_lease(PG_FUNCTION_ARGS)
+static Datum
+delete_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[3];
 
@@ -88,5 +86,7 @@ lease_delete_lease(PG_FUNCTION_ARGS)
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
 	values[2] = lease_arg_ident(fcinfo, 2, "shard_id");
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, &delete_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &delete_stmt, values, NULL) > 0);
 }
+
+LEASE_VERSIONED_ENTRY_POINTS(lease_delete_lease, delete_lease, LEASE_SCHEMA_0_3)

@@ -67,14 +67,12 @@ static LeaseStatement my_leases_stmt = {
 	.expected = SPI_OK_SELECT
 };
 
-PG_FUNCTION_INFO_V1(lease_my_leases);
-
 /*
  * lease.my_leases: the leases the owner holds or is promised in the stream,
  * with their fencing token, checkpoint, time left and handoff state.
  */
-Datum
-lease_my_leases(PG_FUNCTION_ARGS)
+static Datum
+my_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[3];
@@ -86,7 +84,7 @@ lease_my_leases(PG_FUNCTION_ARGS)
 	values[2] = lease_arg_ident(fcinfo, 2, "owner");
 
 	InitMaterializedSRF(fcinfo, 0);
-	lease_app_begin(fcinfo, values[0], &caller);
+	lease_app_begin(fcinfo, schema, values[0], &caller);
 	rows = lease_spi_run(&my_leases_stmt, values, NULL, 0);
 	for (uint64 row = 0; row < rows; row++)
 	{
@@ -100,3 +98,5 @@ lease_my_leases(PG_FUNCTION_ARGS)
 	lease_app_end(&caller);
 	return (Datum) 0;
 }
+
+LEASE_VERSIONED_ENTRY_POINTS(lease_my_leases, my_leases, LEASE_SCHEMA_0_3)

@@ -11,7 +11,6 @@
 
 #include "catalog/pg_authid.h"
 #include "catalog/pg_collation.h"
-#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -23,48 +22,69 @@
 #include "common/spi_util.h"
 
 /*
- * The roles granted an app that still have the name they were granted by
- * (grantee_name, 0.4.0): a role given a dropped grantee's OID is not its
- * grantee.  The column is read through to_jsonb, so the same plan works
- * against a 0.3.0 table, which has no grantee_name (every grant matches
- * there, as it did).
+ * A grant that still belongs to its grantee: the role with the OID has the
+ * name it was granted by (app_grants.grantee_name, 0.4.0), so a role given
+ * a dropped grantee's OID is not its grantee.  Before 0.4.0 the table has
+ * no names and every grant belongs to its grantee.
  */
-static LeaseStatement grantees_stmt = {
-	.name = "app grantees",
-	.sql =
-	"SELECT g.grantee FROM lease.app_grants AS g"
-	" WHERE g.app_name OPERATOR(pg_catalog.=) $1"
-	"   AND pg_catalog.pg_get_userbyid(g.grantee) OPERATOR(pg_catalog.=)"
-	"       COALESCE(CAST(pg_catalog.to_jsonb(g) OPERATOR(pg_catalog.->>) 'grantee_name'"
-	"                     AS pg_catalog.name),"
-	"                pg_catalog.pg_get_userbyid(g.grantee))",
-	.nargs = 1,
-	.argtypes = {TEXTOID},
-	.expected = SPI_OK_SELECT
-};
+#define GRANT_STILL_THEIRS_0_4 \
+	"pg_catalog.pg_get_userbyid(g.grantee) OPERATOR(pg_catalog.=) g.grantee_name"
+
+/* The roles granted app $1 whose grants still belong to them. */
+#define GRANTEES_SQL(still_theirs) \
+	"SELECT g.grantee FROM lease.app_grants AS g" \
+	" WHERE g.app_name OPERATOR(pg_catalog.=) $1" \
+	"   AND " still_theirs
 
 /*
  * Grant an app to a role unless it already is.  A grant left by a role that
- * was renamed or dropped since (its grantee_name no longer matches, 0.4.0)
- * is renewed for the role that now has the OID, which the trigger
- * app_grants_grantee_name records; a 0.3.0 table has no such grants.
+ * was renamed or dropped since is renewed for the role that now has the
+ * OID, which the trigger app_grants_grantee_name records (0.4.0).
  */
-static LeaseStatement grant_stmt = {
-	.name = "grant_app",
-	.sql =
-	"INSERT INTO lease.app_grants AS g (app_name, grantee, granted_by)"
-	" VALUES ($1, $2, $3)"
-	" ON CONFLICT (app_name, grantee) DO UPDATE"
-	"    SET granted_by = excluded.granted_by, granted_at = excluded.granted_at"
-	"  WHERE pg_catalog.pg_get_userbyid(g.grantee) OPERATOR(pg_catalog.<>)"
-	"        COALESCE(CAST(pg_catalog.to_jsonb(g) OPERATOR(pg_catalog.->>) 'grantee_name'"
-	"                      AS pg_catalog.name),"
-	"                 pg_catalog.pg_get_userbyid(g.grantee))"
-	" RETURNING true",
-	.nargs = 3,
-	.argtypes = {TEXTOID, REGROLEOID, REGROLEOID},
-	.expected = SPI_OK_INSERT_RETURNING
+#define GRANT_SQL(still_theirs) \
+	"INSERT INTO lease.app_grants AS g (app_name, grantee, granted_by)" \
+	" VALUES ($1, $2, $3)" \
+	" ON CONFLICT (app_name, grantee) DO UPDATE" \
+	"    SET granted_by = excluded.granted_by, granted_at = excluded.granted_at" \
+	"  WHERE NOT (" still_theirs ")" \
+	" RETURNING true"
+
+#define GRANTEES_STMT(still_theirs, ro) \
+	{ \
+		.name = "app grantees", .sql = GRANTEES_SQL(still_theirs), \
+		.nargs = 1, .argtypes = {TEXTOID}, .expected = SPI_OK_SELECT, .read_only = (ro) \
+	}
+
+/*
+ * Indexed by read-only (has_app_access is STABLE), then by schema_index():
+ * the released schemas, then 0.4.0.
+ */
+static LeaseStatement grantees_stmts[2][2] = {
+	{GRANTEES_STMT("true", false), GRANTEES_STMT(GRANT_STILL_THEIRS_0_4, false)},
+	{GRANTEES_STMT("true", true), GRANTEES_STMT(GRANT_STILL_THEIRS_0_4, true)},
 };
+
+static LeaseStatement grant_stmts[2] = {
+	{
+		.name = "grant_app",
+		.sql = GRANT_SQL("true"),
+		.nargs = 3, .argtypes = {TEXTOID, REGROLEOID, REGROLEOID},
+		.expected = SPI_OK_INSERT_RETURNING
+	},
+	{
+		.name = "grant_app",
+		.sql = GRANT_SQL(GRANT_STILL_THEIRS_0_4),
+		.nargs = 3, .argtypes = {TEXTOID, REGROLEOID, REGROLEOID},
+		.expected = SPI_OK_INSERT_RETURNING
+	},
+};
+
+/* Which of grantees_stmts and grant_stmts `schema` has. */
+static int
+schema_index(LeaseSchema schema)
+{
+	return schema >= LEASE_SCHEMA_0_4 ? 1 : 0;
+}
 
 /* Revoke an app from a role. */
 static LeaseStatement revoke_stmt = {
@@ -78,76 +98,61 @@ static LeaseStatement revoke_stmt = {
 	.expected = SPI_OK_DELETE
 };
 
-/* The owner of the called function (the extension's owner). */
-static Oid
-function_owner(FunctionCallInfo fcinfo)
-{
-	HeapTuple	tuple;
-	Oid			owner;
-
-	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "pg_lease: cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
-	owner = ((Form_pg_proc) GETSTRUCT(tuple))->proowner;
-	ReleaseSysCache(tuple);
-	return owner;
-}
-
 /*
  * True when `caller` may act for the app: it has the owner's privileges,
- * or those of a role granted the app.  Must run as the owner (it reads
- * lease.app_grants).  A grantee role that was dropped or renamed matches
- * nobody, nor does a role that was given a dropped grantee's OID.
- * read_only: called from the STABLE has_app_access.
+ * or those of a role granted the app.  Runs as the owner, connected to SPI
+ * (it reads lease.app_grants).  A grantee role that was dropped or renamed
+ * matches nobody, nor does a role that was given a dropped grantee's OID
+ * (0.4.0).  read_only: called from the STABLE has_app_access.
  */
 static bool
-caller_may_act_for(Oid caller, Oid owner, Datum app_name, bool read_only)
+caller_may_act_for(Oid caller, Oid owner, LeaseSchema schema, Datum app_name, bool read_only)
 {
-	bool		allowed = false;
 	uint64		rows;
 
 	if (has_privs_of_role(caller, owner))
 		return true;
 
-	lease_spi_connect();
-	rows = lease_spi_run_mode(&grantees_stmt, &app_name, NULL, read_only, 0);
-	for (uint64 row = 0; row < rows && !allowed; row++)
+	rows = lease_spi_run(&grantees_stmts[read_only ? 1 : 0][schema_index(schema)], &app_name,
+						 NULL, 0);
+	for (uint64 row = 0; row < rows; row++)
 	{
 		bool		isnull;
 		Oid			grantee = DatumGetObjectId(lease_spi_value(row, 1, &isnull));
 
-		allowed = !isnull && has_privs_of_role(caller, grantee);
+		if (!isnull && has_privs_of_role(caller, grantee))
+			return true;
 	}
-	lease_spi_finish();
-	return allowed;
+	return false;
 }
 
-/* Switches to the function's owner; true when the caller may act for the app. */
+/*
+ * Switches to the function's owner and connects to SPI; true when the
+ * caller may act for the app.
+ */
 static bool
-become_owner_for_app(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller,
-					 bool read_only)
+become_owner_for_app(FunctionCallInfo fcinfo, LeaseSchema schema, Datum app_name,
+					 LeaseCaller *caller, bool read_only)
 {
-	Oid			owner = function_owner(fcinfo);
-
-	GetUserIdAndSecContext(&caller->userid, &caller->sec_context);
-	SetUserIdAndSecContext(owner, caller->sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	return caller_may_act_for(caller->userid, owner, app_name, read_only);
+	lease_spi_connect_as_owner(fcinfo, caller);
+	return caller_may_act_for(caller->userid, caller->owner, schema, app_name, read_only);
 }
 
-/* Switches back to the caller saved by become_owner_for_app. */
-static void
-become_caller(const LeaseCaller *caller)
-{
-	SetUserIdAndSecContext(caller->userid, caller->sec_context);
-}
-
-/* Checks the caller's access to the app, then runs as the owner, in SPI. */
+/* Leaves SPI and switches back to the caller saved by lease_app_begin. */
 void
-lease_app_begin(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller)
+lease_app_end(const LeaseCaller *caller)
 {
-	if (!become_owner_for_app(fcinfo, app_name, caller, false))
+	lease_spi_finish_as_caller(caller);
+}
+
+/* Runs as the owner, in SPI, once the caller's access to the app is checked. */
+void
+lease_app_begin(FunctionCallInfo fcinfo, LeaseSchema schema, Datum app_name,
+				LeaseCaller *caller)
+{
+	if (!become_owner_for_app(fcinfo, schema, app_name, caller, false))
 	{
-		become_caller(caller);
+		lease_app_end(caller);
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for app \"%s\"", TextDatumGetCString(app_name)),
@@ -155,26 +160,17 @@ lease_app_begin(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller)
 						   GetUserNameFromId(caller->userid, false)),
 				 errhint("An operator of the app grants it with lease.grant_app().")));
 	}
-	lease_spi_connect();
-}
-
-/* Leaves SPI and becomes the caller again. */
-void
-lease_app_end(const LeaseCaller *caller)
-{
-	lease_spi_finish();
-	become_caller(caller);
 }
 
 /* Runs one statement for the app in values[0], as the owner. */
 uint64
-lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseStatement *stmt, Datum *values,
-					   const char *nulls)
+lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseSchema schema, LeaseStatement *stmt,
+					   Datum *values, const char *nulls)
 {
 	LeaseCaller caller;
 	uint64		processed;
 
-	lease_app_begin(fcinfo, values[0], &caller);
+	lease_app_begin(fcinfo, schema, values[0], &caller);
 	processed = lease_spi_run(stmt, values, nulls, 0);
 	lease_app_end(&caller);
 	return processed;
@@ -191,11 +187,9 @@ typedef struct AppAccessCache
 	bool		allowed;
 } AppAccessCache;
 
-PG_FUNCTION_INFO_V1(lease_has_app_access);
-
 /* lease.has_app_access: true when the current user may act for the app. */
-Datum
-lease_has_app_access(PG_FUNCTION_ARGS)
+static Datum
+has_app_access(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		app = lease_arg_ident(fcinfo, 0, "app_name");
 	AppAccessCache *cache = (AppAccessCache *) fcinfo->flinfo->fn_extra;
@@ -207,8 +201,8 @@ lease_has_app_access(PG_FUNCTION_ARGS)
 											 PointerGetDatum(cache->app_name))))
 		PG_RETURN_BOOL(cache->allowed);
 
-	allowed = become_owner_for_app(fcinfo, app, &caller, true);
-	become_caller(&caller);
+	allowed = become_owner_for_app(fcinfo, schema, app, &caller, true);
+	lease_app_end(&caller);
 
 	if (cache == NULL)
 		cache = fcinfo->flinfo->fn_extra =
@@ -221,6 +215,8 @@ lease_has_app_access(PG_FUNCTION_ARGS)
 	cache->allowed = allowed;
 	PG_RETURN_BOOL(allowed);
 }
+
+LEASE_VERSIONED_ENTRY_POINTS(lease_has_app_access, has_app_access, LEASE_SCHEMA_0_3)
 
 /* A required role argument that names an existing role (22004, 42704). */
 static Oid
@@ -236,15 +232,13 @@ role_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 	return role;
 }
 
-PG_FUNCTION_INFO_V1(lease_grant_app);
-
 /*
  * lease.grant_app: lets grantee (and the roles that have its privileges)
  * act for the app; true when added, false when it already could.  The
  * caller must itself be able to act for the app.
  */
-Datum
-lease_grant_app(PG_FUNCTION_ARGS)
+static Datum
+grant_app(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[3];
 
@@ -252,17 +246,18 @@ lease_grant_app(PG_FUNCTION_ARGS)
 	values[1] = ObjectIdGetDatum(role_arg(fcinfo, 1, "grantee"));
 	values[2] = ObjectIdGetDatum(GetUserId());
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, &grant_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &grant_stmts[schema_index(schema)],
+										  values, NULL) > 0);
 }
 
-PG_FUNCTION_INFO_V1(lease_revoke_app);
+LEASE_VERSIONED_ENTRY_POINTS(lease_grant_app, grant_app, LEASE_SCHEMA_0_3)
 
 /*
  * lease.revoke_app: removes a grant made by grant_app; true when there was
  * one.  The caller must itself be able to act for the app.
  */
-Datum
-lease_revoke_app(PG_FUNCTION_ARGS)
+static Datum
+revoke_app(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[2];
 
@@ -270,5 +265,7 @@ lease_revoke_app(PG_FUNCTION_ARGS)
 	/* a dropped role's grant can still be revoked (by OID) */
 	values[1] = ObjectIdGetDatum(lease_arg_oid(fcinfo, 1, "grantee"));
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, &revoke_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &revoke_stmt, values, NULL) > 0);
 }
+
+LEASE_VERSIONED_ENTRY_POINTS(lease_revoke_app, revoke_app, LEASE_SCHEMA_0_3)

@@ -12,7 +12,9 @@
  * GetUserId()) may act for the app when it has the privileges of the
  * function's owner (the extension owner; a superuser has every role's) or
  * of a role granted the app in lease.app_grants; the function then runs as
- * the owner, exactly as SECURITY DEFINER would, connected to SPI.
+ * the owner, exactly as SECURITY DEFINER would, connected to SPI (the
+ * switch is lease_spi_connect_as_owner, src/common/spi_util.h; the check
+ * runs in the same SPI session as the function's SQL).
  * lease_app_end leaves SPI and becomes the caller again.  An error in
  * between needs no cleanup: transaction and subtransaction abort restore
  * the user id saved when they began (AbortTransaction,
@@ -28,20 +30,16 @@
 #include "fmgr.h"
 
 #include "common/spi_util.h"
-
-/* The caller's identity, saved while a function runs as its owner. */
-typedef struct LeaseCaller
-{
-	Oid			userid;
-	int			sec_context;
-} LeaseCaller;
+#include "common/version.h"
 
 /*
- * Raises 42501 unless the current user may act for app_name; then switches
- * to the function's owner, saving the caller in *caller, and connects to
- * SPI.
+ * Switches to the function's owner, saving the caller in *caller, and
+ * connects to SPI (one session for the check and the function's SQL); then
+ * raises 42501 unless the caller may act for app_name (app_grants read as
+ * `schema` has it).
  */
-extern void lease_app_begin(FunctionCallInfo fcinfo, Datum app_name, LeaseCaller *caller);
+extern void lease_app_begin(FunctionCallInfo fcinfo, LeaseSchema schema, Datum app_name,
+							LeaseCaller *caller);
 
 /* Disconnects from SPI and switches back to the caller saved by lease_app_begin. */
 extern void lease_app_end(const LeaseCaller *caller);
@@ -50,7 +48,7 @@ extern void lease_app_end(const LeaseCaller *caller);
  * One statement whose first parameter is the app_name, between
  * lease_app_begin and lease_app_end; returns SPI_processed.
  */
-extern uint64 lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseStatement *stmt,
-									  Datum *values, const char *nulls);
+extern uint64 lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseSchema schema,
+									  LeaseStatement *stmt, Datum *values, const char *nulls);
 
 #endif							/* LEASE_PRIVILEGES_H */

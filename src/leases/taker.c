@@ -69,45 +69,74 @@
  * leases counted, through shard_leases_owner_idx.  The pending handoffs
  * come through shard_leases_handoff_idx.
  */
-static LeaseStatement loads_stmt = {
-	.name = "take_leases: count loads",
-	.sql =
-	"WITH h AS ("
-	" SELECT l.lease_owner, l.handoff_to"
-	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_STREAM_MATCHES
-	"    AND l.handoff_to IS NOT NULL"
-	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) "),"
-	" o AS ("
-	" SELECT w.worker,"
-	"        w.expires_min OPERATOR(pg_catalog.<=) k.now AS suspect,"
-	"        CASE WHEN w.expires_min OPERATOR(pg_catalog.>) k.now THEN w.leases"
-	"             ELSE (SELECT pg_catalog.count(*) FROM lease.shard_leases AS l"
-	"                    WHERE " LEASE_STREAM_MATCHES
-	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker"
-	"                      AND l.lease_expires_at OPERATOR(pg_catalog.>) k.now) END AS live"
-	"   FROM lease.stream_workers AS w, " LEASE_SQL_CLOCK
-	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1"
-	"    AND w.stream_name OPERATOR(pg_catalog.=) $2"
-	"    AND w.leases OPERATOR(pg_catalog.>) 0)"
-	" SELECT x.worker, pg_catalog.sum(x.load)::pg_catalog.int8 AS load,"
-	"        pg_catalog.sum(x.live)::pg_catalog.int8 AS live,"
-	"        pg_catalog.bool_or(x.suspect) AS suspect"
-	"   FROM (SELECT o.worker, o.live AS load, o.live, o.suspect FROM o"
-	"         UNION ALL"
-	"         SELECT h.lease_owner, -1, 0, false FROM h"
-	"         UNION ALL"
-	"         SELECT h.handoff_to, 1, 1, false FROM h"
-	"         UNION ALL"
-	"         SELECT $3, 0, 1, false) AS x"
-	"  GROUP BY x.worker"
-	"  ORDER BY load DESC, x.worker COLLATE pg_catalog.\"C\"",
-	.nargs = 3,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
-	.expected = SPI_OK_SELECT,
-	.cursor_options = CURSOR_OPT_GENERIC_PLAN
-};
+#define LOADS_SQL \
+	"WITH h AS (" \
+	" SELECT l.lease_owner, l.handoff_to" \
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_STREAM_MATCHES \
+	"    AND l.handoff_to IS NOT NULL" \
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ")," \
+	" o AS (" \
+	" SELECT w.worker," \
+	"        w.expires_min OPERATOR(pg_catalog.<=) k.now AS suspect," \
+	"        CASE WHEN w.expires_min OPERATOR(pg_catalog.>) k.now THEN w.leases" \
+	"             ELSE (SELECT pg_catalog.count(*) FROM lease.shard_leases AS l" \
+	"                    WHERE " LEASE_STREAM_MATCHES \
+	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
+	"                      AND l.lease_expires_at OPERATOR(pg_catalog.>) k.now) END AS live" \
+	"   FROM lease.stream_workers AS w, " LEASE_SQL_CLOCK \
+	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
+	"    AND w.stream_name OPERATOR(pg_catalog.=) $2" \
+	"    AND w.leases OPERATOR(pg_catalog.>) 0)" \
+	" SELECT x.worker, pg_catalog.sum(x.load)::pg_catalog.int8 AS load," \
+	"        pg_catalog.sum(x.live)::pg_catalog.int8 AS live," \
+	"        pg_catalog.bool_or(x.suspect) AS suspect" \
+	"   FROM (SELECT o.worker, o.live AS load, o.live, o.suspect FROM o" \
+	"         UNION ALL" \
+	"         SELECT h.lease_owner, -1, 0, false FROM h" \
+	"         UNION ALL" \
+	"         SELECT h.handoff_to, 1, 1, false FROM h" \
+	"         UNION ALL" \
+	"         SELECT $3, 0, 1, false) AS x" \
+	"  GROUP BY x.worker" \
+	"  ORDER BY load DESC, x.worker COLLATE pg_catalog.\"C\""
+
+/*
+ * Loads before the bookkeeping tables (0.1.0 and 0.2.0 objects): one read
+ * of the whole stream per round; the fourth column is the stream's
+ * takeable total (on the row of no worker).
+ */
+#define LOADS_SQL_0_2 \
+	"SELECT w.worker, pg_catalog.sum(w.load)::pg_catalog.int8 AS load," \
+	"       pg_catalog.sum(w.live)::pg_catalog.int8 AS live," \
+	"       pg_catalog.max(pg_catalog.max(w.takeable)) OVER () AS takeable" \
+	"  FROM (SELECT l.lease_owner AS worker," \
+	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"                   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ") AS load," \
+	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) ") AS live," \
+	"               pg_catalog.sum(pg_catalog.count(*) FILTER (WHERE " \
+	LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") "))" \
+	"                   OVER ()::pg_catalog.int8 AS takeable" \
+	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+	"         WHERE " LEASE_STREAM_MATCHES \
+	"         GROUP BY l.lease_owner" \
+	"        UNION ALL" \
+	"        SELECT l.handoff_to, pg_catalog.count(*), pg_catalog.count(*), NULL" \
+	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+	"         WHERE " LEASE_STREAM_MATCHES \
+	"           AND l.handoff_to IS NOT NULL" \
+	"           AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"           AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"         GROUP BY l.handoff_to" \
+	"        UNION ALL" \
+	"        SELECT $3, 0, 1, NULL) AS w" \
+	" GROUP BY w.worker" \
+	" ORDER BY w.worker IS NULL, load DESC, w.worker COLLATE pg_catalog.\"C\""
+
+static LeaseStatement loads_stmts[2] =
+	LEASE_SCHEMA_STMTS("take_leases: count loads", LOADS_SQL_0_2, LOADS_SQL,
+					   CURSOR_OPT_GENERIC_PLAN, true, 3, TEXTOID, TEXTOID, TEXTOID);
 
 /*
  * The stream's number of takeable leases (not ended, not blocked), as
@@ -159,7 +188,8 @@ static LeaseStatement takeable_count_stmt = {
 	.sql = TAKEABLE_COUNT_SQL,
 	.nargs = 2,
 	.argtypes = {TEXTOID, TEXTOID},
-	.expected = SPI_OK_SELECT
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_JIT_OFF			/* see read_loads */
 };
 
 /*
@@ -182,7 +212,8 @@ static LeaseStatement takeable_store_stmt = {
 	" RETURNING t.takeable",
 	.nargs = 2,
 	.argtypes = {TEXTOID, TEXTOID},
-	.expected = SPI_OK_UPDATE_RETURNING
+	.expected = SPI_OK_UPDATE_RETURNING,
+	LEASE_STMT_JIT_OFF			/* see read_loads */
 };
 
 /* The select list every taking statement returns (see put_rows). */
@@ -194,73 +225,65 @@ static LeaseStatement takeable_store_stmt = {
  * Claim: leases promised to $3 whose handoff deadline has passed and whose
  * holder still has them (live), taken with duration $4.
  */
-static LeaseStatement claim_stmt = {
-	.name = "take_leases: claim due handoffs",
-	.sql =
-	"WITH o AS ("
-	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner"
-	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_STREAM_MATCHES
-	"    AND l.handoff_to OPERATOR(pg_catalog.=) $3"
-	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"    AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline"
-	"    AND " LEASE_SQL_NOT_ENDED("l")
-	"    AND NOT " LEASE_SQL_BLOCKED("l")
-	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
-	" c AS (UPDATE lease.shard_leases AS l"
-	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$3", "$4", LEASE_SQL_NOW)
-	"   FROM o, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
-	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'transfer' AS event, o.from_owner,"
-	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch,"
-	"            l.lease_expires_at AS to_expires_at)"
-	LEASE_SQL_RECORD_EVENTS("$5")
-	LEASE_SQL_RECORD_LOADS
-	TAKER_RESULT("$6"),
-	.nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT,
-	.cursor_options = CURSOR_OPT_GENERIC_PLAN
-};
+#define CLAIM_SQL(loads) \
+	"WITH o AS (" \
+	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner" \
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_STREAM_MATCHES \
+	"    AND l.handoff_to OPERATOR(pg_catalog.=) $3" \
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"    AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline" \
+	"    AND " LEASE_SQL_NOT_ENDED("l") \
+	"    AND NOT " LEASE_SQL_BLOCKED("l") \
+	"    FOR NO KEY UPDATE OF l SKIP LOCKED)," \
+	LEASE_SQL_TAKE_LOCKED("$3", "$4", "'transfer'") \
+	LEASE_SQL_RECORD_EVENTS("$5") \
+	loads \
+	TAKER_RESULT("$6")
+
+static LeaseStatement claim_stmts[2] =
+	LEASE_SCHEMA_STMTS("take_leases: claim due handoffs",
+					   CLAIM_SQL(""), CLAIM_SQL(LEASE_SQL_RECORD_LOADS), CURSOR_OPT_GENERIC_PLAN,
+					   false,
+					   6, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES);
 
 /*
  * Take: at most $5 unowned or expired takeable leases, unowned first, then
  * the longest expired, skipping rows another transaction has locked.  An
  * expired lease is takeable even with a handoff pending: its holder is gone.
+ * From 0.3.0 on, `owners` limits the owned leases read to those of $8, the
+ * workers whose expiry bound has passed (an index scan per worker).
  */
-static LeaseStatement take_free_stmt = {
-	.name = "take_leases: take unowned and expired",
-	.sql =
-	"WITH o AS ("
-	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner"
-	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_STREAM_MATCHES
-	"    AND ((l.lease_owner IS NULL AND " LEASE_SQL_NOT_ENDED("l") ")"
+#define TAKE_FREE_SQL(owners, loads) \
+	"WITH o AS (" \
+	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner" \
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_STREAM_MATCHES \
+	owners \
+	"    AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"    AND " LEASE_SQL_NOT_ENDED("l") \
+	"    AND NOT " LEASE_SQL_BLOCKED("l") \
+	"  ORDER BY l.lease_expires_at NULLS FIRST, l.shard_id COLLATE pg_catalog.\"C\"" \
+	"  LIMIT $5" \
+	"    FOR NO KEY UPDATE OF l SKIP LOCKED)," \
+	LEASE_SQL_TAKE_LOCKED("$3", "$4", \
+						  "CASE WHEN o.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END") \
+	LEASE_SQL_RECORD_EVENTS("$6") \
+	loads \
+	TAKER_RESULT("$7")
+
+#define TAKE_FREE_SUSPECTS \
+	"    AND ((l.lease_owner IS NULL AND " LEASE_SQL_NOT_ENDED("l") ")" \
 	"         OR l.lease_owner OPERATOR(pg_catalog.=) ANY ($8))"
-	"    AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"    AND " LEASE_SQL_NOT_ENDED("l")
-	"    AND NOT " LEASE_SQL_BLOCKED("l")
-	"  ORDER BY l.lease_expires_at NULLS FIRST, l.shard_id COLLATE pg_catalog.\"C\""
-	"  LIMIT $5"
-	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
-	" c AS (UPDATE lease.shard_leases AS l"
-	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$3", "$4", LEASE_SQL_NOW)
-	"   FROM o, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
-	"  RETURNING l.app_name, l.stream_name, l.shard_id,"
-	"            CASE WHEN o.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END AS event,"
-	"            o.from_owner, l.lease_owner AS to_owner, l.lease_count, l.lease_epoch,"
-	"            l.lease_expires_at AS to_expires_at)"
-	LEASE_SQL_RECORD_EVENTS("$6")
-	LEASE_SQL_RECORD_LOADS
-	TAKER_RESULT("$7"),
-	.nargs = 8,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES,
-	TEXTARRAYOID},
-	.expected = SPI_OK_SELECT,
-	.cursor_options = CURSOR_OPT_GENERIC_PLAN
-};
+
+static LeaseStatement take_free_stmts[2] =
+	LEASE_SCHEMA_STMTS("take_leases: take unowned and expired",
+					   TAKE_FREE_SQL("", ""),
+					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_RECORD_LOADS),
+					   CURSOR_OPT_GENERIC_PLAN, true,
+					   8, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES,
+					   TEXTARRAYOID);
 
 /*
  * Request: ask holder $5 to hand at most $6 of its live leases (those not
@@ -329,29 +352,28 @@ static LeaseStatement request_stmt = {
  * taken away is simply absent), reporting pending handoff requests and each
  * lease's fencing token.  A lease handed to $3 by its holder's
  * release_lease is held by $3 already, so it shows up here with the epoch
- * the transfer gave it.
+ * the transfer gave it.  0.1.0 and 0.2.0 declare no lease_epoch column: the
+ * caller returns the columns its function declares.
  */
-static LeaseStatement renew_all_stmt = {
-	.name = "renew_leases",
-	.sql =
-	"WITH c AS (UPDATE lease.shard_leases AS l"
-	"    SET lease_count = l.lease_count OPERATOR(pg_catalog.+) 1,"
-	"        lease_expires_at = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $4,"
-	"        updated_at = pg_catalog.now()"
-	"   FROM " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_STREAM_MATCHES
-	"    AND l.lease_owner OPERATOR(pg_catalog.=) $3"
-	"  RETURNING l.shard_id, l.lease_count,"
-	"            CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"                 THEN l.handoff_to END AS handoff_to, l.lease_epoch,"
-	"            l.lease_expires_at AS expires_at)"
-	RENEW_SQL_RAISE_BOUND
-	" SELECT c.shard_id, c.lease_count, c.handoff_to, c.lease_epoch"
-	"   FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\"",
-	.nargs = 4,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID},
-	.expected = SPI_OK_SELECT
-};
+#define RENEW_ALL_SQL(bound) \
+	"WITH c AS (UPDATE lease.shard_leases AS l" \
+	"    SET lease_count = l.lease_count OPERATOR(pg_catalog.+) 1," \
+	"        lease_expires_at = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $4," \
+	"        updated_at = pg_catalog.now()" \
+	"   FROM " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_STREAM_MATCHES \
+	"    AND l.lease_owner OPERATOR(pg_catalog.=) $3" \
+	"  RETURNING l.shard_id, l.lease_count," \
+	"            CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"                 THEN l.handoff_to END AS handoff_to, l.lease_epoch," \
+	"            l.lease_expires_at AS expires_at)" \
+	bound \
+	" SELECT c.shard_id, c.lease_count, c.handoff_to, c.lease_epoch" \
+	"   FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\""
+
+static LeaseStatement renew_all_stmts[2] =
+	LEASE_SCHEMA_STMTS("renew_leases", RENEW_ALL_SQL(""), RENEW_ALL_SQL(RENEW_SQL_RAISE_BOUND), 0, false,
+					   4, TEXTOID, TEXTOID, TEXTOID, INTERVALOID);
 
 /*
  * An operator's handoff request: a live lease, not already promised, not
@@ -380,116 +402,6 @@ static LeaseStatement request_one_stmt = {
 	.nargs = 8,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INTERVALOID,
 	LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
-
-/*
- * The statements as they were before the bookkeeping tables (0.2 schema,
- * leases.h LEASE_STMT): one read of the whole stream per round.
- */
-static LeaseStatement loads_stmt_0_2 = {
-	.name = "take_leases: count loads (0.2 schema)",
-	.sql =
-	"SELECT w.worker, pg_catalog.sum(w.load)::pg_catalog.int8 AS load,"
-	"       pg_catalog.sum(w.live)::pg_catalog.int8 AS live,"
-	"       pg_catalog.max(pg_catalog.max(w.takeable)) OVER () AS takeable"
-	"  FROM (SELECT l.lease_owner AS worker,"
-	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"                   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ") AS load,"
-	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) ") AS live,"
-	"               pg_catalog.sum(pg_catalog.count(*) FILTER (WHERE "
-	LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") "))"
-	"                   OVER ()::pg_catalog.int8 AS takeable"
-	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"         WHERE " LEASE_STREAM_MATCHES
-	"         GROUP BY l.lease_owner"
-	"        UNION ALL"
-	"        SELECT l.handoff_to, pg_catalog.count(*), pg_catalog.count(*), NULL"
-	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"         WHERE " LEASE_STREAM_MATCHES
-	"           AND l.handoff_to IS NOT NULL"
-	"           AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"           AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"         GROUP BY l.handoff_to"
-	"        UNION ALL"
-	"        SELECT $3, 0, 1, NULL) AS w"
-	" GROUP BY w.worker"
-	" ORDER BY w.worker IS NULL, load DESC, w.worker COLLATE pg_catalog.\"C\"",
-	.nargs = 3,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
-	.expected = SPI_OK_SELECT
-};
-
-static LeaseStatement claim_stmt_0_2 = {
-	.name = "take_leases: claim due handoffs (0.2 schema)",
-	.sql =
-	"WITH o AS ("
-	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner"
-	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_STREAM_MATCHES
-	"    AND l.handoff_to OPERATOR(pg_catalog.=) $3"
-	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"    AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline"
-	"    AND " LEASE_SQL_NOT_ENDED("l")
-	"    AND NOT " LEASE_SQL_BLOCKED("l")
-	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
-	" c AS (UPDATE lease.shard_leases AS l"
-	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$3", "$4", LEASE_SQL_NOW)
-	"   FROM o, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
-	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'transfer' AS event, o.from_owner,"
-	"            l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
-	LEASE_SQL_RECORD_EVENTS("$5")
-	TAKER_RESULT("$6"),
-	.nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
-
-static LeaseStatement take_free_stmt_0_2 = {
-	.name = "take_leases: take unowned and expired (0.2 schema)",
-	.sql =
-	"WITH o AS ("
-	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner"
-	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_STREAM_MATCHES
-	"    AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"    AND " LEASE_SQL_NOT_ENDED("l")
-	"    AND NOT " LEASE_SQL_BLOCKED("l")
-	"  ORDER BY l.lease_expires_at NULLS FIRST, l.shard_id COLLATE pg_catalog.\"C\""
-	"  LIMIT $5"
-	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
-	" c AS (UPDATE lease.shard_leases AS l"
-	"    SET " LEASE_SQL_SET_NEW_OWNER("l", "$3", "$4", LEASE_SQL_NOW)
-	"   FROM o, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
-	"  RETURNING l.app_name, l.stream_name, l.shard_id,"
-	"            CASE WHEN o.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END AS event,"
-	"            o.from_owner, l.lease_owner AS to_owner, l.lease_count, l.lease_epoch)"
-	LEASE_SQL_RECORD_EVENTS("$6")
-	TAKER_RESULT("$7"),
-	.nargs = 7,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
-
-static LeaseStatement renew_all_stmt_0_2 = {
-	.name = "renew_leases (0.2 schema)",
-	.sql =
-	"WITH c AS (UPDATE lease.shard_leases AS l"
-	"    SET lease_count = l.lease_count OPERATOR(pg_catalog.+) 1,"
-	"        lease_expires_at = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $4,"
-	"        updated_at = pg_catalog.now()"
-	"   FROM " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_STREAM_MATCHES
-	"    AND l.lease_owner OPERATOR(pg_catalog.=) $3"
-	"  RETURNING l.shard_id, l.lease_count,"
-	"            CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"                 THEN l.handoff_to END AS handoff_to)"
-	" SELECT c.shard_id, c.lease_count, c.handoff_to FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\"",
-	.nargs = 4,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID},
 	.expected = SPI_OK_SELECT
 };
 
@@ -555,76 +467,59 @@ stream_takeable(Datum *values)
 	if (rows > 0 && !IsolationUsesXactSnapshot() &&
 			 lease_spi_run(&takeable_lock_stmt, values, NULL, 0) > 0)
 	{
-		lease_spi_run_with(&takeable_store_stmt, values, NULL, 0, "jit", "off");
+		lease_spi_run(&takeable_store_stmt, values, NULL, 0);
 		return DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	}
-	/* JIT off: see lease_take_leases */
-	lease_spi_run_with(&takeable_count_stmt, values, NULL, 0, "jit", "off");
+	/* JIT off (the statements say so): see read_loads */
+	lease_spi_run(&takeable_count_stmt, values, NULL, 0);
 	return DatumGetInt64(lease_spi_value(0, 1, &isnull));
 }
 
-PG_FUNCTION_INFO_V1(lease_take_leases);
+/* One take_leases round: its arguments and what its phases found. */
+typedef struct TakeRound
+{
+	LeaseSchema schema;
+	ReturnSetInfo *rsinfo;
+	MemoryContext callcxt;		/* outlives SPI: the copies below */
+	Datum		stream[3];		/* $1..$3 of every statement: app, stream, caller */
+	Datum		duration;		/* $4 of every statement: the lease duration */
+	int64		workers;		/* workers with live leases, the caller included */
+	int64		takeable;		/* the stream's takeable leases */
+	int64		target;			/* the caller's fair share */
+	int64		mine;			/* the caller's effective load */
+	bool		have_victim;	/* the most loaded other worker: */
+	Datum		victim;
+	int64		victim_load;
+	Datum	   *suspects;		/* workers whose leases may have expired */
+	int			nsuspects;
+} TakeRound;
+
+/* A copy of a text Datum in the round's memory, which outlives SPI. */
+static Datum
+round_copy(TakeRound *r, Datum value)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(r->callcxt);
+	Datum		copy = datumCopy(value, false, -1);
+
+	MemoryContextSwitchTo(oldcxt);
+	return copy;
+}
 
 /*
- * lease.take_leases: one balancing round for one worker; returns the
- * leases this call took or asked to be handed over.
+ * Phase 1: the workers, their effective loads, and the takeable leases.
+ * JIT off (LEASE_STMT_JIT_OFF on the statements that read many leases):
+ * the planner prices the per-worker count (run only for a worker
+ * whose bound has passed; 0.2: the parent subquery) as if it ran for every
+ * row, so at 100,000 leases the estimate crosses jit_above_cost and
+ * compiling takes ~250 ms for a statement that runs in a tenth of a
+ * millisecond.
  */
-Datum
-lease_take_leases(PG_FUNCTION_ARGS)
+static void
+read_loads(TakeRound *r)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MemoryContext callcxt = CurrentMemoryContext;
-	Datum		stream_args[3];	/* $1..$3 of every statement below */
-	Datum		claim_args[4 + LEASE_EVENT_NPARAMS];
-	Datum		take_args[5 + LEASE_EVENT_NPARAMS + 1];
-	Datum		request_args[7 + LEASE_EVENT_NPARAMS];
-	Datum		app,
-				stream,
-				owner,
-				duration;
-	int32		max_leases = 0;
-	bool		capped;
-	int32		max_steal;
-	uint64		rows;
-	int64		workers,
-				takeable,
-				target,
-				mine = 0,
-				victim_load = 0;
-	Datum		victim = (Datum) 0;
-	bool		have_victim = false;
-	bool		state;
-	Datum	   *suspects;
-	int			nsuspects = 0;
-	LeaseCaller caller;
+	uint64		rows = lease_spi_run(LEASE_SCHEMA_STMT(loads_stmts, r->schema), r->stream, NULL, 0);
 
-	app = lease_arg_ident(fcinfo, 0, "app_name");
-	stream = lease_arg_ident(fcinfo, 1, "stream_name");
-	owner = lease_arg_ident(fcinfo, 2, "owner");
-	duration = lease_arg_duration(fcinfo, 3, "lease_duration");
-	capped = lease_arg_opt_positive_int32(fcinfo, 4, "max_leases", &max_leases);
-	max_steal = lease_arg_nonneg_int32(fcinfo, 5, "max_steal");
-
-	InitMaterializedSRF(fcinfo, 0);
-	lease_app_begin(fcinfo, app, &caller);
-
-	/* 1. the workers, their effective loads, and the takeable leases */
-	stream_args[0] = app;
-	stream_args[1] = stream;
-	stream_args[2] = owner;
-	state = lease_has_taker_state();
-	/*
-	 * JIT off: the planner prices the per-worker count (run only for a
-	 * worker whose bound has passed; 0.2: the parent subquery) as if it ran
-	 * for every row, so at 100,000 leases the estimate crosses
-	 * jit_above_cost and compiling takes ~250 ms for a statement that runs
-	 * in a tenth of a millisecond.
-	 */
-	rows = lease_spi_run_with(state ? &loads_stmt : &loads_stmt_0_2, stream_args, NULL, 0,
-							  "jit", "off");
-	workers = 0;
-	takeable = 0;
-	suspects = (Datum *) MemoryContextAlloc(callcxt, sizeof(Datum) * (rows + 1));
+	r->suspects = (Datum *) MemoryContextAlloc(r->callcxt, sizeof(Datum) * (rows + 1));
 	for (uint64 row = 0; row < rows; row++)
 	{
 		bool		isnull;
@@ -634,102 +529,160 @@ lease_take_leases(PG_FUNCTION_ARGS)
 		int64		live = DatumGetInt64(lease_spi_value(row, 3, &isnull));
 		Datum		col4 = lease_spi_value(row, 4, &isnull);
 
-		if (!state && !isnull)
-			takeable = DatumGetInt64(col4);		/* 0.2: the takeable total */
-		else if (state && DatumGetBool(col4))
-		{
-			/* it may hold expired leases: the take looks at its leases too */
-			MemoryContext oldcxt = MemoryContextSwitchTo(callcxt);
-
-			suspects[nsuspects++] = datumCopy(worker, false, -1);
-			MemoryContextSwitchTo(oldcxt);
-		}
+		if (r->schema < LEASE_SCHEMA_0_3 && !isnull)
+			r->takeable = DatumGetInt64(col4);	/* 0.2: the takeable total */
+		else if (r->schema >= LEASE_SCHEMA_0_3 && DatumGetBool(col4))
+			r->suspects[r->nsuspects++] = round_copy(r, worker);	/* may hold expired leases */
 		if (no_worker || live == 0)
 			continue;			/* unowned leases, or an owner whose leases all expired */
-		workers++;
-		if (text_equal(worker, owner))
-			mine = load;
-		else if (!have_victim)
+		r->workers++;
+		if (text_equal(worker, r->stream[2]))
+			r->mine = load;
+		else if (!r->have_victim)
 		{
 			/* rows come most loaded first, ties by name: the first other worker */
-			MemoryContext oldcxt = MemoryContextSwitchTo(callcxt);
-
-			victim = datumCopy(worker, false, -1);
-			MemoryContextSwitchTo(oldcxt);
-			victim_load = load;
-			have_victim = true;
+			r->victim = round_copy(r, worker);
+			r->victim_load = load;
+			r->have_victim = true;
 		}
 	}
-	if (workers < 1)
+	if (r->workers < 1)
 		elog(ERROR, "pg_lease: take_leases found no worker, not even the caller");
-	if (state)
-		takeable = stream_takeable(stream_args);
-	target = (takeable + workers - 1) / workers;
-	if (capped && target > max_leases)
-		target = max_leases;
+	if (r->schema >= LEASE_SCHEMA_0_3)
+		r->takeable = stream_takeable(r->stream);
+}
+
+/* Fills $1..$4 of a taking statement; returns the number filled. */
+static int
+round_params(const TakeRound *r, Datum *values)
+{
+	memcpy(values, r->stream, sizeof(r->stream));
+	values[3] = r->duration;
+	return 4;
+}
+
+/*
+ * Phase 2: leases promised to the caller whose deadline has passed
+ * (already in mine); then the event parameters.
+ */
+static void
+claim_due(TakeRound *r)
+{
+	Datum		values[4 + LEASE_EVENT_NPARAMS];
+	int			n = round_params(r, values);
+
+	lease_event_params(&values[n]);
+	lease_spi_run(LEASE_SCHEMA_STMT(claim_stmts, r->schema), values, NULL, 0);
+	put_rows(r->rsinfo, LEASE_ACTION_TAKEN);
+}
+
+/*
+ * Phase 3: unowned and expired leases, up to the target: $5 how many, the
+ * event parameters, then the workers whose leases may have expired.
+ */
+static void
+take_free(TakeRound *r)
+{
+	Datum		values[5 + LEASE_EVENT_NPARAMS + 1];
+	int			n = round_params(r, values);
+
+	values[n++] = Int64GetDatum(r->target - r->mine);
+	lease_event_params(&values[n]);
+	n += LEASE_EVENT_NPARAMS;
+	values[n] = PointerGetDatum(construct_array(r->suspects, r->nsuspects, TEXTOID, -1, false,
+												TYPALIGN_INT));
+	r->mine += (int64) lease_spi_run(LEASE_SCHEMA_STMT(take_free_stmts, r->schema), values, NULL, 0);
+	put_rows(r->rsinfo, LEASE_ACTION_TAKEN);
+}
+
+/*
+ * Phase 4: ask the most loaded other worker to hand over `count` leases: $5
+ * the holder, $6 how many, $7 the deadline, then the event parameters.
+ */
+static void
+request_handoffs(TakeRound *r, int64 count)
+{
+	Datum		values[7 + LEASE_EVENT_NPARAMS];
+	int			n = round_params(r, values);
+
+	values[n++] = r->victim;
+	values[n++] = Int64GetDatum(count);
+	values[n++] = lease_interval_from_ms(lease_handoff_timeout_ms);
+	lease_event_params(&values[n]);
+	lease_spi_run(&request_stmt, values, NULL, 0);
+	put_rows(r->rsinfo, LEASE_ACTION_HANDOFF_REQUESTED);
+}
+
+/*
+ * lease.take_leases: one balancing round for one worker; returns the
+ * leases this call took or asked to be handed over.
+ */
+static Datum
+take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
+{
+	TakeRound	r = {.schema = schema, .callcxt = CurrentMemoryContext};
+	int32		max_leases = 0;
+	bool		capped;
+	int32		max_steal;
+	LeaseCaller caller;
+
+	r.stream[0] = lease_arg_ident(fcinfo, 0, "app_name");
+	r.stream[1] = lease_arg_ident(fcinfo, 1, "stream_name");
+	r.stream[2] = lease_arg_ident(fcinfo, 2, "owner");
+	r.duration = lease_arg_duration(fcinfo, 3, "lease_duration");
+	capped = lease_arg_opt_positive_int32(fcinfo, 4, "max_leases", &max_leases);
+	max_steal = lease_arg_nonneg_int32(fcinfo, 5, "max_steal");
+
+	InitMaterializedSRF(fcinfo, 0);
+	r.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	lease_app_begin(fcinfo, schema, r.stream[0], &caller);
+
+	read_loads(&r);
+	r.target = (r.takeable + r.workers - 1) / r.workers;
+	if (capped && r.target > max_leases)
+		r.target = max_leases;
+	claim_due(&r);
+	if (r.mine < r.target)
+		take_free(&r);
 
 	/*
-	 * 2. leases promised to the caller whose deadline has passed (already in
-	 * mine); $4 the lease duration, then the event parameters
-	 */
-	memcpy(claim_args, stream_args, sizeof(stream_args));
-	claim_args[3] = duration;
-	lease_event_params(&claim_args[4]);
-	lease_spi_run(state ? &claim_stmt : &claim_stmt_0_2, claim_args, NULL, 0);
-	put_rows(rsinfo, LEASE_ACTION_TAKEN);
-
-	/*
-	 * 3. unowned and expired leases, up to the target: $4 the lease
-	 * duration, $5 how many, the event parameters, then the workers whose
-	 * leases may have expired
-	 */
-	if (mine < target)
-	{
-		memcpy(take_args, stream_args, sizeof(stream_args));
-		take_args[3] = duration;
-		take_args[4] = Int64GetDatum(target - mine);
-		lease_event_params(&take_args[5]);
-		take_args[5 + LEASE_EVENT_NPARAMS] =
-			PointerGetDatum(construct_array(suspects, nsuspects, TEXTOID, -1, false, TYPALIGN_INT));
-		mine += (int64) lease_spi_run_with(state ? &take_free_stmt : &take_free_stmt_0_2,
-										   take_args, NULL, 0, "jit", "off");
-		put_rows(rsinfo, LEASE_ACTION_TAKEN);
-	}
-
-	/*
-	 * 4. handoff requests: only from a worker holding at least two more, at
+	 * Handoff requests only from a worker holding at least two more, at
 	 * most max_steal, never beyond the target, and never so many that the
 	 * caller would end up above that worker (mine + n <= victim_load - n).
 	 */
-	if (have_victim && max_steal > 0 && mine < target && victim_load - mine >= 2)
-	{
-		int64		n = Min((int64) max_steal, (victim_load - mine) / 2);
-
-		n = Min(n, target - mine);
-		/* $4 the lease duration, $5 the holder, $6 how many, $7 the deadline */
-		memcpy(request_args, stream_args, sizeof(stream_args));
-		request_args[3] = duration;
-		request_args[4] = victim;
-		request_args[5] = Int64GetDatum(n);
-		request_args[6] = lease_interval_from_ms(lease_handoff_timeout_ms);
-		lease_event_params(&request_args[7]);
-		lease_spi_run(&request_stmt, request_args, NULL, 0);
-		put_rows(rsinfo, LEASE_ACTION_HANDOFF_REQUESTED);
-	}
+	if (r.have_victim && max_steal > 0 && r.mine < r.target && r.victim_load - r.mine >= 2)
+		request_handoffs(&r, Min(Min((int64) max_steal, (r.victim_load - r.mine) / 2),
+								 r.target - r.mine));
 
 	lease_app_end(&caller);
 	return (Datum) 0;
 }
 
-PG_FUNCTION_INFO_V1(lease_renew_leases);
+LEASE_VERSIONED_ENTRY_POINTS(lease_take_leases, take_leases, lease_schema_before_0_4())
+
+/*
+ * The schema a plain renew_leases call serves, told by its declared result
+ * row as pg_stat_statements tells its API versions: 0.1.0 and 0.2.0 return
+ * no lease_epoch (three columns).
+ */
+static LeaseSchema
+renew_leases_plain_schema(FunctionCallInfo fcinfo)
+{
+	TupleDesc	tupdesc;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) == TYPEFUNC_COMPOSITE &&
+		tupdesc->natts < 4)
+		return LEASE_SCHEMA_0_2;
+	return LEASE_SCHEMA_0_3;
+}
 
 /*
  * lease.renew_leases: renews every lease the owner holds in the stream;
  * handoff_to is set where a handoff has been requested, lease_epoch is the
  * fencing token of each.
  */
-Datum
-lease_renew_leases(PG_FUNCTION_ARGS)
+static Datum
+renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[4];
@@ -741,17 +694,14 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_duration(fcinfo, 3, "lease_duration");
 
 	InitMaterializedSRF(fcinfo, 0);
-	lease_app_begin(fcinfo, values[0], &caller);
-	lease_spi_run(LEASE_STMT(renew_all_stmt), values, NULL, 0);
+	lease_app_begin(fcinfo, schema, values[0], &caller);
+	lease_spi_run(LEASE_SCHEMA_STMT(renew_all_stmts, schema), values, NULL, 0);
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
 		Datum		out[4];
 		bool		nulls[4];
 
-		/*
-		 * The function's declared columns: 0.2.0's renew_leases has no
-		 * lease_epoch, and its statement (renew_all_stmt_0_2) returns none.
-		 */
+		/* the function's declared columns: 0.1.0 and 0.2.0 have no lease_epoch */
 		for (int col = 0; col < Min(rsinfo->setDesc->natts, 4); col++)
 			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
@@ -760,14 +710,14 @@ lease_renew_leases(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-PG_FUNCTION_INFO_V1(lease_request_handoff);
+LEASE_VERSIONED_ENTRY_POINTS(lease_renew_leases, renew_leases, renew_leases_plain_schema(fcinfo))
 
 /*
  * lease.request_handoff: true when the lease's holder has been asked to
  * hand it to to_owner (for operators and leaders).
  */
-Datum
-lease_request_handoff(PG_FUNCTION_ARGS)
+static Datum
+request_handoff(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[6 + LEASE_EVENT_NPARAMS];
 
@@ -779,5 +729,7 @@ lease_request_handoff(PG_FUNCTION_ARGS)
 	values[5] = lease_interval_from_ms(lease_default_lease_duration_ms);
 	lease_event_params(&values[6]);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, &request_one_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &request_one_stmt, values, NULL) > 0);
 }
+
+LEASE_VERSIONED_ENTRY_POINTS(lease_request_handoff, request_handoff, LEASE_SCHEMA_0_3)
