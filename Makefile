@@ -14,6 +14,11 @@
 #   make router-sql regenerate the router extension script from pg_lease's catalog
 #   make torture    the long torture and crash-recovery run, its own throwaway
 #                   cluster (test/torture/run.sh --long; `make test` runs a short one)
+#   make explore    every interleaving of 3 clients x 4 calls of the channel-binding
+#                   protocol and 3 workers x 3 calls over the whole alphabet of the
+#                   lease protocol, against the real extension, its own throwaway
+#                   cluster (test/explorer/run.sh --long; `make test` runs smaller
+#                   sizes); counterexamples are printed as the shortest sequence of calls
 #   make deb        the Debian packages postgresql-15-pg-lease and
 #                   postgresql-15-pg-lease-router (debian/: pg_buildext,
 #                   dh --with pgxs_loop), built from HEAD under /tmp into build/deb/;
@@ -108,7 +113,7 @@ all install installcheck:
 	@exit 1
 endif
 
-.PHONY: test demo deps clients bench sanitize lint lint-deps torture deb dist router-sql scale scale-client
+.PHONY: test demo deps clients bench sanitize lint lint-deps torture explore deb dist router-sql scale scale-client
 clients: $(DEMO) $(TORTURE)
 scale-client: $(DEMO)
 
@@ -178,6 +183,10 @@ $(TORTURE): $(TORTURE).c
 # make torture ARGS='--clients 16 --seconds 600 --seed 42'
 torture:
 	bash test/torture/run.sh --long $(ARGS)
+
+# make explore: the long explorer run (test/explorer/run.sh --long)
+explore:
+	bash test/explorer/run.sh --long
 
 # make deb: test/packaging/build_deb.sh (DEB_OUTDIR, DEB_BUILD_CHECK=1)
 deb:

@@ -1,0 +1,86 @@
+-- test/explorer/mutants.sql: seeded defects the explorer must find (suite
+-- `explore`, test/explorer/run.sh).  Test-only: created in the schema
+-- explore_mutant of the explorer's own database, never installed with the
+-- extension.
+
+CREATE SCHEMA explore_mutant;
+
+-- Bindings: a PL/pgSQL replica of restore_rotated_channel as released in
+-- 0.3.0 (src/bindings/rotation.c, restore_step, before issue 18): lock the
+-- previous conversation, then the failed one; a pending replacement is
+-- marked failed and unbound (its sandbox failed); the previous conversation
+-- is rebound only if the replacement had failed and still held the channel
+-- and the previous one is unbound and live; otherwise `superseded`.  The
+-- defect: "mark failed and unbind" is decided apart from "is there anything
+-- to rebind", so a channel can be left bound to nothing.  (No lock timeout
+-- path: the explorer's calls never overlap, so no wait ever times out.)
+CREATE FUNCTION explore_mutant.restore_rotated_channel(
+    previous_conversation_id bigint, failed_conversation_id bigint)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rotated_from bigint;
+    prev record;
+    failed record;
+    replacement_failed boolean;
+    outcome text;
+BEGIN
+    SELECT c.rotated_from INTO rotated_from
+      FROM lease.conversations AS c WHERE c.id = failed_conversation_id;
+    IF NOT FOUND OR rotated_from IS DISTINCT FROM previous_conversation_id THEN
+        RAISE EXCEPTION 'conversation % is not a rotation of conversation %',
+            failed_conversation_id, previous_conversation_id USING ERRCODE = '22023';
+    END IF;
+    SELECT c.status, c.channel_id INTO prev
+      FROM lease.conversations AS c WHERE c.id = previous_conversation_id FOR NO KEY UPDATE;
+    SELECT c.status, c.channel_id INTO failed
+      FROM lease.conversations AS c WHERE c.id = failed_conversation_id FOR NO KEY UPDATE;
+    IF failed.status = 'pending' THEN
+        WITH f AS (UPDATE lease.conversations AS c
+                      SET status = 'failed', channel_id = NULL, updated_at = now()
+                    WHERE c.id = failed_conversation_id AND c.status = 'pending'
+                    RETURNING c.sandbox_id)
+        UPDATE lease.sandboxes AS s SET status = 'failed', updated_at = now()
+          FROM f
+         WHERE s.id = f.sandbox_id AND s.status IN ('pending', 'starting', 'ready');
+        replacement_failed := true;
+    ELSE
+        replacement_failed := failed.status = 'failed';
+    END IF;
+    IF replacement_failed AND failed.channel_id IS NOT NULL
+       AND prev.channel_id IS NULL AND prev.status IN ('pending', 'running', 'idle') THEN
+        UPDATE lease.conversations AS c SET channel_id = failed.channel_id, updated_at = now()
+         WHERE c.id = previous_conversation_id;
+        outcome := 'restored';
+    ELSE
+        outcome := 'superseded';
+    END IF;
+    UPDATE lease.compensation_failures AS f SET resolved_at = now()
+     WHERE f.previous_conversation_id = restore_rotated_channel.previous_conversation_id
+       AND f.failed_conversation_id = restore_rotated_channel.failed_conversation_id
+       AND f.resolved_at IS NULL;
+    RETURN outcome;
+END
+$$;
+
+-- Leases: update_checkpoint without its owner guard (the six-argument,
+-- unfenced form): any worker's checkpoint is written while the shard has not
+-- ended.
+CREATE FUNCTION explore_mutant.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text, checkpoint text,
+    sub_sequence bigint)
+RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH u AS (UPDATE lease.shard_leases AS l
+                  SET checkpoint = $5, checkpoint_sub_sequence = $6,
+                      owner_switches_since_checkpoint = 0, pending_checkpoint = NULL,
+                      updated_at = now()
+                WHERE l.app_name = $1 AND l.stream_name = $2 AND l.shard_id = $3
+                  AND l.checkpoint <> 'SHARD_END'
+                RETURNING 1)
+    SELECT EXISTS (SELECT 1 FROM u)
+$$;

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The exhaustive interleaving explorer (test/explorer/explore.py; what it
+# explores, the alphabets and the invariants are in its header and in
+# CONTRIBUTING.md, "The interleaving explorer").
+#
+#   test/explorer/run.sh          suite `explore` of make test: against the
+#       running test cluster (PGHOST, PGPORT, PG_BINDIR set by test/run.sh)
+#   test/explorer/run.sh --long   make explore: dependencies, build, install,
+#       its own throwaway cluster (test/lib/cluster.sh), the long sizes
+#
+# Four checks, one count each, closing with "N passed, N failed":
+#   1. bindings against the extension: 0 violations;
+#   2. leases against the extension: 0 violations;
+#   3. bindings against the 0.3.0 restore (explore_mutant, mutants.sql): at
+#      least one violation of restorable-unbound, with its counterexample;
+#   4. leases against update_checkpoint without its owner guard: at least
+#      one violation of checkpoint-owner, with its counterexample.
+# Sizes (clients x calls per client; the alphabets are in explore.py's
+# header): make test 2 x 3 bindings, every letter for both clients; 3 x 3
+# leases + 1 clock step, per-worker alphabets (--roles).  --long: 3 x 4
+# bindings (--roles); 3 x 3 leases + 1 clock step, every letter for every
+# worker.  Each run prints its counts and time.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+LONG=0
+case "${1:-}" in
+    --long) LONG=1 ;;
+    "") ;;
+    *) echo "usage: $0 [--long]" >&2; exit 2 ;;
+esac
+
+PY=/usr/bin/python3          # Debian's python3-psycopg2 is for Debian's python3
+DB=pg_lease_explore
+EXPLORE=test/explorer/explore.py
+# shellcheck source=../lib/cluster.sh
+. test/lib/cluster.sh
+
+bash test/lib/deps.sh explore || { echo "0 passed, 1 failed"; exit 1; }
+if [ "$LONG" -eq 1 ]; then
+    bash test/lib/deps.sh || exit 1
+    pg_lease_build_install || exit 1
+    cluster_start || exit 1
+    echo "pg_lease explore: throwaway cluster on socket $PGHOST port $PGPORT"
+    BINDINGS=(--clients 3 --calls 4 --roles --progress)
+    LEASES=(--clients 3 --calls 3 --shards 2 --advances 1 --progress)
+else
+    BINDINGS=(--clients 2 --calls 3)
+    LEASES=(--clients 3 --calls 3 --roles --shards 2 --advances 1)
+fi
+
+"$PG_BINDIR/psql" -X -q -d postgres -c "SET client_min_messages = warning" \
+    -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" &&
+    "$PG_BINDIR/psql" -X -q -d "$DB" -v ON_ERROR_STOP=1 -c "CREATE EXTENSION pg_lease" \
+        -f test/explorer/mutants.sql || { echo "0 passed, 1 failed"; exit 1; }
+
+passed=0
+failed=0
+log=$(mktemp /tmp/pg_lease_explore.XXXXXX)
+# (--long: and stop our own cluster; make test's is not ours to stop)
+trap 'rm -f "$log"; [ "$LONG" -eq 0 ] || cluster_stop' EXIT
+
+# One explorer run; $1 = what is expected: "clean" (exit 0, no violation)
+# or the name of an invariant the run must find broken (exit 1, that
+# invariant's counterexample printed).
+run() {
+    local expect=$1 status
+    shift
+    "$PY" "$EXPLORE" --dsn "dbname=$DB" "$@" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    if [ "$expect" = clean ] && [ "$status" -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "ok: explore $* found no violation"
+    elif [ "$expect" != clean ] && [ "$status" -eq 1 ] &&
+        grep -q "VIOLATION $expect, shortest counterexample" "$log"; then
+        passed=$((passed + 1))
+        echo "ok: explore $* found the seeded defect ($expect)"
+    else
+        failed=$((failed + 1))
+        echo "FAILED: explore $* (exit $status; expected: $expect)"
+    fi
+}
+
+run clean --protocol bindings "${BINDINGS[@]}"
+run clean --protocol leases "${LEASES[@]}"
+# The seeded defects, at the smallest sizes that reach them (the
+# counterexamples are 4 calls long).
+run restorable-unbound --protocol bindings --clients 2 --calls 2 \
+    --restore-function explore_mutant.restore_rotated_channel
+run checkpoint-owner --protocol leases --clients 2 --calls 2 --advances 1 \
+    --checkpoint-function explore_mutant.update_checkpoint
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
