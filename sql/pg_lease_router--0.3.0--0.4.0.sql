@@ -2,6 +2,59 @@
 
 \echo Use "ALTER EXTENSION pg_lease_router UPDATE TO '0.4.0'" to load this file. \quit
 
--- pg_lease 0.4.0 routes the same functions with the same signatures as
--- 0.3.0 (the router test compares a fresh router with pg_lease's catalog):
--- nothing to change on a router.
+-- pg_lease 0.4.0 adds functions (issue 20: the lifecycle of a rotation,
+-- quotas as functions, list_conversations); the router gets them exactly
+-- as a fresh 0.4.0 router has them (src/router/generate.sql writes those;
+-- test/router/router_test.sh checks that an updated router equals a fresh
+-- one).  The others keep their signatures.
+
+CREATE FUNCTION lease.clear_tenant_limit(user_id text)
+RETURNS integer
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.user_partition(user_id);
+$$;
+
+CREATE FUNCTION lease.confirm_rotation(previous_conversation_id bigint, conversation_id bigint)
+RETURNS text
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.conversation_partition(previous_conversation_id);
+$$;
+
+CREATE FUNCTION lease.list_conversations(user_id text, agent_id text, vault_id text, environment_id text)
+RETURNS TABLE(conversation_id bigint, agent_id text, vault_id text, environment_id text, channel_id text, status text, sandbox_id bigint, sandbox_status text, rotated_from bigint, created_at timestamp with time zone, age interval)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.user_partition(user_id);
+$$;
+
+CREATE FUNCTION lease.list_tenant_limits()
+RETURNS TABLE(user_id text, sandbox_limit integer, active_sandboxes bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+CREATE FUNCTION lease.set_tenant_limit(user_id text, sandbox_limit integer)
+RETURNS integer
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.user_partition(user_id);
+$$;
+
+CREATE FUNCTION lease.tenant_limit(user_id text)
+RETURNS TABLE(sandbox_limit integer, own_limit boolean, active_sandboxes bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.user_partition(user_id);
+$$;
+
+REVOKE ALL ON FUNCTION
+    lease.clear_tenant_limit(text),
+    lease.confirm_rotation(bigint, bigint),
+    lease.list_conversations(text, text, text, text),
+    lease.list_tenant_limits(),
+    lease.set_tenant_limit(text, integer),
+    lease.tenant_limit(text)
+    FROM PUBLIC;

@@ -85,11 +85,25 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
+CREATE FUNCTION lease.clear_tenant_limit(user_id text)
+RETURNS integer
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.user_partition(user_id);
+$$;
+
 CREATE FUNCTION lease.close_shard(app_name text, stream_name text, shard_id text, owner text)
 RETURNS boolean
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.confirm_rotation(previous_conversation_id bigint, conversation_id bigint)
+RETURNS text
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.conversation_partition(previous_conversation_id);
 $$;
 
 CREATE FUNCTION lease.create_lease(app_name text, stream_name text, shard_id text, parent_shard_ids text[] DEFAULT '{}'::text[], checkpoint text DEFAULT 'TRIM_HORIZON'::text)
@@ -323,6 +337,20 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION lease.list_conversations(user_id text, agent_id text, vault_id text, environment_id text)
+RETURNS TABLE(conversation_id bigint, agent_id text, vault_id text, environment_id text, channel_id text, status text, sandbox_id bigint, sandbox_status text, rotated_from bigint, created_at timestamp with time zone, age interval)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.user_partition(user_id);
+$$;
+
+CREATE FUNCTION lease.list_tenant_limits()
+RETURNS TABLE(user_id text, sandbox_limit integer, active_sandboxes bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
 CREATE FUNCTION lease.monitoring_compensation_failures()
 RETURNS TABLE(unresolved bigint, oldest_unresolved_age_seconds double precision, max_attempts bigint)
 LANGUAGE plproxy AS $$
@@ -470,6 +498,13 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.user_partition(user_id);
 $$;
 
+CREATE FUNCTION lease.set_tenant_limit(user_id text, sandbox_limit integer)
+RETURNS integer
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.user_partition(user_id);
+$$;
+
 CREATE FUNCTION lease.start_conversation(user_id text, agent_id text, vault_id text, environment_id text, channel_id text)
 RETURNS TABLE(outcome text, conversation_id bigint, detail text)
 LANGUAGE plproxy AS $$
@@ -489,6 +524,13 @@ RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner tex
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.tenant_limit(user_id text)
+RETURNS TABLE(sandbox_limit integer, own_limit boolean, active_sandboxes bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.user_partition(user_id);
 $$;
 
 CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint DEFAULT 0)

@@ -281,12 +281,64 @@ SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.admit_turn(conversation_id bigint)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'lease_admit_turn'
+AS 'MODULE_PATHNAME', 'lease_admit_turn_0_4'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.end_conversation(conversation_id bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'lease_end_conversation'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+-- Serves list_conversations: a tenant's live conversations.
+CREATE INDEX conversations_live_user_idx
+    ON lease.conversations (user_id, agent_id)
+    WHERE status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running', 'idle']);
+
+-- The lifecycle of a rotation (src/bindings/lifecycle.c): a replacement
+-- starts with its first turn (admit_turn, bound from 0.4.0 to the symbol
+-- that also ends what it replaced) or with confirm_rotation; either ends the
+-- live, unbound conversations up its rotated_from chain, freeing their
+-- sandbox slots.  list_conversations is what the application sees of a
+-- tenant; the quota functions are the fleet operator's (docs/security.md).
+
+CREATE FUNCTION lease.confirm_rotation(
+    previous_conversation_id bigint, conversation_id bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'lease_confirm_rotation'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.list_conversations(
+    user_id text, agent_id text, vault_id text, environment_id text)
+RETURNS TABLE (conversation_id bigint, agent_id text, vault_id text, environment_id text,
+               channel_id text, status text, sandbox_id bigint, sandbox_status text,
+               rotated_from bigint, created_at timestamptz, age interval)
+AS 'MODULE_PATHNAME', 'lease_list_conversations'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.set_tenant_limit(user_id text, sandbox_limit integer)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'lease_set_tenant_limit'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.clear_tenant_limit(user_id text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'lease_clear_tenant_limit'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.tenant_limit(user_id text)
+RETURNS TABLE (sandbox_limit integer, own_limit boolean, active_sandboxes bigint)
+AS 'MODULE_PATHNAME', 'lease_tenant_limit'
+LANGUAGE C VOLATILE SECURITY DEFINER ROWS 1
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.list_tenant_limits()
+RETURNS TABLE (user_id text, sandbox_limit integer, active_sandboxes bigint)
+AS 'MODULE_PATHNAME', 'lease_list_tenant_limits'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;

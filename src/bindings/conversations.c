@@ -47,6 +47,7 @@
 #include "common/args.h"
 #include "common/config.h"
 #include "bindings/conversations.h"
+#include "bindings/lifecycle.h"
 #include "common/spi_util.h"
 
 /* Scope predicates; NULL vault/environment is "IS NULL", so it stays indexable. */
@@ -504,19 +505,24 @@ lease_find_channel_conversation(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(conversation_id);
 }
 
-PG_FUNCTION_INFO_V1(lease_admit_turn);
-
-/* lease.admit_turn: the new turn's id. */
-Datum
-lease_admit_turn(PG_FUNCTION_ARGS)
+/*
+ * lease.admit_turn: the new turn's id.  On the 0.4.0 schema (lifecycle.c)
+ * the first turn of a replacement also ends the conversations it was
+ * rotated away from, their locks taken first (oldest first).
+ */
+static Datum
+admit_turn(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	int64		conversation_id = lease_arg_int64(fcinfo, 0, "conversation_id");
 	Datum		id = Int64GetDatum(conversation_id);
 	char	   *status;
 	int64		turn_id;
 	bool		isnull;
+	BindingAncestors ancestors = {0};
 
 	lease_spi_connect();
+	if (schema >= LEASE_SCHEMA_0_4)
+		binding_lock_rotated_ancestors(conversation_id, &ancestors);
 
 	/* Turns of a conversation, hence of its sandbox, are admitted one at a time. */
 	if (run_bounded_or_busy(&turn_lock_stmt, &id, &conversation_id) == 0)
@@ -538,11 +544,28 @@ lease_admit_turn(PG_FUNCTION_ARGS)
 				 errdetail("Its status is \"%s\".", status),
 				 errhint("Start a new conversation.")));
 
+	if (strcmp(status, BINDING_STATUS_PENDING) == 0)
+		binding_end_rotated_ancestors(conversation_id, &ancestors);
+
 	lease_spi_run(&turn_insert_stmt, &id, NULL, 1);
 	turn_id = DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	lease_spi_finish();
 
 	PG_RETURN_INT64(turn_id);
+}
+
+/*
+ * lease.admit_turn: lease_admit_turn (0.1.0-0.3.0: a turn and nothing
+ * else), lease_admit_turn_0_4 (a replacement's first turn ends what it
+ * replaced).
+ */
+LEASE_VERSIONED_ENTRY_POINTS(lease_admit_turn, admit_turn, LEASE_SCHEMA_0_3)
+
+/* run_bounded_or_busy, for lifecycle.c's locks. */
+uint64
+binding_run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversation)
+{
+	return run_bounded_or_busy(stmt, values, conversation);
 }
 
 PG_FUNCTION_INFO_V1(lease_end_conversation);

@@ -53,6 +53,7 @@
 #include "common/args.h"
 #include "common/config.h"
 #include "bindings/conversations.h"
+#include "bindings/lifecycle.h"
 #include "common/spi_util.h"
 #include "bindings/subxact.h"
 
@@ -605,9 +606,10 @@ restore_step(void *arg)
 /*
  * Raises 22023 unless failed.rotated_from = previous; returns the channel
  * the failed conversation holds now (NULL: none), for the failure record.
+ * confirm_rotation checks its pair with it too (lifecycle.c).
  */
-static char *
-check_rotation_pair(int64 previous_id, int64 failed_id)
+char *
+binding_check_rotation_pair(int64 previous_id, int64 failed_id)
 {
 	Datum		value = Int64GetDatum(failed_id);
 	Datum		rotated_from;
@@ -668,7 +670,7 @@ static RestoreOutcome
 restore_pair(int64 previous_id, int64 failed_id)
 {
 	Restore		r = {.previous_id = previous_id, .failed_id = failed_id};
-	char	   *channel_id = check_rotation_pair(previous_id, failed_id);
+	char	   *channel_id = binding_check_rotation_pair(previous_id, failed_id);
 	ErrorData  *error;
 
 	switch (binding_subxact_run(restore_step, &r, &error))

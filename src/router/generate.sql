@@ -8,8 +8,8 @@
 -- first rule that applies (docs/scale-out.md, "Routing"):
 --   stream        arguments start (app_name, stream_name): the stream's partition
 --   all           grant_app, revoke_app, prune_events,
---                 retry_failed_compensations, and the monitoring_*
---                 functions: every partition; a scalar result is combined
+--                 retry_failed_compensations, list_tenant_limits and the
+--                 monitoring_* functions: every partition; a scalar result is combined
 --                 (bool_or, sum) by a SQL wrapper, rows are the union of
 --                 each partition's (one monitoring_fleet row per partition)
 --   import        import_kcl_ex, import_kcl_ex_rows: by hand,
@@ -45,7 +45,8 @@ WITH fn AS (
 ), ruled AS (
     SELECT fn.*,
            CASE
-               WHEN proname IN ('grant_app', 'revoke_app', 'prune_events', 'retry_failed_compensations')
+               WHEN proname IN ('grant_app', 'revoke_app', 'prune_events', 'retry_failed_compensations',
+                               'list_tenant_limits')
                     OR proname LIKE 'monitoring\_%' THEN 'all'
                WHEN proname IN ('import_kcl_ex', 'import_kcl_ex_rows') THEN 'import'
                WHEN innames[1:2] = ARRAY['app_name', 'stream_name'] THEN 'stream'

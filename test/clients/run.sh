@@ -109,7 +109,10 @@ GRANT EXECUTE ON FUNCTION
     lease.start_conversation(text, text, text, text, text),
     lease.find_channel_conversation(text, text, text, text, text),
     lease.rotate_channel(text, text, text, text, text, bigint),
-    lease.restore_rotated_channel(bigint, bigint)
+    lease.restore_rotated_channel(bigint, bigint),
+    lease.confirm_rotation(bigint, bigint),
+    lease.admit_turn(bigint),
+    lease.list_conversations(text, text, text, text)
     TO clients_app;
 SELECT lease.grant_app('clients', 'clients_worker');
 SQL
@@ -122,9 +125,9 @@ ADMIN_DSN=$(url postgres)
 
 # 3. The channel-rotation helper, one tenant per language.
 $PY test/clients/rotation_test.py "$APP_DSN" "$ADMIN_DSN"
-ok $? "Python rotate_channel: started replacement kept, failed one restored"
+ok $? "Python rotate_channel: started replacement kept and confirmed, failed one restored, 100 rotations at limit 2"
 $NODE test/clients/rotation_test.js "$APP_DSN" "$ADMIN_DSN"
-ok $? "Node rotateChannel: started replacement kept, failed one restored"
+ok $? "Node rotateChannel: started replacement kept and confirmed, failed one restored, 100 rotations at limit 2"
 
 OUT=$(mktemp -d /tmp/pg_lease_clients.XXXXXX)
 trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$OUT"' EXIT

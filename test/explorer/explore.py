@@ -7,6 +7,7 @@ tables.
   explore.py --dsn DSN --protocol bindings|leases [--clients N] [--calls K]
              [--roles] [--shards 2|3] [--advances N] [--progress]
              [--restore-function F] [--retry-function F] [--checkpoint-function F]
+             [--turn-function F]
 
 It deletes and re-creates the protocol's rows: give it a database of its own
 (test/explorer/run.sh makes one; make test and make explore run it).
@@ -63,7 +64,11 @@ BINDINGS (one tenant 'u', agent 'a', channel 'ch', no vault/environment;
     X  restore_rotated_channel of the client's own last rotation
        (--restore-function names the function; nothing if it rotated none)
     E  end_conversation of the conversation it last saw
-    T  admit_turn on the conversation it last saw (its worker starts)
+    T  admit_turn on the conversation it last saw (its worker starts; the
+       first turn of a replacement ends what it replaced: issue 20's
+       lifecycle; --turn-function names the function)
+    C  confirm_rotation of the client's own last rotation (its worker
+       started without a turn; nothing if it rotated none)
     Q  retry_failed_compensations() (--retry-function names the function)
     S  start_conversation on the channel (already_bound, started or refused;
        the client then has seen the conversation returned)
@@ -99,6 +104,14 @@ BINDINGS (one tenant 'u', agent 'a', channel 'ch', no vault/environment;
     told-superseded   `superseded` changed no binding of the channel (a
                       restore: its own answer; a retry: when none of its
                       answers is `restored`)
+    told-confirmed    `confirmed`: the replacement is running and the
+                      conversation it was rotated from is not live (ended by
+                      the confirmation, or failed before it); `confirmed`
+                      and `already_running` changed no binding of the channel
+    lifecycle         no slot held forever by a conversation that was rotated
+                      away from and whose replacement runs: no running or idle
+                      conversation has a live rotated_from (its start, the
+                      first turn or confirm_rotation, ended it)
     quota             the tenant's active sandboxes never exceed its limit
 
 LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
@@ -365,19 +378,22 @@ SCOPE = ("u", "a", None, None, "ch")
 
 class Bindings(Protocol):
     name = "bindings"
-    letters = "RFXETQS"
+    letters = "RFXETCQS"
     limit = 3
 
     # --roles: every client rotates and restores its rotation; client 1
-    # rotates from what it saw and ends conversations, client 2 rotates from
-    # a lookup and admits turns (its worker starts), client 3 rotates from a
-    # lookup and retries the queued compensations.
-    ROLES = ("RXE", "FXT", "FXQ")
+    # rotates from what it saw, ends conversations and confirms its
+    # rotation, client 2 rotates from a lookup and admits turns (its worker
+    # starts), client 3 rotates from a lookup and retries the queued
+    # compensations.
+    ROLES = ("RXEC", "FXT", "FXQ")
 
-    def __init__(self, db, clients, calls, restore_function, retry_function, roles=False):
+    def __init__(self, db, clients, calls, restore_function, retry_function, roles=False,
+                 turn_function="lease.admit_turn"):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.restore_function = restore_function
         self.retry_function = retry_function
+        self.turn_function = turn_function
         self.alphabets = [self.ROLES[i % len(self.ROLES)] if roles else self.letters for i in range(clients)]
         self.prepare()
 
@@ -500,7 +516,12 @@ class Bindings(Protocol):
         if letter == "E":
             return {"conv": me["seen"], "label": "E end_conversation(%d)" % me["seen"]}
         if letter == "T":
-            return {"conv": me["seen"], "label": "T admit_turn(%d)" % me["seen"]}
+            return {"conv": me["seen"], "label": "T %s(%d)" % (self.turn_function, me["seen"])}
+        if letter == "C":
+            if me["rot"] is None:
+                return None
+            p, f = me["rot"]
+            return {"pair": (p, f), "label": "C confirm_rotation(%d, %d)" % (p, f)}
         if letter == "Q":
             return {"label": "Q %s()" % self.retry_function}
         if letter == "S":
@@ -540,8 +561,12 @@ class Bindings(Protocol):
             r = db.call(actor, "SELECT lease.end_conversation(%s)", (plan["conv"],))
             return ("error %s" % r[1]) if isinstance(r, tuple) else str(r[0][0]).lower()
         if letter == "T":
-            r = db.call(actor, "SELECT lease.admit_turn(%s)", (plan["conv"],), allowed=("55000", "22023"))
+            r = db.call(actor, "SELECT " + self.turn_function + "(%s)", (plan["conv"],),
+                        allowed=("55000", "22023"))
             return ("error %s" % r[1]) if isinstance(r, tuple) else "admitted"
+        if letter == "C":
+            r = db.call(actor, "SELECT lease.confirm_rotation(%s, %s)", plan["pair"])
+            return ("error %s" % r[1]) if isinstance(r, tuple) else r[0][0]
         if letter == "Q":
             r = db.call(actor, "SELECT previous_conversation_id, failed_conversation_id, outcome"
                                "  FROM " + self.retry_function + "()")
@@ -616,6 +641,23 @@ class Bindings(Protocol):
                   % (h, convs[h]["status"]))
         check(after["active"] <= self.limit, "quota",
               "tenant u has %d active sandboxes, its limit is %d" % (after["active"], self.limit))
+        for r, v in convs.items():
+            p = v["rotated_from"]
+            if v["status"] in ("running", "idle") and p is not None:
+                check(convs[p]["status"] not in LIVE, "lifecycle",
+                      "conversation %d runs, but %d, which it was rotated from, is still %s and holds"
+                      " a sandbox slot nothing can restore to" % (r, p, convs[p]["status"]))
+        if letter == "C":
+            p, f = plan["pair"]
+            if told == "confirmed":
+                check(convs[f]["status"] == "running" and convs[p]["status"] not in LIVE,
+                      "told-confirmed",
+                      "confirm_rotation(%d, %d) answered confirmed, but %d is %s and %d is %s"
+                      % (p, f, f, convs[f]["status"], p, convs[p]["status"]))
+            if told in ("confirmed", "already_running"):
+                check(was == now, "told-confirmed",
+                      "confirm_rotation(%d, %d) answered %s, but the channel moved from %s to %s"
+                      % (p, f, told, was, now))
         unresolved = {(p, f) for p, f, _, _, un, _ in after["queue"] if un}
         for pair in glob["told_failed"]:
             check(pair in unresolved, "failed-queued",
@@ -1025,6 +1067,8 @@ def main():
     ap.add_argument("--retry-function", default="lease.retry_failed_compensations",
                     help="bindings: the function Q calls (a mutant restore's own retry)")
     ap.add_argument("--checkpoint-function", default="lease.update_checkpoint")
+    ap.add_argument("--turn-function", default="lease.admit_turn",
+                    help="bindings: the function T calls (a mutant turn that ends nothing)")
     ap.add_argument("--progress", action="store_true", help="a line on stderr every 30 s")
     ap.add_argument("--roles", action="store_true",
                     help="per-client alphabets (Bindings.ROLES, Leases.ROLES) instead of every letter for every client")
@@ -1034,7 +1078,8 @@ def main():
     db = Db(args.dsn, args.clients, options)
     extra = 0
     if args.protocol == "bindings":
-        proto = Bindings(db, args.clients, args.calls, args.restore_function, args.retry_function, args.roles)
+        proto = Bindings(db, args.clients, args.calls, args.restore_function, args.retry_function, args.roles,
+                         args.turn_function)
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
                        args.roles)

@@ -84,3 +84,13 @@ AS $$
                 RETURNING 1)
     SELECT EXISTS (SELECT 1 FROM u)
 $$;
+
+-- Bindings: admit_turn as released up to 0.3.0, the module's plain symbol
+-- (src/bindings/conversations.c, LEASE_VERSIONED_ENTRY_POINTS): a turn and
+-- nothing else, so a replacement's first turn leaves the conversation it
+-- replaced live and holding its sandbox slot (issue 20).
+CREATE FUNCTION explore_mutant.admit_turn(conversation_id bigint)
+RETURNS bigint
+AS '$libdir/pg_lease', 'lease_admit_turn'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;

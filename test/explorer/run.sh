@@ -8,13 +8,15 @@
 #   test/explorer/run.sh --long   make explore: dependencies, build, install,
 #       its own throwaway cluster (test/lib/cluster.sh), the long sizes
 #
-# Four checks, one count each, closing with "N passed, N failed":
+# Five checks, one count each, closing with "N passed, N failed":
 #   1. bindings against the extension: 0 violations;
 #   2. leases against the extension: 0 violations;
 #   3. bindings against the 0.3.0 restore (explore_mutant, mutants.sql): at
 #      least one violation of restorable-unbound, with its counterexample;
 #   4. leases against update_checkpoint without its owner guard: at least
-#      one violation of checkpoint-owner, with its counterexample.
+#      one violation of checkpoint-owner, with its counterexample;
+#   5. bindings against admit_turn as released up to 0.3.0 (a first turn
+#      that ends nothing): at least one violation of lifecycle.
 # Sizes (clients x calls per client; the alphabets are in explore.py's
 # header): make test 2 x 3 bindings, every letter for both clients; 3 x 3
 # leases + 1 clock step, per-worker alphabets (--roles).  --long: 3 x 4
@@ -89,6 +91,9 @@ run restorable-unbound --protocol bindings --clients 2 --calls 2 \
     --restore-function explore_mutant.restore_rotated_channel
 run checkpoint-owner --protocol leases --clients 2 --calls 2 --advances 1 \
     --checkpoint-function explore_mutant.update_checkpoint
+# (issue 20) a replacement's first turn that ends nothing: 2 calls long
+run lifecycle --protocol bindings --clients 1 --calls 2 \
+    --turn-function explore_mutant.admit_turn
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -84,7 +84,8 @@ SELECT lives_ok($$SELECT lease.take_lease('a', 's', 'no-such-shard', 'w')$$, 'an
 -- 0.4.0 entry point (src/common/version.h); the plain symbols serve the
 -- released schemas only
 SELECT is(array_agg(p.oid::regprocedure::text || ' ' || p.prosrc ORDER BY p.oid::regprocedure::text),
-          ARRAY['lease.cleanup_ended(text,text) lease_cleanup_ended_0_4',
+          ARRAY['lease.admit_turn(bigint) lease_admit_turn_0_4',
+                'lease.cleanup_ended(text,text) lease_cleanup_ended_0_4',
                 'lease.close_shard(text,text,text,text) lease_close_shard_0_4',
                 'lease.create_lease(text,text,text,text[],text) lease_create_lease_0_4',
                 'lease.delete_lease(text,text,text) lease_delete_lease_0_4',

@@ -5,10 +5,22 @@
 -- roles are members of one and are granted apps.  Each can do exactly its
 -- documented set, for its own apps only, through every function and view.
 BEGIN;
-SELECT plan(87);
+SELECT plan(115);
 
 -- recipe: docs/security.md
-CREATE ROLE lease_worker NOLOGIN;
+-- the group roles, cluster-wide: created only where missing
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['lease_worker', 'lease_app', 'lease_operator'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+    END LOOP;
+END
+$$;
+
 GRANT USAGE ON SCHEMA lease TO lease_worker;
 GRANT EXECUTE ON FUNCTION
     lease.create_lease(text, text, text, text[], text),
@@ -24,18 +36,18 @@ GRANT EXECUTE ON FUNCTION
     lease.my_leases(text, text, text)
     TO lease_worker;
 
-CREATE ROLE lease_app NOLOGIN;
 GRANT USAGE ON SCHEMA lease TO lease_app;
 GRANT EXECUTE ON FUNCTION
     lease.start_conversation(text, text, text, text, text),
     lease.find_channel_conversation(text, text, text, text, text),
     lease.rotate_channel(text, text, text, text, text, bigint),
     lease.restore_rotated_channel(bigint, bigint),
+    lease.confirm_rotation(bigint, bigint),
     lease.admit_turn(bigint),
-    lease.end_conversation(bigint)
+    lease.end_conversation(bigint),
+    lease.list_conversations(text, text, text, text)
     TO lease_app;
 
-CREATE ROLE lease_operator NOLOGIN;
 GRANT USAGE ON SCHEMA lease TO lease_operator;
 GRANT EXECUTE ON FUNCTION
     lease.request_handoff(text, text, text, text),
@@ -56,12 +68,121 @@ GRANT SELECT, INSERT ON lease.shard_leases TO lease_operator;
 -- end of recipe
 
 -- recipe: docs/security.md
-CREATE ROLE lease_fleet_operator NOLOGIN;
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['lease_fleet_operator'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+    END LOOP;
+END
+$$;
 GRANT USAGE ON SCHEMA lease TO lease_fleet_operator;
 GRANT EXECUTE ON FUNCTION
     lease.prune_events(interval),
-    lease.retry_failed_compensations()
+    lease.retry_failed_compensations(),
+    lease.set_tenant_limit(text, integer),
+    lease.clear_tenant_limit(text),
+    lease.tenant_limit(text),
+    lease.list_tenant_limits(),
+    lease.monitoring_compensation_failures(),
+    lease.monitoring_fleet()
     TO lease_fleet_operator;
+-- the queue retry_failed_compensations drains, as its runbook reads it
+-- (monitoring.md, PgLeaseCompensationFailureUnresolved)
+GRANT SELECT ON lease.compensation_failures TO lease_fleet_operator;
+-- end of recipe
+
+-- the recipes are safe to run again (a second database of the cluster, or
+-- the same one): the same copies once more, without an error
+-- recipe: docs/security.md
+-- the group roles, cluster-wide: created only where missing
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['lease_worker', 'lease_app', 'lease_operator'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+    END LOOP;
+END
+$$;
+
+GRANT USAGE ON SCHEMA lease TO lease_worker;
+GRANT EXECUTE ON FUNCTION
+    lease.create_lease(text, text, text, text[], text),
+    lease.take_lease(text, text, text, text, bigint, interval),
+    lease.renew_lease(text, text, text, text, bigint, interval),
+    lease.update_checkpoint(text, text, text, text, text, bigint),
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
+    lease.prepare_checkpoint(text, text, text, text, text),
+    lease.release_lease(text, text, text, text),
+    lease.close_shard(text, text, text, text),
+    lease.take_leases(text, text, text, interval, integer, integer),
+    lease.renew_leases(text, text, text, interval),
+    lease.my_leases(text, text, text)
+    TO lease_worker;
+
+GRANT USAGE ON SCHEMA lease TO lease_app;
+GRANT EXECUTE ON FUNCTION
+    lease.start_conversation(text, text, text, text, text),
+    lease.find_channel_conversation(text, text, text, text, text),
+    lease.rotate_channel(text, text, text, text, text, bigint),
+    lease.restore_rotated_channel(bigint, bigint),
+    lease.confirm_rotation(bigint, bigint),
+    lease.admit_turn(bigint),
+    lease.end_conversation(bigint),
+    lease.list_conversations(text, text, text, text)
+    TO lease_app;
+
+GRANT USAGE ON SCHEMA lease TO lease_operator;
+GRANT EXECUTE ON FUNCTION
+    lease.request_handoff(text, text, text, text),
+    lease.cleanup_ended(text, text),
+    lease.delete_lease(text, text, text),
+    lease.import_kcl_ex(regclass),
+    lease.import_kcl_ex_rows(text[], text[], text[], text[], text[], bigint[], boolean[]),
+    lease.grant_app(text, regrole),
+    lease.revoke_app(text, regrole),
+    lease.has_app_access(text)
+    TO lease_operator;
+GRANT SELECT ON lease.lease_status, lease.worker_loads, lease.lease_events,
+    lease.app_grants TO lease_operator;
+-- import_kcl_ex runs as the caller: it inserts the leases itself (INSERT ...
+-- ON CONFLICT, which also needs SELECT); row-level security shows and admits
+-- the rows of the operator's own apps only
+GRANT SELECT, INSERT ON lease.shard_leases TO lease_operator;
+-- end of recipe
+
+-- recipe: docs/security.md
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['lease_fleet_operator'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+    END LOOP;
+END
+$$;
+GRANT USAGE ON SCHEMA lease TO lease_fleet_operator;
+GRANT EXECUTE ON FUNCTION
+    lease.prune_events(interval),
+    lease.retry_failed_compensations(),
+    lease.set_tenant_limit(text, integer),
+    lease.clear_tenant_limit(text),
+    lease.tenant_limit(text),
+    lease.list_tenant_limits(),
+    lease.monitoring_compensation_failures(),
+    lease.monitoring_fleet()
+    TO lease_fleet_operator;
+-- the queue retry_failed_compensations drains, as its runbook reads it
+-- (monitoring.md, PgLeaseCompensationFailureUnresolved)
+GRANT SELECT ON lease.compensation_failures TO lease_fleet_operator;
 -- end of recipe
 
 CREATE ROLE tap_rm_w1 IN ROLE lease_worker;      -- app rm-a
@@ -93,8 +214,10 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
    AND has_function_privilege('tap_rm_w1', p.oid, 'EXECUTE');
 SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C"),
           ARRAY['lease.admit_turn(bigint)',
+                'lease.confirm_rotation(bigint,bigint)',
                 'lease.end_conversation(bigint)',
                 'lease.find_channel_conversation(text,text,text,text,text)',
+                'lease.list_conversations(text,text,text,text)',
                 'lease.restore_rotated_channel(bigint,bigint)',
                 'lease.rotate_channel(text,text,text,text,text,bigint)',
                 'lease.start_conversation(text,text,text,text,text)'],
@@ -114,9 +237,15 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
    AND has_function_privilege('tap_rm_op', p.oid, 'EXECUTE');
 SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C"),
-          ARRAY['lease.prune_events(interval)',
-                'lease.retry_failed_compensations()'],
-          'the fleet operator role executes exactly the functions that act on every app')
+          ARRAY['lease.clear_tenant_limit(text)',
+                'lease.list_tenant_limits()',
+                'lease.monitoring_compensation_failures()',
+                'lease.monitoring_fleet()',
+                'lease.prune_events(interval)',
+                'lease.retry_failed_compensations()',
+                'lease.set_tenant_limit(text,integer)',
+                'lease.tenant_limit(text)'],
+          'the fleet operator role executes exactly the functions that act on every app or tenant, and its runbook''s monitoring')
   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
    AND has_function_privilege('tap_rm_fleet', p.oid, 'EXECUTE');
 SELECT is(count(*)::int, 0, 'a role with no grants executes no function')
@@ -129,8 +258,14 @@ SELECT is(array_agg(format($f$%s:%s$f$, c.relname, priv) ORDER BY c.relname COLL
   FROM pg_class c, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) priv
  WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind IN ('r', 'v')
    AND has_table_privilege('tap_rm_op', c.oid, priv);
-SELECT is(count(*)::int, 0, 'worker, application and fleet operator roles hold no table or view privilege')
-  FROM pg_class c, unnest(ARRAY['tap_rm_w1', 'tap_rm_chat', 'tap_rm_fleet']) r,
+SELECT is(array_agg(format($f$%s:%s$f$, c.relname, priv) ORDER BY c.relname COLLATE "C", priv),
+          ARRAY['compensation_failures:SELECT'],
+          'the fleet operator reads the failure queue, and no other table or view')
+  FROM pg_class c, unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) priv
+ WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind IN ('r', 'v')
+   AND has_table_privilege('tap_rm_fleet', c.oid, priv);
+SELECT is(count(*)::int, 0, 'worker and application roles hold no table or view privilege')
+  FROM pg_class c, unnest(ARRAY['tap_rm_w1', 'tap_rm_chat']) r,
        unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) priv
  WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind IN ('r', 'v')
    AND has_table_privilege(r, c.oid, priv);
@@ -212,6 +347,26 @@ SELECT throws_ok($$SELECT lease.take_lease('rm-a', 's', '0', 'w1')$$, '42501', N
                  'application role cannot take a lease');
 SELECT throws_ok($$SELECT * FROM lease.retry_failed_compensations()$$, '42501', NULL,
                  'application role cannot drain the compensation queue');
+-- it lists a tenant's conversations, confirms a rotation, and ends what a
+-- refusal names; it sets no quota and reads no table
+SELECT is((SELECT array_agg(channel_id || ':' || status || ':' || sandbox_status)
+             FROM lease.list_conversations('rm-u', 'agent', NULL, NULL)),
+          ARRAY['c:running:pending'], 'application role lists a tenant''s conversations');
+SELECT is((SELECT r.outcome || ':' || lease.confirm_rotation(r.previous_conversation_id, r.conversation_id)
+             FROM lease.rotate_channel('rm-u', 'agent', NULL, NULL, 'c',
+                                       lease.find_channel_conversation('rm-u', 'agent', NULL, NULL, 'c')) r),
+          'rotated:confirmed', 'application role rotates and confirms the rotation');
+SELECT is((SELECT array_agg(status ORDER BY conversation_id) FROM lease.list_conversations('rm-u', NULL, NULL, NULL)),
+          ARRAY['running'], 'the confirmed rotation ended the previous conversation');
+SELECT throws_ok(stmt, '42501', NULL, 'application role: ' || stmt)
+  FROM unnest(ARRAY[
+    $$SELECT lease.set_tenant_limit('rm-u', 100)$$,
+    $$SELECT lease.clear_tenant_limit('rm-u')$$,
+    $$SELECT * FROM lease.tenant_limit('rm-u')$$,
+    $$SELECT * FROM lease.list_tenant_limits()$$,
+    $$SELECT * FROM lease.monitoring_compensation_failures()$$,
+    $$SELECT * FROM lease.conversations$$,
+    $$SELECT * FROM lease.compensation_failures$$]) AS stmt;
 RESET ROLE;
 
 -- the operator of rm-a: views, events and grants of rm-a only
@@ -250,6 +405,15 @@ SELECT throws_ok($$SELECT * FROM lease.retry_failed_compensations()$$, '42501',
                  'operator of one app cannot drain the compensation queue (every tenant''s)');
 SELECT throws_ok($$DELETE FROM lease.lease_events$$, '42501', NULL,
                  'operator cannot delete events directly');
+-- nor the quotas (every tenant's), the failure queue or the channel functions
+SELECT throws_ok(stmt, '42501', NULL, 'operator of one app: ' || stmt)
+  FROM unnest(ARRAY[
+    $$SELECT lease.set_tenant_limit('rm-u', 100)$$,
+    $$SELECT lease.clear_tenant_limit('rm-u')$$,
+    $$SELECT * FROM lease.tenant_limit('rm-u')$$,
+    $$SELECT * FROM lease.list_tenant_limits()$$,
+    $$SELECT * FROM lease.compensation_failures$$,
+    $$SELECT * FROM lease.list_conversations('rm-u', NULL, NULL, NULL)$$]) AS stmt;
 SELECT throws_ok(stmt, '42501', 'permission denied for app "rm-b"', 'operator, other app: ' || stmt)
   FROM unnest(ARRAY[
     $$SELECT lease.request_handoff('rm-b', 's', '0', 'w9')$$,
@@ -304,17 +468,32 @@ SELECT is((SELECT count(*)::int FROM lease.compensation_failures c JOIN rm_rotat
            WHERE c.resolved_at IS NULL AND c.attempts = 1), 1,
           'the queued compensation is untouched by the operator''s attempt');
 
--- the fleet operator: both functions, for every app, and nothing of one app
+-- the fleet operator: its functions, for every app and tenant, and nothing of one app
 SET LOCAL ROLE tap_rm_fleet;
+SELECT is((SELECT unresolved FROM lease.monitoring_compensation_failures()), 1::bigint,
+          'fleet operator counts the failure queue (monitoring)');
+SELECT is((SELECT array_agg(f.reason) FROM lease.compensation_failures f WHERE f.resolved_at IS NULL),
+          ARRAY['pgTAP: queued by hand'], 'fleet operator reads the failure queue');
+SELECT ok((SELECT capacity_sandboxes > 0 FROM lease.monitoring_fleet()), 'fleet operator reads the fleet metrics');
 SELECT is(array_agg(outcome), ARRAY['restored'], 'fleet operator drains the compensation queue')
   FROM lease.retry_failed_compensations();
+SELECT is(lease.set_tenant_limit('rm-u', 1), NULL::integer, 'fleet operator sets a tenant''s limit');
+SELECT is((SELECT sandbox_limit || ':' || own_limit || ':' || active_sandboxes FROM lease.tenant_limit('rm-u')),
+          '1:true:1', 'fleet operator reads a tenant''s limit and use');
+SELECT is((SELECT array_agg(user_id || ':' || sandbox_limit) FROM lease.list_tenant_limits()),
+          ARRAY['rm-u:1'], 'fleet operator lists the tenants'' limits');
+SELECT is(lease.clear_tenant_limit('rm-u'), 1, 'fleet operator clears a tenant''s limit');
 SELECT ok(lease.prune_events('0') > 0, 'fleet operator prunes events');
 SELECT throws_ok(stmt, '42501', NULL, 'fleet operator: ' || stmt)
   FROM unnest(ARRAY[
     $$SELECT lease.create_lease('rm-a', 's', '9')$$,
     $$SELECT lease.delete_lease('rm-b', 's', '0')$$,
     $$SELECT lease.grant_app('rm-b', 'tap_rm_fleet')$$,
-    $$SELECT * FROM lease.lease_events$$]) AS stmt;
+    $$SELECT * FROM lease.lease_events$$,
+    $$SELECT * FROM lease.conversations$$,
+    $$SELECT * FROM lease.list_conversations('rm-u', NULL, NULL, NULL)$$,
+    $$SELECT * FROM lease.start_conversation('rm-u', 'agent', NULL, NULL, 'c9')$$,
+    $$UPDATE lease.compensation_failures SET attempts = 2$$]) AS stmt;
 RESET ROLE;
 SELECT is((SELECT count(*)::int FROM lease.lease_events), 0, 'no event is left, of any app');
 SELECT is((SELECT count(*)::int FROM lease.compensation_failures WHERE resolved_at IS NULL), 0,

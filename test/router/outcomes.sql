@@ -53,7 +53,19 @@ SELECT outcome, previous_conversation_id = :conv AS from_conv, conversation_id A
 SELECT :'outcome' AS outcome, :'from_conv' AS from_conv, :rotated % 2 = :conv % 2 AS same_partition;
 SELECT lease.restore_rotated_channel(:conv, :rotated) AS restore;
 SELECT lease.find_channel_conversation('ro-u1', 'agent', NULL, NULL, 'c1') = :conv AS restored_binding;
-SELECT lease.end_conversation(:conv) AS ended;
+-- the lifecycle (issue 20): a rotation confirmed through the router ends
+-- the previous conversation on its partition; the tenant's list and quota
+SELECT outcome, conversation_id AS rotated
+  FROM lease.rotate_channel('ro-u1', 'agent', NULL, NULL, 'c1', :conv) \gset
+SELECT :'outcome' AS outcome, lease.confirm_rotation(:conv, :rotated) AS confirm;
+SELECT conversation_id = :rotated AS is_rotated, channel_id, status, sandbox_status
+  FROM lease.list_conversations('ro-u1', NULL, NULL, NULL);
+SELECT lease.set_tenant_limit('ro-u1', 3) AS previous_limit;
+SELECT * FROM lease.tenant_limit('ro-u1');
+SELECT lease.set_tenant_limit('ro-u2', 4) AS previous_limit;
+SELECT * FROM lease.list_tenant_limits() ORDER BY user_id;
+SELECT lease.clear_tenant_limit('ro-u1') AS cleared, lease.clear_tenant_limit('ro-u2') AS cleared_too;
+SELECT lease.end_conversation(:rotated) AS ended;
 SELECT count(*) AS queued_failures FROM lease.retry_failed_compensations();
 -- tenants on both partitions; every id reaches the partition that made it
 SELECT count(DISTINCT s.conversation_id % 2) AS id_partitions,

@@ -14,7 +14,11 @@
 #   4. one outcome per function through the router
 #      (test/router/outcomes.sql, test/router/expected/outcomes.out);
 #   5. import_kcl_ex through the router put every lease on the partition
-#      of its stream (and both partitions got some).
+#      of its stream (and both partitions got some);
+#   6. a router updated from every released router version
+#      (pg_lease_router--0.3.0.sql, then ALTER EXTENSION pg_lease_router
+#      UPDATE) equals a fresh one: the same functions with the same
+#      definitions, views, extension members and privileges.
 #
 #   router_test.sh              runs against PGHOST/PGPORT (test/run.sh's
 #                               cluster) with both extensions installed, or
@@ -44,6 +48,7 @@ SRC=lease_router_src
 P0=lease_router_p0
 P1=lease_router_p1
 RT=lease_router_r
+UP=lease_router_up
 WORKER=lease_router_worker
 failed=0
 
@@ -55,7 +60,7 @@ psql_do() {
 # Drops what this test created in the cluster: the databases, then the role
 # that owns objects in them.
 drop_created() {
-    for db in $SRC $P0 $P1 $RT; do
+    for db in $SRC $P0 $P1 $RT $UP; do
         psql_do -d postgres -c "DROP DATABASE IF EXISTS $db"
     done
     psql_do -d postgres -c "DROP ROLE IF EXISTS $WORKER"
@@ -174,6 +179,43 @@ for k in 0 1; do
     [ "${n% *}" = 0 ] && [ "${n#* }" != 0 ] || misplaced=1
 done
 [ "$misplaced" = 0 ] || { echo "router: imported leases are missing or on the wrong partition"; failed=1; }
+
+# 6. An updated router equals a fresh one.
+router_catalog() {
+    psql_do -d "$1" -At <<'SQL'
+SELECT s FROM (
+SELECT 'function ' || p.oid::pg_catalog.regprocedure::text || ' ' || pg_catalog.pg_get_functiondef(p.oid)
+       || ' acl ' || COALESCE(p.proacl::text, '-')
+  FROM pg_catalog.pg_proc AS p
+ WHERE p.pronamespace IN ('lease'::pg_catalog.regnamespace, 'lease_router'::pg_catalog.regnamespace)
+UNION ALL
+SELECT 'relation ' || c.oid::pg_catalog.regclass::text || ' ' || c.relkind::text || ' '
+       || COALESCE(pg_catalog.pg_get_viewdef(c.oid), '') || ' acl ' || COALESCE(c.relacl::text, '-')
+  FROM pg_catalog.pg_class AS c
+ WHERE c.relnamespace IN ('lease'::pg_catalog.regnamespace, 'lease_router'::pg_catalog.regnamespace)
+UNION ALL
+SELECT 'member ' || pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid)
+  FROM pg_catalog.pg_depend AS d JOIN pg_catalog.pg_extension AS e ON d.refobjid = e.oid
+ WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+   AND e.extname = 'pg_lease_router') AS cat(s)
+ORDER BY s COLLATE "C";
+SQL
+}
+psql_do -d postgres -c "DROP DATABASE IF EXISTS $UP" -c "CREATE DATABASE $UP" || exit 1
+psql_do -d $UP -c "CREATE EXTENSION pg_lease_router VERSION '0.3.0' CASCADE" \
+    -c "ALTER EXTENSION pg_lease_router UPDATE" || exit 1
+psql_do -d postgres -c "DROP DATABASE IF EXISTS ${UP}_fresh" -c "CREATE DATABASE ${UP}_fresh" || exit 1
+psql_do -d ${UP}_fresh -c "CREATE EXTENSION pg_lease_router CASCADE" || exit 1
+router_catalog ${UP}_fresh >"$WORK/router_fresh.cat"
+router_catalog $UP >"$WORK/router_updated.cat"
+psql_do -d postgres -c "DROP DATABASE ${UP}_fresh"
+if [ -s "$WORK/router_fresh.cat" ] && diff -u "$WORK/router_fresh.cat" "$WORK/router_updated.cat" >"$WORK/up.diff"; then
+    echo "router: a router updated from 0.3.0 equals a fresh $VERSION ($(grep -c '^function' "$WORK/router_fresh.cat") functions)"
+else
+    echo "router: a router updated from 0.3.0 differs from a fresh $VERSION (--- fresh, +++ updated):"
+    cat "$WORK/up.diff"
+    failed=1
+fi
 
 drop_created
 [ "$failed" -eq 0 ] && echo "router: ok" || echo "router: FAILED"

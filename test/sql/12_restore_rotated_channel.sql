@@ -48,7 +48,8 @@ SELECT lease.find_channel_conversation('rs-u1', 'agent', NULL, NULL, 'newer') = 
 -- chains: test/sql/16_restore_chains.sql)
 
 -- superseded: the replacement did start (a turn moved it to running); it is
--- live and in use, so nothing is touched
+-- live and in use, so nothing is touched.  Its first turn ended the previous
+-- conversation and its sandbox (sql/17_rotation_lifecycle.sql)
 SELECT old, new FROM lease_test.rotation('started') \gset
 SELECT lease.admit_turn(:new) > 0 AS turn;
 SELECT lease_test.digest() AS before \gset

@@ -41,6 +41,7 @@ SELECT CASE
     WHEN argname = 'source' THEN $q$'lease_test.bim_kcl'::regclass$q$
     WHEN argname = 'older_than' THEN $q$'100 years'::interval$q$
     WHEN argname = 'max_steal' THEN $q$1::integer$q$
+    WHEN argname = 'sandbox_limit' THEN $q$1::integer$q$
     WHEN argtype = 'text'::regtype THEN format('%L::text', 'bim-' || argname)
     WHEN argtype = 'text[]'::regtype THEN $q$'{}'::text[]$q$
     WHEN argtype = 'bigint[]'::regtype THEN $q$'{}'::bigint[]$q$
@@ -98,7 +99,7 @@ INSERT INTO lease_test.bim_allowed VALUES
 CREATE TABLE lease_test.bim_writers (proname name);
 INSERT INTO lease_test.bim_writers VALUES
     ('create_lease'), ('grant_app'), ('start_conversation'), ('rotate_channel'),
-    ('admit_turn'), ('end_conversation'), ('prune_events');
+    ('admit_turn'), ('end_conversation'), ('prune_events'), ('set_tenant_limit');
 
 CREATE TABLE lease_test.bim_result (fn text, argno int, arg text, ord int, class text, outcome text);
 

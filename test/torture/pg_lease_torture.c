@@ -1231,9 +1231,37 @@ restore(Client *cl, const char *op, long long prev, long long failed)
 }
 
 /*
+ * The replacement `id` of a rotation from `prev` started (issue 20): its
+ * worker runs, so confirm_rotation or, with `turn`, its first admit_turn
+ * ends the previous conversation (check_lifecycle checks that).  Tallied
+ * under op: the confirmation's outcome, "admitted", or "55000 ended" when
+ * the replacement was restored or ended meanwhile.
+ */
+static void
+start_replacement(Client *cl, const char *op, long long prev, long long id, bool turn)
+{
+	char		a[24],
+				b[24];
+	const char *p[2] = {a, b};
+	Res			r;
+
+	snprintf(a, sizeof(a), "%lld", turn ? id : prev);
+	snprintf(b, sizeof(b), "%lld", id);
+	r = turn ? q(&cl->c, "SELECT lease.admit_turn($1::bigint)", 1, p)
+		: q(&cl->c, "SELECT lease.confirm_rotation($1::bigint, $2::bigint)", 2, p);
+	if (r == RES_ERROR && strcmp(cl->c.sqlstate, "55000") == 0)
+		tally(op, "55000 ended");
+	else if (r != RES_OK)
+		tally(op, on_error(cl, op, r));
+	else
+		tally(op, turn ? "admitted" : val(&cl->c, 0, 0));
+}
+
+/*
  * rotate_channel on an own channel; after `rotated`, sometimes the worker
- * "fails to start" and the rotation is restored, otherwise the previous
- * conversation is ended.  A refused, busy or binding_changed rotation must
+ * "fails to start" and the rotation is restored, otherwise the replacement
+ * starts (confirm_rotation or its first turn, which end the previous
+ * conversation) or the previous conversation is ended.  A refused, busy or binding_changed rotation must
  * leave the previous binding (checked at once: nobody else moves our
  * channels unless a failed restore of ours is queued).
  */
@@ -1322,8 +1350,17 @@ op_rotate(Client *cl, Chan *ch)
 			ch->pair = fp;
 		}
 	}
-	else if (rnd(&cl->rng, 5) != 0)
-		end_conv(cl, "end_conversation", prev);
+	else
+	{
+		int			k = rnd(&cl->rng, 5);
+
+		if (k < 2)
+			start_replacement(cl, "confirm_rotation", prev, id, false);
+		else if (k < 4)
+			start_replacement(cl, "admit_turn(first)", prev, id, true);
+		else
+			end_conv(cl, "end_conversation", prev);
+	}
 }
 
 /*
@@ -1624,8 +1661,9 @@ sh_end(Client *cl, int j, bool tidy)
  * rotate_channel on a shared channel, from the conversation the client last
  * saw there or from find_channel_conversation.  After `rotated` the new
  * worker either "fails" (the pair is kept to restore later, so other
- * clients' rotations and restores come in between), or starts (the previous
- * conversation is ended), or the previous conversation is left live.
+ * clients' rotations and restores come in between), or starts
+ * (confirm_rotation or its first turn, which end the previous conversation),
+ * or the previous conversation is ended, or left live.
  */
 static void
 sh_rotate(Client *cl, int j)
@@ -1675,6 +1713,12 @@ sh_rotate(Client *cl, int j)
 			v->mine[v->nmine++] = fp;
 		else
 			sh_restore_pair(cl, j, fp);
+	}
+	else if (k < 8)
+	{
+		start_replacement(cl, k < 6 ? "shared: confirm_rotation" : "shared: admit_turn(first)",
+						  prev, v->seen, k >= 6);
+		trace(cl, j, "%s(%lld, %lld)", k < 6 ? "confirm_rotation" : "admit_turn", prev, v->seen);
 	}
 	else if (k < 9 && end_conv(cl, "shared: end_conversation", prev) == RES_OK)
 		trace(cl, j, "end_conversation(%lld)", prev);
@@ -1848,6 +1892,7 @@ enum
 	INV_KILL_RESTORE,
 	INV_TAKER_STATE,
 	INV_RESTORABLE,
+	INV_LIFECYCLE,
 	NINV
 };
 static const char *inv_names[NINV] = {
@@ -1865,6 +1910,7 @@ static const char *inv_names[NINV] = {
 	"backend killed mid-restore leaves nothing partial",
 	"the taker's bookkeeping equals a recount (test/lib/taker_state_check.sql)",
 	"no shared channel unbound while a failed chain leads back to a live unbound conversation",
+	"no live conversation whose replacement runs (its start ended it: issue 20's lifecycle)",
 };
 static int	inv_failures[NINV];
 static int	inv_checks[NINV];
@@ -2170,6 +2216,32 @@ check_quota(Conn *c)
 	return true;
 }
 
+/*
+ * The lifecycle of a rotation (issue 20): a replacement's start (its first
+ * turn or confirm_rotation) ends, in its transaction, the conversation it
+ * was rotated from, which can never be live again; so no running or idle
+ * conversation has a live rotated_from, in any state between whole calls.
+ * A violation would be a slot held forever by a conversation that nothing
+ * can restore to.  False when the query failed.
+ */
+static bool
+check_lifecycle(Conn *c)
+{
+	bool		ok;
+
+	if (q(c, "SELECT count(*), string_agg(p.id || '<-' || r.id, ' ')"
+		  "  FROM lease.conversations r JOIN lease.conversations p ON p.id = r.rotated_from"
+		  " WHERE r.status IN ('running', 'idle') AND p.status IN ('pending', 'running', 'idle')",
+		  0, NULL) != RES_OK)
+		return false;
+	ok = atoi(val(c, 0, 0)) == 0;
+	checked(INV_LIFECYCLE, ok);
+	if (!ok)
+		violation("lifecycle: %s live conversations whose replacement runs (previous<-replacement): %s",
+				  val(c, 0, 0), val(c, 0, 1));
+	return true;
+}
+
 /* Every restore that answered failed has its compensation_failures row. */
 static void
 check_compensation_rows(Conn *c)
@@ -2190,11 +2262,12 @@ check_compensation_rows(Conn *c)
 	free(fps);
 }
 
-/* Bindings, shared channels, quotas, compensation rows: one sample (it stops at a failed query). */
+/* Bindings, shared channels, quotas, the lifecycle, compensation rows: one sample (it stops at a failed query). */
 static void
 check_tables(Conn *c)
 {
-	if (check_taker_state(c) && check_bindings(c) && check_shared_bound(c) && check_quota(c))
+	if (check_taker_state(c) && check_bindings(c) && check_shared_bound(c) && check_quota(c) &&
+		check_lifecycle(c))
 		check_compensation_rows(c);
 }
 

@@ -1,8 +1,9 @@
-"""The channel-rotation helper: rotate_channel, start the replacement, restore on failure.
+"""The channel-rotation helper: rotate_channel, start the replacement, confirm
+it (which ends the previous conversation), restore on failure.
 
-Follows README "Channel bindings" (the rotation protocol) and
-docs/client-rules.md (rotate_channel is not safe to repeat after an
-ambiguous commit; restore_rotated_channel is).
+Follows docs/channel-bindings.md (the rotation protocol and the lifecycle of
+a rotation) and docs/client-rules.md (rotate_channel is not safe to repeat
+after an ambiguous commit; confirm_rotation and restore_rotated_channel are).
 """
 import time
 from collections import namedtuple
@@ -13,8 +14,12 @@ FIND = "SELECT lease.find_channel_conversation(%s, %s, %s, %s, %s)"
 ROTATE = ("SELECT outcome, conversation_id, previous_conversation_id, detail"
           "  FROM lease.rotate_channel(%s, %s, %s, %s, %s, %s)")
 RESTORE = "SELECT lease.restore_rotated_channel(%s, %s)"
+CONFIRM = "SELECT lease.confirm_rotation(%s, %s)"
 
-# outcome: rotated (the replacement started), restored / superseded / failed
+# outcome: rotated (the replacement started and was confirmed: the previous
+# conversation has ended and its sandbox slot is free), ended (the
+# replacement started but had been ended, e.g. restored by someone else,
+# before it could be confirmed), restored / superseded / failed
 # (it did not start; what restore_rotated_channel answered), refused, busy,
 # binding_changed (still so after the retries), unbound (no conversation
 # holds the channel), ambiguous (the connection broke during the rotation
@@ -49,6 +54,13 @@ def rotate_channel(session, user_id, agent_id, vault_id, environment_id, channel
             except Exception as e:   # the user's callback: any failure means "did not start"
                 started, error = False, repr(e)
             if started:
+                # The replacement runs: ending the previous conversation now
+                # frees its slot (a restore is no longer needed).  Safe to
+                # repeat; its first turn would do the same.
+                confirmed = session.one(CONFIRM, (previous, new_id))
+                if confirmed == "ended":
+                    return RotationResult("ended", new_id, previous,
+                                          "the replacement was ended before it was confirmed")
                 return RotationResult("rotated", new_id, previous, detail)
             restored = session.one(RESTORE, (previous, new_id))
             return RotationResult(restored, new_id, previous, error or "the replacement did not start")

@@ -1,0 +1,283 @@
+/*-------------------------------------------------------------------------
+ *
+ * src/bindings/lifecycle.c
+ *	  The lifecycle of a rotation: confirm_rotation and the ending of the
+ *	  previous conversation that admit_turn's first turn on a replacement
+ *	  does; list_conversations, what the application sees of a tenant.
+ *
+ * A rotation leaves the previous conversation live and unbound, so that
+ * restore_rotated_channel can give the channel back while the replacement
+ * is pending.  A restore is meaningful only then: once the replacement runs
+ * it answers `superseded`.  So the previous conversation is ended, and its
+ * sandbox slot freed, exactly when the replacement starts: the replacement's
+ * first turn (admit_turn moving it from pending to running) or
+ * confirm_rotation, in the same transaction, ends the live, unbound
+ * conversations up its rotated_from chain (pending ones that were rotated
+ * away from before they ran, across failed ones; the walk stops at a
+ * conversation that holds a channel or has ended, and never ends one that
+ * holds a channel).
+ *
+ * Locks: the ancestors to end are found without locks, then locked FOR NO
+ * KEY UPDATE oldest first (ids ascend up the chain: every id is made under
+ * the admission lock, after the id it was rotated from), then the
+ * replacement itself: the order of restore_rotated_channel, so the two never
+ * wait on each other in a cycle.  Every wait is bounded by
+ * lease.admission_lock_timeout (55P03 "conversation N is busy", as a turn's
+ * own wait).  Under the locks the chain is walked again and only the locked
+ * conversations it still reaches are ended: a locked one cannot change, a
+ * failed one never changes, so what is ended is exactly what the chain rule
+ * says at that moment.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "pg_lease.h"
+
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+
+#include "common/args.h"
+#include "common/config.h"
+#include "common/spi_util.h"
+#include "bindings/conversations.h"
+#include "bindings/lifecycle.h"
+
+/*
+ * The live, unbound conversations up the rotated_from chain of $1 while $1
+ * is pending, across failed and live-unbound ones; each step follows the
+ * primary key, CYCLE ends a chain that was edited into a loop.
+ */
+#define ANCESTORS_CHAIN \
+	"WITH RECURSIVE up (id, status, channel_id, rotated_from) AS (" \
+	"  SELECT a.id, a.status, a.channel_id, a.rotated_from" \
+	"    FROM lease.conversations AS c JOIN lease.conversations AS a" \
+	"      ON a.id OPERATOR(pg_catalog.=) c.rotated_from" \
+	"   WHERE c.id OPERATOR(pg_catalog.=) $1" \
+	"     AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_PENDING) \
+	"  UNION ALL" \
+	"  SELECT a.id, a.status, a.channel_id, a.rotated_from" \
+	"    FROM up JOIN lease.conversations AS a" \
+	"      ON a.id OPERATOR(pg_catalog.=) up.rotated_from" \
+	"   WHERE up.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_FAILED) \
+	"      OR (up.status OPERATOR(pg_catalog.=) ANY (" BINDING_LIVE_CONVERSATION_STATUSES ")" \
+	"          AND up.channel_id IS NULL)" \
+	") CYCLE id SET looped USING path"
+
+/* The live, unbound ones of the chain. */
+#define ANCESTORS_TO_END \
+	" NOT up.looped" \
+	" AND up.status OPERATOR(pg_catalog.=) ANY (" BINDING_LIVE_CONVERSATION_STATUSES ")" \
+	" AND up.channel_id IS NULL"
+
+/* The ancestors to end, without locks: a bigint[] ascending (NULL: none). */
+static LeaseStatement ancestors_stmt = {
+	.name = "find the conversations the replacement's start ends",
+	.sql =
+	ANCESTORS_CHAIN
+	" SELECT pg_catalog.array_agg(up.id ORDER BY up.id) FROM up WHERE" ANCESTORS_TO_END,
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_SELECT
+};
+
+/* Locks the conversations $1, oldest (lowest id) first: ORDER BY is applied before the locks. */
+static LeaseStatement ancestors_lock_stmt = {
+	.name = "lock the conversations the replacement's start ends",
+	.sql =
+	"SELECT a.id FROM lease.conversations AS a"
+	" WHERE a.id OPERATOR(pg_catalog.=) ANY ($1)"
+	" ORDER BY a.id"
+	"   FOR NO KEY UPDATE OF a",
+	.nargs = 1,
+	.argtypes = {INT8ARRAYOID},
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
+};
+
+/*
+ * Under the locks: ends those of the locked conversations $2 that the chain
+ * of $1 still reaches, and their sandboxes unless already ended (as
+ * end_conversation does); returns how many conversations ended.
+ */
+static LeaseStatement ancestors_end_stmt = {
+	.name = "end the conversations the replacement's start ends",
+	.sql =
+	ANCESTORS_CHAIN ","
+	"     e AS (UPDATE lease.conversations AS c"
+	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
+	"             FROM up"
+	"            WHERE c.id OPERATOR(pg_catalog.=) up.id AND" ANCESTORS_TO_END
+	"              AND c.id OPERATOR(pg_catalog.=) ANY ($2)"
+	"            RETURNING c.sandbox_id),"
+	"     s AS (UPDATE lease.sandboxes AS s"
+	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
+	"             FROM e"
+	"            WHERE s.id OPERATOR(pg_catalog.=) e.sandbox_id"
+	"              AND s.status OPERATOR(pg_catalog.<>) ALL (ARRAY[" LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", " LEASE_SQL_WORD(BINDING_STATUS_FAILED) "]))"
+	" SELECT pg_catalog.count(*) FROM e",
+	.nargs = 2,
+	.argtypes = {INT8OID, INT8ARRAYOID},
+	.expected = SPI_OK_SELECT
+};
+
+/* Finds and locks the ancestors a pending replacement's start ends. */
+void
+binding_lock_rotated_ancestors(int64 conversation_id, BindingAncestors *ancestors)
+{
+	Datum		value = Int64GetDatum(conversation_id);
+	Datum		ids;
+	bool		isnull;
+
+	ancestors->count = 0;
+	ancestors->ids = (Datum) 0;
+	lease_spi_run(&ancestors_stmt, &value, NULL, 1);
+	ids = lease_spi_value(0, 1, &isnull);
+	if (isnull)
+		return;
+	/* The array outlives the next statement (SPI frees its tuple table). */
+	ancestors->ids = SPI_datumTransfer(ids, false, -1);
+	binding_run_bounded_or_busy(&ancestors_lock_stmt, &ancestors->ids, &conversation_id);
+	ancestors->count = (int) SPI_processed;
+}
+
+/* Ends the locked ancestors the chain still reaches; how many ended. */
+int64
+binding_end_rotated_ancestors(int64 conversation_id, const BindingAncestors *ancestors)
+{
+	Datum		values[2];
+	bool		isnull;
+
+	if (ancestors->count == 0)
+		return 0;
+	values[0] = Int64GetDatum(conversation_id);
+	values[1] = ancestors->ids;
+	lease_spi_run(&ancestors_end_stmt, values, NULL, 1);
+	return DatumGetInt64(lease_spi_value(0, 1, &isnull));
+}
+
+/* confirm_rotation: the replacement, locked as a turn locks it. */
+static LeaseStatement confirm_lock_stmt = {
+	.name = "lock the replacement to confirm",
+	.sql =
+	"SELECT c.status FROM lease.conversations AS c"
+	" WHERE c.id OPERATOR(pg_catalog.=) $1"
+	"   FOR UPDATE OF c",
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
+};
+
+/* confirm_rotation: the pending replacement runs (what its first turn does). */
+static LeaseStatement confirm_run_stmt = {
+	.name = "mark the replacement running",
+	.sql =
+	"UPDATE lease.conversations AS c"
+	"   SET status = " LEASE_SQL_WORD(BINDING_STATUS_RUNNING) ", updated_at = pg_catalog.now()"
+	" WHERE c.id OPERATOR(pg_catalog.=) $1"
+	"   AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_PENDING),
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_UPDATE
+};
+
+PG_FUNCTION_INFO_V1(lease_confirm_rotation);
+
+/* lease.confirm_rotation: confirmed, already_running or ended. */
+Datum
+lease_confirm_rotation(PG_FUNCTION_ARGS)
+{
+	int64		previous_id = lease_arg_int64(fcinfo, 0, "previous_conversation_id");
+	int64		conversation_id = lease_arg_int64(fcinfo, 1, "conversation_id");
+	Datum		id = Int64GetDatum(conversation_id);
+	BindingAncestors ancestors;
+	const char *outcome;
+	char	   *status;
+	bool		isnull;
+
+	lease_spi_connect();
+	(void) binding_check_rotation_pair(previous_id, conversation_id);
+
+	/* Oldest first: the ancestors, then the replacement. */
+	binding_lock_rotated_ancestors(conversation_id, &ancestors);
+	if (binding_run_bounded_or_busy(&confirm_lock_stmt, &id, &conversation_id) != 1)
+		elog(ERROR, "pg_lease: conversation " INT64_FORMAT " disappeared", conversation_id);
+	status = TextDatumGetCString(lease_spi_value(0, 1, &isnull));
+
+	if (strcmp(status, BINDING_STATUS_PENDING) == 0)
+	{
+		binding_end_rotated_ancestors(conversation_id, &ancestors);
+		lease_spi_run(&confirm_run_stmt, &id, NULL, 0);
+		outcome = BINDING_OUTCOME_CONFIRMED;
+	}
+	else if (strcmp(status, BINDING_STATUS_RUNNING) == 0 || strcmp(status, BINDING_STATUS_IDLE) == 0)
+		outcome = BINDING_OUTCOME_ALREADY_RUNNING;
+	else
+		outcome = BINDING_OUTCOME_ENDED;
+	lease_spi_finish();
+
+	PG_RETURN_TEXT_P(cstring_to_text(outcome));
+}
+
+/*
+ * list_conversations: the live conversations of tenant $1, of agent $2,
+ * vault $3 and environment $4 when given (NULL: every one), with their
+ * sandboxes.  Served by conversations_live_user_idx.
+ */
+static LeaseStatement list_stmt = {
+	.name = "list the tenant's conversations",
+	.sql =
+	"SELECT c.id, c.agent_id, c.vault_id, c.environment_id, c.channel_id, c.status,"
+	"       c.sandbox_id, s.status, c.rotated_from, c.created_at,"
+	"       pg_catalog.now() OPERATOR(pg_catalog.-) c.created_at"
+	"  FROM lease.conversations AS c"
+	"  LEFT JOIN lease.sandboxes AS s ON s.id OPERATOR(pg_catalog.=) c.sandbox_id"
+	" WHERE c.user_id OPERATOR(pg_catalog.=) $1"
+	"   AND c.status OPERATOR(pg_catalog.=) ANY (" BINDING_LIVE_CONVERSATION_STATUSES ")"
+	"   AND ($2 IS NULL OR c.agent_id OPERATOR(pg_catalog.=) $2)"
+	"   AND ($3 IS NULL OR c.vault_id OPERATOR(pg_catalog.=) $3)"
+	"   AND ($4 IS NULL OR c.environment_id OPERATOR(pg_catalog.=) $4)"
+	" ORDER BY c.id",
+	.nargs = 4,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT
+};
+
+#define LIST_COLUMNS 11
+
+PG_FUNCTION_INFO_V1(lease_list_conversations);
+
+/* lease.list_conversations: one row per live conversation in the scope. */
+Datum
+lease_list_conversations(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		args[4];
+	char		argnulls[4] = {' ', ' ', ' ', ' '};
+	uint64		n;
+
+	args[0] = lease_arg_ident(fcinfo, 0, "user_id");
+	if (!lease_arg_opt_ident(fcinfo, 1, "agent_id", &args[1]))
+		argnulls[1] = 'n';
+	if (!lease_arg_opt_ident(fcinfo, 2, "vault_id", &args[2]))
+		argnulls[2] = 'n';
+	if (!lease_arg_opt_ident(fcinfo, 3, "environment_id", &args[3]))
+		argnulls[3] = 'n';
+
+	InitMaterializedSRF(fcinfo, 0);
+	lease_spi_connect();
+	n = lease_spi_run(&list_stmt, args, argnulls, 0);
+	for (uint64 i = 0; i < n; i++)
+	{
+		Datum		values[LIST_COLUMNS];
+		bool		nulls[LIST_COLUMNS];
+
+		for (int col = 0; col < LIST_COLUMNS; col++)
+			values[col] = lease_spi_value(i, col + 1, &nulls[col]);
+		/* tuplestore_putvalues copies the values out of SPI's memory. */
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	lease_spi_finish();
+	return (Datum) 0;
+}
