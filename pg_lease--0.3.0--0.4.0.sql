@@ -378,3 +378,16 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'lease_request_handoff_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
+
+-- The fenced-transaction contract (docs/exactly-once.md): inside the
+-- caller's transaction, locks the lease row FOR SHARE until the transaction
+-- ends and returns its checkpoint, or raises 55000 when owner does not hold
+-- the lease at lease_epoch.  Every ownership change waits for the commit.
+CREATE FUNCTION lease.hold_lease(
+    app_name text, stream_name text, shard_id text, owner text,
+    lease_epoch bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'lease_hold_lease'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION lease.hold_lease(text, text, text, text, bigint) FROM PUBLIC;
