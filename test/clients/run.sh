@@ -246,8 +246,9 @@ t0=$SECONDS
 tx_start py-tx-1; tx_start node-tx-1
 sleep 3
 kill -KILL "${TXP[py-tx-1]}"; wait "${TXP[py-tx-1]}" 2>/dev/null
-stolen=$("$PSQL" -X -qAt -d $DB -c "SELECT l.shard_id || ' ' || lease.take_lease('clients', 'tx-orders', l.shard_id, 'thief', l.lease_count)
-    FROM lease.shard_leases l WHERE l.stream_name = 'tx-orders' AND l.lease_owner = 'node-tx-1' ORDER BY l.shard_id LIMIT 1")
+stolen=$("$PSQL" -X -qAt -d $DB -c "SELECT c.shard_id || ' ' || lease.take_lease('clients', 'tx-orders', c.shard_id, 'thief', c.lease_count)
+    FROM (SELECT shard_id, lease_count FROM lease.shard_leases
+           WHERE stream_name = 'tx-orders' AND lease_owner = 'node-tx-1' ORDER BY shard_id LIMIT 1) AS c")
 killed=$(tx_kill_backends node-tx-1)
 echo "# tx: $((SECONDS - t0)) s: py-tx-1 killed (SIGKILL), $stolen stolen from node-tx-1 by a thief that never renews, $killed backend(s) of node-tx-1 terminated"
 tx_start py-tx-2; tx_start node-tx-2
