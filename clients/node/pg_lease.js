@@ -81,6 +81,7 @@ class Worker {
     this.forgotten = new Map();   // shardId -> when it was dropped here
     this.running = new Map();     // shardId -> epoch its processor was started with
     this.unacked = new Map();     // shardId -> a processed checkpoint whose write failed
+    this.committed = new Map();   // transactional: shardId -> the checkpoint the next batch starts from
     this.stopping = false;
   }
 
@@ -168,6 +169,7 @@ class Worker {
       if (rowShard === shard && handoffFrom === null && Number(rowEpoch) === epoch) {
         if (checkpoint === SHARD_END) return false;
         await this.processor.initialize(shard, checkpoint);
+        this.committed.set(shard, checkpoint);
         this.running.set(shard, epoch);
         this.journal('initialized', { shard, epoch, checkpoint });
         return true;
@@ -251,7 +253,16 @@ class Worker {
       await q('BEGIN');
       tried = await this.processor.process(shard, client);
       if (tried === null || tried === undefined) { await q('ROLLBACK'); return false; }
-      await q(HOLD, [...key, lease.epoch]);
+      const [[heldAt]] = await q(HOLD, [...key, lease.epoch]);
+      if (heldAt !== this.committed.get(shard)) {
+        // a commit acknowledged to us is not there (lost in a crash with
+        // synchronous_commit off, or a failover): go on from the server's
+        await q('ROLLBACK');
+        this.journal('tx_diverged', { shard, epoch: lease.epoch, expected: this.committed.get(shard), checkpoint: heldAt });
+        await this.processor.initialize(shard, heldAt);
+        this.committed.set(shard, heldAt);
+        return false;
+      }
       const [[ok]] = tried === SHARD_END ? await q(CLOSE, key) : await q(CHECKPOINT, [...key, tried, lease.epoch]);
       if (!ok) {
         await q('ROLLBACK');
@@ -281,6 +292,7 @@ class Worker {
       await this.resolve(shard, lease, committing ? tried : null);
       return false;
     }
+    this.committed.set(shard, tried);
     this.journal('checkpoint', { shard, epoch: lease.epoch, checkpoint: tried, ok: true, tx: true });
     if (tried === SHARD_END) await this.drop(shard, SHARD_ENDED, 'closed');
     return true;
@@ -304,7 +316,10 @@ class Worker {
         this.journal('tx_resolved', { shard, epoch: lease.epoch, checkpoint,
           committed: tried !== null && checkpoint === tried });
         if (checkpoint === SHARD_END) await this.drop(shard, SHARD_ENDED, 'closed');
-        else await this.processor.initialize(shard, checkpoint);
+        else {
+          await this.processor.initialize(shard, checkpoint);
+          this.committed.set(shard, checkpoint);
+        }
         return;
       }
     }

@@ -221,7 +221,8 @@ ok $? "the checker rejects a repeat by a live worker, a refused checkpoint, two 
 # one row per record into a table with no unique constraint, in the batch's
 # transaction with hold_lease and the checkpoint, through a SIGKILL, a steal
 # (whose thief never renews: an expiry takeover follows), backend kills of
-# the processing connections mid-run, and a graceful stop.  Every record up
+# the processing connections mid-run, an immediate stop and restart of the
+# server, and a graceful stop.  Every record up
 # to each shard's checkpoint is in the table exactly once, none past it.
 "$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB <<'SQL' >/dev/null
 GRANT EXECUTE ON FUNCTION lease.hold_lease(text, text, text, text, bigint) TO clients_worker;
@@ -255,6 +256,17 @@ tx_start py-tx-2; tx_start node-tx-2
 sleep 3
 killed=$(tx_kill_backends node-tx-1 py-tx-2 node-tx-2)
 echo "# tx: $((SECONDS - t0)) s: py-tx-2 and node-tx-2 joined 3 s ago; $killed processing backend(s) terminated"
+sleep 2
+# an immediate stop and restart of the server (test/lib/cluster.sh's cluster:
+# its data directory is under the socket directory), every connection lost
+restarted=no
+if [ -d "$PGHOST/data" ]; then
+    as_owner=()
+    [ "$(id -u)" -eq 0 ] && as_owner=(runuser -u postgres --)
+    "${as_owner[@]}" "${PG_BINDIR:-/usr/lib/postgresql/15/bin}/pg_ctl" -D "$PGHOST/data" -l "$PGHOST/server.log" \
+        -m immediate -w -t 60 restart >/dev/null && restarted=yes
+fi
+echo "# tx: $((SECONDS - t0)) s: the server stopped (immediate) and restarted: $restarted"
 sleep 4
 for w in node-tx-1 py-tx-2 node-tx-2; do kill -TERM "${TXP[$w]}"; done
 tx_stopped=0
@@ -280,7 +292,9 @@ SQL
 echo "# tx: $verdict"
 not_held=$(cat "$OUT"/tx/*.journal | grep -c '"ok": \?false' || true)
 failed=$(cat "$OUT"/tx/*.journal | grep -c '"ev": \?"tx_failed"' || true)
-echo "# tx: $not_held batch(es) refused (not held), $failed transaction(s) failed and resolved from my_leases"
+diverged=$(cat "$OUT"/tx/*.journal | grep -c '"ev": \?"tx_diverged"' || true)
+echo "# tx: $not_held batch(es) refused (not held), $failed transaction(s) failed and resolved from my_leases," \
+    "$diverged found by hold_lease's checkpoint to start past the server's (commits lost in the restart)"
 grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*node-.*py-' <<<"$verdict"
 ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python and Node workers"
 

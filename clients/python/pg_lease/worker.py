@@ -106,6 +106,7 @@ class Worker:
         self.forgotten = {}       # shard_id -> when it was dropped here (monotonic)
         self.running = {}         # shard_id -> epoch its processor was started with
         self.unacked = {}         # shard_id -> a processed checkpoint whose write failed
+        self.committed = {}       # transactional: shard_id -> the checkpoint the next batch starts from
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.error = None         # what stopped the renewer, raised by run()
@@ -184,6 +185,7 @@ class Worker:
                 if checkpoint == SHARD_END:
                     return False
                 self.processor.initialize(shard, checkpoint)
+                self.committed[shard] = checkpoint
                 self.running[shard] = epoch
                 self.journal("initialized", shard=shard, epoch=epoch, checkpoint=checkpoint)
                 return True
@@ -259,6 +261,16 @@ class Worker:
                     cur.execute("ROLLBACK")
                     return False
                 cur.execute(HOLD, key + (lease.epoch,))
+                held_at = cur.fetchone()[0]
+                if held_at != self.committed.get(shard):
+                    # a commit acknowledged to us is not there (lost in a crash with
+                    # synchronous_commit off, or a failover): go on from the server's
+                    cur.execute("ROLLBACK")
+                    self.journal("tx_diverged", shard=shard, epoch=lease.epoch, expected=self.committed.get(shard),
+                                 checkpoint=held_at)
+                    self.processor.initialize(shard, held_at)
+                    self.committed[shard] = held_at
+                    return False
                 cur.execute(CLOSE if tried == SHARD_END else CHECKPOINT,
                             key if tried == SHARD_END else key + (tried, lease.epoch))
                 if not cur.fetchone()[0]:
@@ -292,6 +304,7 @@ class Worker:
                          unknown=committing and kind == "ambiguous", error=str(e).strip().split("\n")[0])
             self._resolve(shard, lease, tried if committing else None)
             return False
+        self.committed[shard] = tried
         self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=tried, ok=True, tx=True)
         if tried == SHARD_END:
             self._drop(shard, SHARD_ENDED, "closed")
@@ -313,6 +326,7 @@ class Worker:
                     self._drop(shard, SHARD_ENDED, "closed")
                 else:
                     self.processor.initialize(shard, checkpoint)
+                    self.committed[shard] = checkpoint
                 return
         self._drop(shard, LEASE_LOST, "not in my_leases")
 
