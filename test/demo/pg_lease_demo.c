@@ -1037,7 +1037,9 @@ tx_step(PGconn *conn, const char *sql, int n, const char *const *params, bool *a
 
 /*
  * --exactly-once: records first..last of shard s as one transaction: one
- * output row per record, the processing, hold_lease (unless --omit-hold),
+ * output row per record, the processing, hold_lease (unless --omit-hold;
+ * its checkpoint must be where the batch starts, else a commit was lost and
+ * the position is read again),
  * the fenced checkpoint, COMMIT, sent whatever the checkpoint answered (a
  * careless client: hold_lease is what keeps a stale owner's output out).
  * WHY_NONE when output and checkpoint committed; WHY_LOST when the lease is
@@ -1067,9 +1069,23 @@ exactly_once_batch(PGconn *conn, int s, int64_t first, int64_t last, int64_t epo
 				 5, out, NULL))
 		goto failed;
 	sleep_ms(opt.work_ms);		/* "process" the records, inside the transaction */
-	if (!opt.omit_hold &&
-		!tx_step(conn, "SELECT lease.hold_lease($1, $2, $3, $4, $5::bigint)", 5, key, NULL))
-		goto failed;
+	if (!opt.omit_hold)
+	{
+		/* the server's checkpoint, under the lock: not where this batch starts means a lost commit */
+		res = run(conn, "SELECT lease.hold_lease($1, $2, $3, $4, $5::bigint)", 5, key);
+		if (res == NULL)
+			goto failed;
+		if (strtoll(PQgetvalue(res, 0, 0), NULL, 10) != first - 1 &&
+			!(first == 1 && strcmp(PQgetvalue(res, 0, 0), "TRIM_HORIZON") == 0))
+		{
+			PQclear(res);
+			PQclear(PQexec(conn, "ROLLBACK"));
+			held[s].pos_valid = 0;		/* read it again */
+			shm->w[me].tx_rolled_back++;
+			return WHY_UNANSWERED;
+		}
+		PQclear(res);
+	}
 	if (!tx_step(conn, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)", 6, cp, &written))
 		goto failed;
 	res = PQexec(conn, "COMMIT");
