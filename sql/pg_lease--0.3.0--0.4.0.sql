@@ -449,3 +449,16 @@ REVOKE ALL ON FUNCTION
     lease.tenant_limit(text),
     lease.list_tenant_limits()
     FROM PUBLIC;
+
+-- The fenced-transaction contract (docs/exactly-once.md): inside the
+-- caller's transaction, locks the lease row FOR SHARE until the transaction
+-- ends and returns its checkpoint, or raises 55000 when owner does not hold
+-- the lease at lease_epoch.  Every ownership change waits for the commit.
+CREATE FUNCTION lease.hold_lease(
+    app_name text, stream_name text, shard_id text, owner text,
+    lease_epoch bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'lease_hold_lease'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION lease.hold_lease(text, text, text, text, bigint) FROM PUBLIC;

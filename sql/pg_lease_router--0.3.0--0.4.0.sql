@@ -3,10 +3,14 @@
 \echo Use "ALTER EXTENSION pg_lease_router UPDATE TO '0.4.0'" to load this file. \quit
 
 -- pg_lease 0.4.0 adds functions (issue 20: the lifecycle of a rotation,
--- quotas as functions, list_conversations); the router gets them exactly
--- as a fresh 0.4.0 router has them (src/router/generate.sql writes those;
--- test/router/router_test.sh checks that an updated router equals a fresh
--- one).  The others keep their signatures.
+-- quotas as functions, list_conversations; issue 21: hold_lease); the
+-- router gets them exactly as a fresh 0.4.0 router has them
+-- (src/router/generate.sql writes those; test/router/router_test.sh checks
+-- that an updated router equals a fresh one).  The others keep their
+-- signatures.  Through the router each call commits on its own partition
+-- connection, so hold_lease there checks ownership but holds nothing past
+-- the call: the exactly-once contract needs a direct connection to the
+-- stream's partition (docs/exactly-once.md, "Through the router").
 
 CREATE FUNCTION lease.clear_tenant_limit(user_id text)
 RETURNS integer
@@ -20,6 +24,13 @@ RETURNS text
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.conversation_partition(previous_conversation_id);
+$$;
+
+CREATE FUNCTION lease.hold_lease(app_name text, stream_name text, shard_id text, owner text, lease_epoch bigint)
+RETURNS text
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
 CREATE FUNCTION lease.list_conversations(user_id text, agent_id text, vault_id text, environment_id text)
@@ -53,6 +64,7 @@ $$;
 REVOKE ALL ON FUNCTION
     lease.clear_tenant_limit(text),
     lease.confirm_rotation(bigint, bigint),
+    lease.hold_lease(text, text, text, text, bigint),
     lease.list_conversations(text, text, text, text),
     lease.list_tenant_limits(),
     lease.set_tenant_limit(text, integer),

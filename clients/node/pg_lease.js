@@ -6,9 +6,16 @@
 // docs/client-rules.md: a renewal timer on its own connection, a processing
 // loop on another, the local deadline, graceful handoff, and every checkpoint
 // fenced with the lease_epoch learned from take_leases or renew_leases.
+//
+// Transactional mode ({ transactional: true }, docs/exactly-once.md): each
+// batch is one transaction on the processing connection: the processor
+// writes its output through the client it is given, then the worker runs
+// hold_lease and the fenced checkpoint and commits, so output and checkpoint
+// commit together or not at all, and never from a worker that lost the lease.
 const fs = require('fs');
 const { performance } = require('perf_hooks');
 const { Session, Ambiguous, Unavailable, sleep } = require('./session');
+const rules = require('./rules');
 const { rotateChannel } = require('./channels');
 
 const SHARD_END = 'SHARD_END';
@@ -23,6 +30,7 @@ const MINE = 'SELECT shard_id, lease_epoch, checkpoint, handoff_from FROM lease.
 const CHECKPOINT = 'SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)';
 const RELEASE = 'SELECT lease.release_lease($1, $2, $3, $4)';
 const CLOSE = 'SELECT lease.close_shard($1, $2, $3, $4)';
+const HOLD = 'SELECT lease.hold_lease($1, $2, $3, $4, $5::bigint)';
 
 // Seconds on a monotonic clock, and its wall-clock equivalent.
 const now = () => performance.now() / 1000;
@@ -34,7 +42,10 @@ class RecordProcessor {
   // The worker now processes shardId, from checkpoint (the last acknowledged one).
   initialize(shardId, checkpoint) {}
   // Process the next batch; return its checkpoint, null (nothing to do), or SHARD_END.
-  process(shardId) { return null; }
+  // In transactional mode client is the batch's transaction (a node-postgres
+  // client): write the output through it (the checkpoint must move forward
+  // with every batch that writes output).
+  process(shardId, client) { return null; }
   // The worker stopped processing shardId: LEASE_LOST, HANDED_OFF, SHARD_ENDED or WORKER_STOPPED.
   shutdown(shardId, reason) {}
 }
@@ -49,7 +60,8 @@ function journal(path, owner) {
 
 class Worker {
   constructor(config, appName, streamName, owner, processor,
-              { leaseDuration = 10, margin = null, balanceEvery = null, maxSteal = 1, journalPath = null } = {}) {
+              { leaseDuration = 10, margin = null, balanceEvery = null, maxSteal = 1, journalPath = null,
+                transactional = false } = {}) {
     this.key = [appName, streamName];
     this.owner = owner;
     this.processor = processor;
@@ -59,12 +71,17 @@ class Worker {
     this.maxSteal = maxSteal;
     this.interval = `${Math.round(leaseDuration * 1000)} milliseconds`;
     this.journal = journal(journalPath, owner);
+    this.transactional = transactional;
     this.db = new Session(config, owner);
-    this.renewDb = new Session(config, `${owner} renewer`);
+    // transactional: a renewal waits behind a batch transaction holding one of
+    // its leases for at most a tenth of the lease duration (55P03: repeated)
+    this.renewDb = new Session(config, `${owner} renewer`,
+      transactional ? `-c lock_timeout=${Math.round(leaseDuration * 100)}` : null);
     this.held = new Map();        // shardId -> { epoch, sent, learned, handoffTo, lost }
     this.forgotten = new Map();   // shardId -> when it was dropped here
     this.running = new Map();     // shardId -> epoch its processor was started with
     this.unacked = new Map();     // shardId -> a processed checkpoint whose write failed
+    this.committed = new Map();   // transactional: shardId -> the checkpoint the next batch starts from
     this.stopping = false;
   }
 
@@ -152,6 +169,7 @@ class Worker {
       if (rowShard === shard && handoffFrom === null && Number(rowEpoch) === epoch) {
         if (checkpoint === SHARD_END) return false;
         await this.processor.initialize(shard, checkpoint);
+        this.committed.set(shard, checkpoint);
         this.running.set(shard, epoch);
         this.journal('initialized', { shard, epoch, checkpoint });
         return true;
@@ -186,6 +204,7 @@ class Worker {
       await this.drop(shard, HANDED_OFF, `handoff to ${lease.handoffTo}`);
       return false;
     }
+    if (this.transactional) return this.transaction(shard, lease);
     const checkpoint = await this.processor.process(shard);
     if (checkpoint === null || checkpoint === undefined) return false;
     if (checkpoint === SHARD_END) {
@@ -214,6 +233,97 @@ class Worker {
     this.journal('checkpoint', { shard, epoch: lease.epoch, checkpoint, ok });
     if (!ok) await this.drop(shard, LEASE_LOST, 'checkpoint refused');
     return ok;
+  }
+
+  // One batch as one transaction: output, hold_lease, fenced checkpoint (or
+  // close), commit.  True when a batch committed.
+  async transaction(shard, lease) {
+    const key = [...this.key, shard, this.owner];
+    let client;
+    try {
+      client = await this.db.connect();
+    } catch (e) {
+      this.db.close();
+      throw new Unavailable(e.message);
+    }
+    let tried = null;
+    let committing = false;
+    const q = async (text, values = []) => (await client.query({ text, values, rowMode: 'array' })).rows;
+    try {
+      await q('BEGIN');
+      tried = await this.processor.process(shard, client);
+      if (tried === null || tried === undefined) { await q('ROLLBACK'); return false; }
+      const [[heldAt]] = await q(HOLD, [...key, lease.epoch]);
+      if (heldAt !== this.committed.get(shard)) {
+        // a commit acknowledged to us is not there (lost in a crash with
+        // synchronous_commit off, or a failover): go on from the server's
+        await q('ROLLBACK');
+        this.journal('tx_diverged', { shard, epoch: lease.epoch, expected: this.committed.get(shard), checkpoint: heldAt });
+        await this.processor.initialize(shard, heldAt);
+        this.committed.set(shard, heldAt);
+        return false;
+      }
+      const [[ok]] = tried === SHARD_END ? await q(CLOSE, key) : await q(CHECKPOINT, [...key, tried, lease.epoch]);
+      if (!ok) {
+        await q('ROLLBACK');
+        this.journal('checkpoint', { shard, epoch: lease.epoch, checkpoint: tried, ok: false });
+        await this.drop(shard, LEASE_LOST, 'checkpoint refused');
+        return false;
+      }
+      committing = true;
+      await q('COMMIT');
+    } catch (e) {
+      let kind = typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? rules.classify(e.code, e.message)
+        : (e.code || this.db.client !== client ? 'ambiguous' : 'raise');
+      if (this.db.client !== client) kind = 'ambiguous';
+      else {
+        try { await q('ROLLBACK'); } catch (e2) { this.db.close(); kind = kind === 'raise' ? kind : 'ambiguous'; }
+      }
+      if (kind === 'drop') {
+        this.journal('checkpoint', { shard, epoch: lease.epoch, checkpoint: tried, ok: false,
+          error: String(e.message).split('\n')[0] });
+        await this.drop(shard, LEASE_LOST, 'not held');
+        return false;
+      }
+      if (kind === 'raise') throw e;
+      this.db.close();
+      this.journal('tx_failed', { shard, epoch: lease.epoch, checkpoint: tried,
+        unknown: committing && kind === 'ambiguous', error: String(e.message).split('\n')[0] });
+      await this.resolve(shard, lease, committing ? tried : null);
+      return false;
+    }
+    this.committed.set(shard, tried);
+    this.journal('checkpoint', { shard, epoch: lease.epoch, checkpoint: tried, ok: true, tx: true });
+    if (tried === SHARD_END) await this.drop(shard, SHARD_ENDED, 'closed');
+    return true;
+  }
+
+  // After a batch transaction failed: restart the processor from the
+  // checkpoint my_leases holds (tried: the checkpoint of a COMMIT whose
+  // outcome is unknown; equal means it committed).
+  async resolve(shard, lease, tried) {
+    let rows;
+    try {
+      rows = await this.db.call(MINE, [...this.key, this.owner]);
+    } catch (e) {
+      if (e instanceof Unavailable || e instanceof Ambiguous) {
+        await this.drop(shard, LEASE_LOST, 'unresolved', true);   // start() reads it again
+      }
+      throw e;
+    }
+    for (const [rowShard, rowEpoch, checkpoint] of rows) {
+      if (rowShard === shard && Number(rowEpoch) === lease.epoch) {
+        this.journal('tx_resolved', { shard, epoch: lease.epoch, checkpoint,
+          committed: tried !== null && checkpoint === tried });
+        if (checkpoint === SHARD_END) await this.drop(shard, SHARD_ENDED, 'closed');
+        else {
+          await this.processor.initialize(shard, checkpoint);
+          this.committed.set(shard, checkpoint);
+        }
+        return;
+      }
+    }
+    await this.drop(shard, LEASE_LOST, 'not in my_leases');
   }
 
   // Runs until stop(); then shuts every processor down and releases every lease.

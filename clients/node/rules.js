@@ -18,9 +18,14 @@ const AMBIGUOUS = new Set(['57P01', '57P02']);
 const PLPROXY_CONNECTION_LOST = new RegExp(
   String.raw`^PL/Proxy function [^ ]+ (\[[^ ]+\] )?(PQconnectStart|PQconnectPoll|PQsendQuery|PQflush|PQconsumeInput|connect timeout|query timeout)`);
 
+// Transactional mode: hold_lease's 55000 (the lease is not held at the
+// worker's epoch; its transaction is aborted): drop the shard.  Any other
+// 55000 is raised.
+const LEASE_NOT_HELD = new RegExp(String.raw`(^|REMOTE ERROR: )lease .+ is not held by `);
+
 const TRIES = 5;
 
-// 'repeat', 'reconnect', 'ambiguous' or 'raise' for an error's SQLSTATE
+// 'repeat', 'reconnect', 'ambiguous', 'drop' or 'raise' for an error's SQLSTATE
 // (undefined, or a Node error code like ECONNRESET: no SQLSTATE) and
 // primary message.
 function classify(sqlstate, message) {
@@ -28,6 +33,8 @@ function classify(sqlstate, message) {
       sqlstate.startsWith('08') || AMBIGUOUS.has(sqlstate)) return 'ambiguous';
   if (sqlstate === 'XX000' && typeof message === 'string' &&
       PLPROXY_CONNECTION_LOST.test(message)) return 'ambiguous';
+  if (sqlstate === '55000' && typeof message === 'string' &&
+      LEASE_NOT_HELD.test(message)) return 'drop';
   if (REPEAT.has(sqlstate)) return 'repeat';
   if (RECONNECT.has(sqlstate)) return 'reconnect';
   return 'raise';
@@ -38,4 +45,4 @@ function backoff(attempt) {
   return Math.min(1000, 20 * 2 ** attempt) * (0.5 + Math.random());
 }
 
-module.exports = { REPEAT, RECONNECT, AMBIGUOUS, PLPROXY_CONNECTION_LOST, TRIES, classify, backoff };
+module.exports = { REPEAT, RECONNECT, AMBIGUOUS, PLPROXY_CONNECTION_LOST, LEASE_NOT_HELD, TRIES, classify, backoff };

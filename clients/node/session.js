@@ -13,9 +13,11 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 class Session {
   // config: a node-postgres connection string or config object.
-  constructor(config, applicationName = 'pg_lease') {
+  // options: e.g. '-c lock_timeout=1000' (the renewer in transactional mode).
+  constructor(config, applicationName = 'pg_lease', options = null) {
     this.config = typeof config === 'string' ? { connectionString: config } : { ...config };
     this.config.application_name = applicationName;
+    if (options) this.config.options = options;
     this.client = null;
   }
 
@@ -61,7 +63,7 @@ class Session {
       } catch (e) {
         last = `${e.code || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
         const kind = rules.classify(e.code, e.message);
-        if (kind === 'raise') throw e;
+        if (kind === 'raise' || kind === 'drop') throw e;
         if (kind !== 'repeat') this.close();
         if (kind === 'ambiguous' && !repeatSafe) throw new Ambiguous(e.message);
       }

@@ -438,3 +438,86 @@ close_shard(FunctionCallInfo fcinfo, LeaseSchema schema)
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_close_shard, close_shard, lease_schema_before_0_4())
+
+/*
+ * Hold: lock the lease row FOR SHARE until the caller's transaction ends,
+ * whoever holds it (the caller checks owner and epoch on the locked row
+ * version, and raises when they are not its own, ending the lock with the
+ * transaction).  FOR SHARE is the weakest row lock that every ownership
+ * change waits for: take, steal, expiry takeover, transfer, release and
+ * close are all UPDATEs of non-key columns (FOR NO KEY UPDATE), which
+ * conflict with FOR SHARE; FOR KEY SHARE would let them through.  A
+ * concurrent change makes the statement wait under the caller's
+ * lock_timeout, then read the committed row (EvalPlanQual).
+ */
+static LeaseStatement hold_stmt = {
+	.name = "hold_lease",
+	.sql =
+	"SELECT l.lease_owner, l.lease_epoch, l.checkpoint"
+	"  FROM lease.shard_leases AS l"
+	" WHERE " LEASE_KEY_MATCHES
+	"   FOR SHARE OF l",
+	.nargs = 3,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT
+};
+
+/*
+ * Raises 55000 for a hold_lease caller that does not hold the lease at the
+ * epoch it gave: `found` tells whether the lease exists, `owner` (NULL for
+ * none) and `epoch` are those of the locked row.
+ */
+static pg_attribute_noreturn() void
+raise_not_held(Datum *values, int64 lease_epoch, bool found, const char *owner, int64 epoch)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("lease \"%s\" of stream \"%s\" is not held by \"%s\" at epoch " INT64_FORMAT,
+					TextDatumGetCString(values[2]), TextDatumGetCString(values[1]),
+					TextDatumGetCString(values[3]), lease_epoch),
+			 !found ? errdetail("There is no such lease.") :
+			 owner == NULL ? errdetail("Nobody holds it; its epoch is " INT64_FORMAT ".", epoch) :
+			 errdetail("It is held by \"%s\" at epoch " INT64_FORMAT ".", owner, epoch),
+			 errhint("Roll back and stop processing the shard under this epoch.")));
+}
+
+/*
+ * lease.hold_lease: the lease's checkpoint, once the caller's transaction
+ * holds the lease row FOR SHARE until it ends; raises 55000 unless `owner`
+ * holds the lease at `lease_epoch`.  The fenced-transaction contract
+ * (docs/exactly-once.md): output rows, hold_lease and the checkpoint in one
+ * transaction commit together or not at all, and never after the lease
+ * changed hands.  Bound by the 0.4.0 script only, so its schema is 0.4.
+ */
+PG_FUNCTION_INFO_V1(lease_hold_lease);
+Datum
+lease_hold_lease(PG_FUNCTION_ARGS)
+{
+	Datum		values[4];
+	int64		lease_epoch;
+	LeaseCaller caller;
+	bool		isnull;
+	bool		owner_isnull;
+	Datum		owner;
+	int64		epoch;
+	Datum		checkpoint;
+
+	lease_key_args(fcinfo, values);
+	values[3] = lease_arg_ident(fcinfo, 3, "owner");
+	lease_epoch = lease_arg_nonneg_int64(fcinfo, 4, "lease_epoch");
+
+	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, values[0], &caller);
+	if (lease_spi_run(&hold_stmt, values, NULL, 0) == 0)
+		raise_not_held(values, lease_epoch, false, NULL, 0);
+	owner = lease_spi_value(0, 1, &owner_isnull);
+	epoch = DatumGetInt64(lease_spi_value(0, 2, &isnull));
+	if (owner_isnull ||
+		!DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, owner, values[3])) ||
+		epoch != lease_epoch)
+		raise_not_held(values, lease_epoch, true,
+					   owner_isnull ? NULL : TextDatumGetCString(owner), epoch);
+	checkpoint = SPI_datumTransfer(lease_spi_value(0, 3, &isnull), false, -1);
+	lease_app_end(&caller);
+
+	PG_RETURN_DATUM(checkpoint);
+}

@@ -387,6 +387,18 @@ AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
+-- The fenced-transaction contract (docs/exactly-once.md): inside the
+-- caller's transaction, locks the lease row FOR SHARE until the transaction
+-- ends and returns its checkpoint, or raises 55000 when owner does not hold
+-- the lease at lease_epoch.  Every ownership change waits for the commit.
+CREATE FUNCTION lease.hold_lease(
+    app_name text, stream_name text, shard_id text, owner text,
+    lease_epoch bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'lease_hold_lease'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
 CREATE FUNCTION lease.prepare_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     pending_checkpoint text)

@@ -48,7 +48,7 @@ done
 
 # 2. One table of retry rules, followed by both clients.
 rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
-    grep -oE '\b(40001|40P01|55P03|57014|53300|57P0[1-3]|25006|XX000)\b' "$1" | sort -u
+    grep -oE '\b(40001|40P01|55P03|55000|57014|53300|57P0[1-3]|25006|XX000)\b' "$1" | sort -u
 }
 plproxy_pattern() {   # the regular expression a file gives for PL/Proxy's connection-loss XX000
     grep -oE '\^PL/Proxy function [^`"]*' "$1"
@@ -61,6 +61,14 @@ pattern=$(plproxy_pattern docs/client-rules.md)
     [ "$(plproxy_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
     [ "$(plproxy_pattern clients/node/rules.js)" = "$pattern" ]
 ok $? "docs/client-rules.md, rules.py and rules.js recognise PL/Proxy's lost connection by one pattern"
+not_held_pattern() {   # the regular expression a file gives for hold_lease's "not held"
+    grep -oE '\(\^\|REMOTE ERROR: \)lease [^`"]*' "$1"
+}
+pattern=$(not_held_pattern docs/client-rules.md)
+[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
+    [ "$(not_held_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
+    [ "$(not_held_pattern clients/node/rules.js)" = "$pattern" ]
+ok $? "docs/client-rules.md, rules.py and rules.js recognise hold_lease's not-held 55000 by one pattern"
 $PY - <<'EOF'
 import sys
 sys.path.insert(0, "clients/python")
@@ -211,6 +219,87 @@ status=$?
 [ "$status" -eq 1 ] && grep -q 'FAIL nothing processed twice' <<<"$verdict" &&
     grep -q 'FAIL no checkpoint refused' <<<"$verdict" && grep -q 'FAIL no two owners at once' <<<"$verdict"
 ok $? "the checker rejects a repeat by a live worker, a refused checkpoint, two owners at once"
+
+# 5. Transactional mode (docs/exactly-once.md): Python and Node workers write
+# one row per record into a table with no unique constraint, in the batch's
+# transaction with hold_lease and the checkpoint, through a SIGKILL, a steal
+# (whose thief never renews: an expiry takeover follows), backend kills of
+# the processing connections mid-run, an immediate stop and restart of the
+# server, and a graceful stop.  Every record up
+# to each shard's checkpoint is in the table exactly once, none past it.
+"$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB <<'SQL' >/dev/null
+GRANT EXECUTE ON FUNCTION lease.hold_lease(text, text, text, text, bigint) TO clients_worker;
+CREATE TABLE public.tx_out (shard_id text, seq int, worker text);   -- no unique constraint, on purpose
+GRANT INSERT ON public.tx_out TO clients_worker;
+SELECT lease.create_lease('clients', 'tx-orders', 't' || i) FROM generate_series(1, 6) AS i;
+SQL
+mkdir "$OUT/tx"
+declare -A TXP
+tx_start() {   # name
+    case $1 in
+        py-*) $PY test/clients/tx_worker.py "$WORKER_DSN" clients tx-orders "$1" "$OUT/tx" "$LEASE_SECONDS" 2>"$OUT/tx/$1.stderr" & ;;
+        node-*) $NODE test/clients/tx_worker.js "$WORKER_DSN" clients tx-orders "$1" "$OUT/tx" "$LEASE_SECONDS" 2>"$OUT/tx/$1.stderr" & ;;
+    esac
+    TXP[$1]=$!
+}
+tx_kill_backends() {   # the processing connections (not the renewers) of the given workers
+    "$PSQL" -X -qAt -d $DB -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+        WHERE application_name = ANY (string_to_array('$*', ' '))"
+}
+t0=$SECONDS
+tx_start py-tx-1; tx_start node-tx-1
+sleep 3
+kill -KILL "${TXP[py-tx-1]}"; wait "${TXP[py-tx-1]}" 2>/dev/null
+stolen=$("$PSQL" -X -qAt -d $DB -c "SELECT c.shard_id || ' ' || lease.take_lease('clients', 'tx-orders', c.shard_id, 'thief', c.lease_count)
+    FROM (SELECT shard_id, lease_count FROM lease.shard_leases
+           WHERE stream_name = 'tx-orders' AND lease_owner = 'node-tx-1' ORDER BY shard_id LIMIT 1) AS c")
+killed=$(tx_kill_backends node-tx-1)
+echo "# tx: $((SECONDS - t0)) s: py-tx-1 killed (SIGKILL), $stolen stolen from node-tx-1 by a thief that never renews, $killed backend(s) of node-tx-1 terminated"
+tx_start py-tx-2; tx_start node-tx-2
+sleep 3
+killed=$(tx_kill_backends node-tx-1 py-tx-2 node-tx-2)
+echo "# tx: $((SECONDS - t0)) s: py-tx-2 and node-tx-2 joined 3 s ago; $killed processing backend(s) terminated"
+sleep 2
+# an immediate stop and restart of the server (test/lib/cluster.sh's cluster:
+# its data directory is under the socket directory), every connection lost
+restarted=no
+if [ -d "$PGHOST/data" ]; then
+    as_owner=()
+    [ "$(id -u)" -eq 0 ] && as_owner=(runuser -u postgres --)
+    "${as_owner[@]}" "${PG_BINDIR:-/usr/lib/postgresql/15/bin}/pg_ctl" -D "$PGHOST/data" -l "$PGHOST/server.log" \
+        -m immediate -w -t 60 restart >/dev/null && restarted=yes
+fi
+echo "# tx: $((SECONDS - t0)) s: the server stopped (immediate) and restarted: $restarted"
+sleep 4
+for w in node-tx-1 py-tx-2 node-tx-2; do kill -TERM "${TXP[$w]}"; done
+tx_stopped=0
+for w in node-tx-1 py-tx-2 node-tx-2; do wait "${TXP[$w]}" && tx_stopped=$((tx_stopped + 1)); done
+for f in "$OUT"/tx/*.stderr; do [ -s "$f" ] && { echo "# $(basename "$f"):"; sed 's/^/#   /' "$f" | head -20; }; done
+[ "$tx_stopped" -eq 3 ]
+ok $? "transactional mode: the three live workers stopped gracefully on SIGTERM"
+verdict=$("$PSQL" -X -qAt -d $DB <<'SQL'
+WITH l AS (SELECT shard_id, CASE WHEN checkpoint = 'TRIM_HORIZON' THEN 0 ELSE checkpoint::int END AS ckpt
+             FROM lease.shard_leases WHERE app_name = 'clients' AND stream_name = 'tx-orders'),
+     o AS (SELECT shard_id, seq, count(*) AS n FROM public.tx_out GROUP BY 1, 2)
+SELECT format('records written exactly once: %s of %s, %s duplicates, %s gaps, %s past a checkpoint; shards with progress %s of %s; by %s',
+              (SELECT count(*) FROM o JOIN l USING (shard_id) WHERE o.n = 1 AND o.seq <= l.ckpt),
+              (SELECT sum(ckpt) FROM l),
+              (SELECT coalesce(sum(n - 1), 0) FROM o),
+              (SELECT count(*) FROM l, generate_series(1, l.ckpt) AS s
+                WHERE NOT EXISTS (SELECT FROM o WHERE o.shard_id = l.shard_id AND o.seq = s)),
+              (SELECT count(*) FROM o JOIN l USING (shard_id) WHERE o.seq > l.ckpt),
+              (SELECT count(*) FILTER (WHERE ckpt > 0) FROM l), (SELECT count(*) FROM l),
+              (SELECT string_agg(DISTINCT worker, ',' ORDER BY worker) FROM public.tx_out))
+SQL
+)
+echo "# tx: $verdict"
+not_held=$(cat "$OUT"/tx/*.journal | grep -c '"ok": \?false' || true)
+failed=$(cat "$OUT"/tx/*.journal | grep -c '"ev": \?"tx_failed"' || true)
+diverged=$(cat "$OUT"/tx/*.journal | grep -c '"ev": \?"tx_diverged"' || true)
+echo "# tx: $not_held batch(es) refused (not held), $failed transaction(s) failed and resolved from my_leases," \
+    "$diverged found by hold_lease's checkpoint to start past the server's (commits lost in the restart)"
+grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*node-.*py-' <<<"$verdict"
+ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python and Node workers"
 
 echo "1..$n"
 [ "$fails" -eq 0 ]

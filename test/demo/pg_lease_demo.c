@@ -45,6 +45,22 @@
  * unbound, handoffs, the longest write gap per partition (make scale,
  * test/scale/run.sh).
  *
+ * --exactly-once also runs a fleet in transactional mode
+ * (docs/exactly-once.md): each batch writes one row per record into
+ * public.pg_lease_demo_output (no unique constraint, so a record written
+ * twice shows) in one transaction with lease.hold_lease and the fenced
+ * checkpoint, committed without looking at the checkpoint's answer (the
+ * forgotten check hold_lease makes harmless).  On top of the crash, the
+ * join and its handoffs, the driver steals leases from live workers for a
+ * thief that never renews them (expiry takeovers follow) and terminates
+ * workers' backends mid-transaction (and, with --restart-cmd, runs an
+ * immediate stop and start of the server; the workers commit with
+ * synchronous_commit on); the report sets "records written
+ * exactly once: N of N, 0 duplicates, 0 gaps" next to the normal fleet's
+ * "records processed more than once".  --omit-hold (or
+ * PG_LEASE_DEMO_OMIT_HOLD=1) leaves hold_lease out: a stale owner's careless
+ * commit then lands its output, and the check must find duplicates.
+ *
  * Exit status: 0 when every invariant held, 1 when one broke, 2 on a usage
  * or connection error.
  *
@@ -100,7 +116,13 @@ typedef struct Options
 	bool		router;			/* the DSN is a pg_lease_router router */
 	int			partitions;		/* the router's partition count */
 	const char *history;		/* directory for the histories and the checker */
+	bool		exactly_once;	/* also a fleet in transactional mode */
+	bool		omit_hold;		/* ... without hold_lease (must find duplicates) */
+	const char *restart_cmd;	/* ... and this command (an immediate restart of the server) mid-run */
 } Options;
+
+/* The fleet now running is the --exactly-once one (set before its workers fork). */
+static bool eo_fleet;
 
 static Options opt = {
 	.dsn = NULL,
@@ -162,6 +184,9 @@ typedef struct WorkerStats
 	long		releases_at_stop;
 	long		renew_rounds;
 	long		errors;
+	long		tx_rolled_back;	/* --exactly-once: batches whose transaction did not commit */
+	long		tx_unknown;		/* ... whose COMMIT went unanswered (resolved from my_leases) */
+	long		tx_not_held;	/* ... refused by hold_lease (55000) */
 } WorkerStats;
 
 typedef struct ChannelStats
@@ -275,12 +300,15 @@ quiet_notices(void *arg, const char *message)
 	(void) message;
 }
 
+/* Settings for the connections made from now on ("-c name=value ..."), kept by PQreset; or NULL. */
+static const char *conn_options;
+
 /* Connects under an application name; --public-only waits up to 30 s for the server. */
 static PGconn *
 connect_db(const char *appname)
 {
-	const char *keys[] = {"dbname", "application_name", NULL};
-	const char *vals[] = {opt.dsn, appname, NULL};
+	const char *keys[] = {"dbname", "application_name", conn_options ? "options" : NULL, NULL};
+	const char *vals[] = {opt.dsn, appname, conn_options, NULL};
 	PGconn	   *conn = PQconnectdbParams(keys, vals, 1);
 
 	/* --public-only follows the client rules: a server that is away is waited for (30 s) */
@@ -310,6 +338,7 @@ enum
 	CALL_AMBIGUOUS				/* the connection was lost mid-call: it may have committed */
 };
 static __thread int last_call;
+static __thread char last_sqlstate[6];	/* of the last failed call, "" for none */
 
 /* What an error means by the client rules: an answer, worth a repeat, or ambiguous (CALL_*). */
 static int
@@ -352,6 +381,7 @@ run(PGconn *conn, const char *sql, int n, const char *const *params)
 	}
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	snprintf(last_sqlstate, sizeof(last_sqlstate), "%s", state ? state : "");
 	last_call = classify(state, msg, PQstatus(conn) != CONNECTION_OK);
 	hist_printf("error %.1f %s %.160s\n", now_ms(), state ? state : "08006",
 				msg ? msg : PQerrorMessage(conn));
@@ -997,6 +1027,110 @@ close_ended(PGconn *conn, int s, const char *const *key)
 	drop_shard(s, "ended");
 }
 
+/* Runs one statement of a batch transaction; false on an error (the SQLSTATE in last_sqlstate). */
+static bool
+tx_step(PGconn *conn, const char *sql, int n, const char *const *params, bool *answer)
+{
+	PGresult   *res = run(conn, sql, n, params);
+
+	if (res == NULL)
+		return false;
+	if (answer != NULL)
+		*answer = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return true;
+}
+
+/*
+ * --exactly-once: records first..last of shard s as one transaction: one
+ * output row per record, the processing, hold_lease (unless --omit-hold;
+ * its checkpoint must be where the batch starts, else a commit was lost and
+ * the position is read again),
+ * the fenced checkpoint, COMMIT, sent whatever the checkpoint answered (a
+ * careless client: hold_lease is what keeps a stale owner's output out).
+ * WHY_NONE when output and checkpoint committed; WHY_LOST when the lease is
+ * not held (hold_lease raised, or the checkpoint was refused: with
+ * --omit-hold the output committed anyway); WHY_UNANSWERED when nothing
+ * committed (an error, a backend killed mid-transaction, or a COMMIT whose
+ * outcome my_leases says did not happen), the same records come next.
+ */
+static int
+exactly_once_batch(PGconn *conn, int s, int64_t first, int64_t last, int64_t epoch)
+{
+	char		from[32], to[32], ck[32], token[32];
+	const char *out[5] = {app_name, shard_defs[s].id, me_name, from, to};
+	const char *key[6] = {app_name, stream_of(s), shard_defs[s].id, me_name, token, NULL};
+	const char *cp[6] = {app_name, stream_of(s), shard_defs[s].id, me_name, ck, token};
+	bool		written = false;
+	PGresult   *res;
+	int			r;
+
+	snprintf(from, sizeof(from), "%" PRId64, first);
+	snprintf(to, sizeof(to), "%" PRId64, last);
+	snprintf(ck, sizeof(ck), "%" PRId64, last);
+	snprintf(token, sizeof(token), "%" PRId64, epoch);
+	if (!tx_step(conn, "BEGIN", 0, NULL, NULL) ||
+		!tx_step(conn, "INSERT INTO public.pg_lease_demo_output (app_name, shard_id, record, worker)"
+				 " SELECT $1, $2, g, $3 FROM pg_catalog.generate_series($4::bigint, $5::bigint) AS g",
+				 5, out, NULL))
+		goto failed;
+	sleep_ms(opt.work_ms);		/* "process" the records, inside the transaction */
+	if (!opt.omit_hold)
+	{
+		/* the server's checkpoint, under the lock: not where this batch starts means a lost commit */
+		res = run(conn, "SELECT lease.hold_lease($1, $2, $3, $4, $5::bigint)", 5, key);
+		if (res == NULL)
+			goto failed;
+		if (strtoll(PQgetvalue(res, 0, 0), NULL, 10) != first - 1 &&
+			!(first == 1 && strcmp(PQgetvalue(res, 0, 0), "TRIM_HORIZON") == 0))
+		{
+			PQclear(res);
+			PQclear(PQexec(conn, "ROLLBACK"));
+			held[s].pos_valid = 0;		/* read it again */
+			shm->w[me].tx_rolled_back++;
+			return WHY_UNANSWERED;
+		}
+		PQclear(res);
+	}
+	if (!tx_step(conn, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)", 6, cp, &written))
+		goto failed;
+	res = PQexec(conn, "COMMIT");
+	if (PQresultStatus(res) == PGRES_COMMAND_OK && strcmp(PQcmdStatus(res), "COMMIT") == 0)
+	{
+		PQclear(res);
+		if (!written)
+			return WHY_LOST;
+		hist_printf("ack %d %" PRId64 " %" PRId64 " %.1f\n", s, last, epoch, now_ms());
+		return WHY_NONE;
+	}
+	PQclear(res);
+	if (PQstatus(conn) == CONNECTION_OK)
+		goto failed;			/* answered: not committed */
+	/* the COMMIT went unanswered: my_leases' checkpoint says whether it happened */
+	shm->w[me].tx_unknown++;
+	PQreset(conn);
+	r = load_position(conn, s);
+	if (r == 0)
+		return WHY_LOST;
+	if (r > 0 && held[s].pos == last)
+		return WHY_NONE;
+	shm->w[me].tx_rolled_back++;
+	return WHY_UNANSWERED;
+
+failed:
+	shm->w[me].errors++;
+	if (strcmp(last_sqlstate, "55000") == 0)
+		shm->w[me].tx_not_held++;
+	if (PQstatus(conn) != CONNECTION_OK)
+		PQreset(conn);
+	else if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+		PQclear(PQexec(conn, "ROLLBACK"));	/* not after a reset: the server rolled it back */
+	if (strcmp(last_sqlstate, "55000") == 0)
+		return WHY_LOST;		/* hold_lease: not held at this epoch */
+	shm->w[me].tx_rolled_back++;
+	return WHY_UNANSWERED;
+}
+
 /*
  * Processes the next batch of shard s and checkpoints it (legacy: guarded
  * on the lease_count read before it); an unanswered checkpoint is kept to
@@ -1027,8 +1161,20 @@ process_batch(PGconn *conn, int s, bool legacy)
 	if (shard_defs[s].end > 0 && last > shard_defs[s].end)
 		last = shard_defs[s].end;
 	slot = log_range(s, first, last);
-	sleep_ms(opt.work_ms);		/* "process" the records */
 	shm->w[me].batches++;
+	if (eo_fleet)
+	{
+		why = exactly_once_batch(conn, s, first, last, epoch);
+		if (why == WHY_UNANSWERED)
+		{
+			if (slot >= 0)
+				shm->ranges[slot].why = WHY_UNANSWERED;		/* rolled back: processed again */
+			return;
+		}
+		checkpoint_done(s, slot, last, why);
+		return;
+	}
+	sleep_ms(opt.work_ms);		/* "process" the records */
 
 	why = checkpoint_batch(conn, s, last, legacy ? count : NULL, epoch);
 	if (why == WHY_PENDING)
@@ -1090,8 +1236,32 @@ worker_main(int index, const char *app, bool legacy)
 	memset(held, 0, sizeof(held));
 	hist_open(me_name);
 
+	/*
+	 * --exactly-once: commits are durable whatever the cluster's default
+	 * (the test clusters run synchronous_commit off), so an immediate
+	 * restart loses none acknowledged; kept through PQreset.
+	 */
+	if (eo_fleet)
+		conn_options = "-c synchronous_commit=on";
 	conn = connect_db(me_name);
-	rconn = connect_db(me_name);
+	if (eo_fleet)
+	{
+		/*
+		 * The renewer has a name of its own (the driver terminates only
+		 * processing connections), and waits behind a batch transaction
+		 * holding one of its leases for a tenth of the lease duration at
+		 * most (docs/exactly-once.md).
+		 */
+		char		rname[48];
+		static char roptions[96];
+
+		snprintf(rname, sizeof(rname), "%s renewer", me_name);
+		snprintf(roptions, sizeof(roptions), "-c synchronous_commit=on -c lock_timeout=%d", opt.lease_ms / 10);
+		conn_options = roptions;
+		rconn = connect_db(rname);
+	}
+	else
+		rconn = connect_db(me_name);
 	if (!opt.public_only)
 	{
 		PQclear(PQexec(conn, "SET lease.handoff_timeout = '5s'"));
@@ -1497,6 +1667,10 @@ typedef struct FleetResult
 	int			fair_floor;
 	long		ended;			/* --public-only: ended leases per lease.lease_status */
 	double		start;			/* now_ms() when the fleet started */
+	long		steals, backend_kills, restarts;	/* --exactly-once: faults injected */
+	long		tx_rolled_back, tx_unknown, tx_not_held;
+	long		out_once, out_expected, out_dups, out_gaps, out_past;	/* the output table */
+	bool		exactly_once;	/* the --exactly-once fleet */
 } FleetResult;
 
 /* Forks a process running fn. */
@@ -1741,12 +1915,92 @@ fleet_start(PGconn *conn, const char *app, bool legacy, bool channels, FleetResu
 	}
 }
 
+/*
+ * --exactly-once: steals a lease from a live worker for "demo-thief", which
+ * never renews nor processes it: the victim's batch in flight must not
+ * commit, and the lease is taken over once it expires.
+ */
+static void
+steal_for_thief(PGconn *conn, const char *app, FleetResult *fr, int n)
+{
+	char		nth[16], interval[32];
+	const char *p[4] = {app, STREAM_NAME, nth, interval};
+	PGresult   *res;
+
+	snprintf(nth, sizeof(nth), "%d", n);
+	snprintf(interval, sizeof(interval), "%d milliseconds", opt.lease_ms);
+	res = must(conn, "SELECT c.shard_id, c.lease_owner,"
+			   "       lease.take_lease($1, $2, c.shard_id, 'demo-thief', c.lease_count, $4::interval)"
+			   "  FROM (SELECT l.shard_id, l.lease_owner, l.lease_count FROM lease.shard_leases l"
+			   "         WHERE l.app_name = $1 AND l.stream_name = $2 AND l.lease_owner <> 'worker-1'"
+			   "           AND l.lease_owner LIKE 'worker-%' AND l.lease_expires_at > clock_timestamp()"
+			   "           AND l.shard_id LIKE 'shard-%'"
+			   "           AND l.handoff_to IS NULL AND l.checkpoint <> 'SHARD_END'"
+			   "         ORDER BY l.shard_id OFFSET $3::int LIMIT 1) AS c", 4, p);
+	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 2))
+	{
+		fr->steals++;
+		printf("  !! %s stolen from %s by a thief that never renews: its batch in flight must not commit,"
+			   " the lease is taken over when it expires\n", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+	}
+	PQclear(res);
+}
+
+/* --exactly-once: terminates the processing backends of the workers that are inside a transaction. */
+static void
+kill_backends(PGconn *conn, FleetResult *fr)
+{
+	for (int i = 0; i < 50; i++)
+	{
+		PGresult   *res = must(conn, "SELECT count(pg_catalog.pg_terminate_backend(pid))"
+							   "  FROM pg_catalog.pg_stat_activity"
+							   " WHERE application_name LIKE 'worker-%' AND application_name NOT LIKE '% renewer'"
+							   "   AND datname = pg_catalog.current_database()"
+							   "   AND state IN ('active', 'idle in transaction') LIMIT 1", 0, NULL);
+		long		n = atol(PQgetvalue(res, 0, 0));
+
+		PQclear(res);
+		if (n > 0)
+		{
+			fr->backend_kills += n;
+			printf("  !! %ld worker backend(s) terminated mid-transaction\n", n);
+			return;
+		}
+		sleep_ms(10);
+	}
+}
+
+/* --exactly-once --restart-cmd: runs the command (an immediate stop and start), then reconnects. */
+static void
+restart_server(PGconn *conn, FleetResult *fr)
+{
+	int			rc;
+
+	fflush(stdout);
+	rc = system(opt.restart_cmd);
+	for (int i = 0; i < 150; i++)
+	{
+		PQreset(conn);
+		if (PQstatus(conn) == CONNECTION_OK)
+			break;
+		sleep_ms(200);
+	}
+	if (PQstatus(conn) != CONNECTION_OK)
+		die("no connection after the restart: %s", PQerrorMessage(conn));
+	must_exec(conn, "SET client_min_messages = warning");
+	fr->restarts += rc == 0;
+	printf("  !! the server stopped (immediate) and started again (%s): every connection lost\n",
+		   rc == 0 ? "ok" : "the command failed");
+}
+
 /* Samples the fleet every 500 ms for opt.duration seconds: worker-1 is killed at 35 %, one joins at 55 %. */
 static void
 fleet_drive(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult *fr)
 {
 	double		start, crash_at, join_at, end_at;
-	int			crashed = 0, joined = 0;
+	int			crashed = 0, joined = 0, steals = 0, kills = 0, restarted = 0;
+	static const int steal_pct[] = {15, 25, 40, 50};
+	static const int kill_pct[] = {25, 50, 65, 80};
 
 	start = now_ms();
 	fr->start = start;
@@ -1767,6 +2021,21 @@ fleet_drive(PGconn *conn, const char *app, bool legacy, bool channels, FleetResu
 			shm->w[0].crashed = shm->sample;
 			crashed = 1;
 			printf("  !! worker-1 killed (SIGKILL): nothing released; its leases must expire and be taken over\n");
+		}
+		if (eo_fleet && steals < 4 && now_ms() >= start + opt.duration * 10.0 * steal_pct[steals])
+		{
+			steal_for_thief(conn, app, fr, steals);
+			steals++;
+		}
+		if (eo_fleet && kills < 4 && now_ms() >= start + opt.duration * 10.0 * kill_pct[kills])
+		{
+			kill_backends(conn, fr);
+			kills++;
+		}
+		if (eo_fleet && opt.restart_cmd != NULL && !restarted && now_ms() >= start + opt.duration * 600.0)
+		{
+			restart_server(conn, fr);
+			restarted = 1;
 		}
 		if (!joined && now_ms() >= join_at)
 		{
@@ -1843,6 +2112,9 @@ fleet_totals(FleetResult *fr)
 		fr->taken += shm->w[w].taken;
 		fr->closes += shm->w[w].closes;
 		fr->errors += shm->w[w].errors;
+		fr->tx_rolled_back += shm->w[w].tx_rolled_back;
+		fr->tx_unknown += shm->w[w].tx_unknown;
+		fr->tx_not_held += shm->w[w].tx_not_held;
 	}
 }
 
@@ -2247,6 +2519,86 @@ check(bool ok, const char *what)
 }
 
 /* One row per worker, one column per second: leases held; X killed, . not running. */
+/*
+ * --exactly-once: counts the output rows of every shard against its final
+ * checkpoint: records 1..checkpoint written exactly once, duplicates, gaps,
+ * rows past the checkpoint (output whose checkpoint did not commit).
+ */
+static void
+analyse_output(PGconn *conn, const char *app, FleetResult *fr)
+{
+	for (int s = 0; s < nshards; s++)
+	{
+		const char *p2[2] = {app, shard_defs[s].id};
+		PGresult   *res = final_checkpoint(conn, app, s);
+		const char *ck = PQgetvalue(res, 0, 0);
+		int64_t		final = strcmp(ck, "SHARD_END") == 0 ? shard_defs[s].end
+			: (ck[0] >= '0' && ck[0] <= '9') ? strtoll(ck, NULL, 10) : 0;
+		long	   *n = calloc((size_t) final + 1, sizeof(long));
+
+		PQclear(res);
+		res = must(conn, "SELECT record, count(*) FROM public.pg_lease_demo_output"
+				   " WHERE app_name = $1 AND shard_id = $2 GROUP BY record", 2, p2);
+		for (int r = 0; r < PQntuples(res); r++)
+		{
+			int64_t		rec = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+			long		c = atol(PQgetvalue(res, r, 1));
+
+			fr->out_dups += c - 1;
+			if (rec < 1 || rec > final)
+				fr->out_past += c;
+			else
+				n[rec] = c;
+		}
+		PQclear(res);
+		for (int64_t rec = 1; rec <= final; rec++)
+		{
+			fr->out_expected++;
+			fr->out_once += n[rec] == 1;
+			fr->out_gaps += n[rec] == 0;
+		}
+		free(n);
+	}
+}
+
+/* The --exactly-once section of the report, next to the normal fleet's at-least-once figure. */
+static void
+print_exactly_once(const FleetResult *normal, const FleetResult *fr)
+{
+	printf("\n-- exactly once (%s): one row per record in public.pg_lease_demo_output (no unique constraint),\n"
+		   "   written in the batch's transaction with %s the fenced checkpoint, COMMIT sent unchecked\n",
+		   fr->label, opt.omit_hold ? "(NO hold_lease: --omit-hold)" : "lease.hold_lease and");
+	printf("  faults: worker-%d SIGKILLed, %ld lease(s) stolen for a thief that never renews (expiry takeovers"
+		   " follow), %ld backend(s) terminated mid-transaction, %ld handoff(s) to the joiner,"
+		   " %ld immediate restart(s) of the server\n",
+		   fr->crashed + 1, fr->steals, fr->backend_kills, fr->handoffs_honoured, fr->restarts);
+	printf("  batches not committed %ld (refused by hold_lease %ld, COMMIT unanswered %ld)\n",
+		   fr->tx_rolled_back + fr->tx_not_held, fr->tx_not_held, fr->tx_unknown);
+	printf("\n-- at-least-once vs exactly-once\n");
+	if (opt.omit_hold)
+		printf("  normal mode:        not run (--omit-hold)\n");
+	else
+		printf("  normal mode:        records processed more than once %ld (their effects land twice in a sink of their own)\n",
+			   normal->dup_records[WHY_NONE] + normal->dup_records[WHY_LOST] + normal->dup_records[WHY_SPURIOUS] +
+			   normal->dup_records[WHY_CRASH] + normal->dup_records[WHY_UNANSWERED] + normal->dup_after_ack);
+	printf("  transactional mode: records written exactly once: %ld of %ld, %ld duplicates, %ld gaps"
+		   " (%ld rows past a checkpoint)\n",
+		   fr->out_once, fr->out_expected, fr->out_dups, fr->out_gaps, fr->out_past);
+}
+
+/* The --exactly-once invariants: the output holds every record up to each checkpoint once, nothing else. */
+static void
+check_exactly_once(const FleetResult *fr)
+{
+	check(fr->out_dups == 0, "records were written to the output more than once (duplicates)");
+	check(fr->out_gaps == 0, "records up to a checkpoint are missing from the output (gaps)");
+	check(fr->out_past == 0, "output rows past their shard's checkpoint committed");
+	check(fr->out_once == fr->out_expected && fr->out_expected > 0, "not every record was written exactly once");
+	check(fr->steals > 0, "the thief stole nothing (no stale owner was tested)");
+	if (opt.restart_cmd != NULL)
+		check(fr->restarts > 0, "the --restart-cmd command failed (no restart was tested)");
+}
+
 static void
 print_timeline(const FleetResult *fr)
 {
@@ -2279,7 +2631,8 @@ print_stream(const FleetResult *fr, bool pg_lease)
 		fr->dup_records[WHY_SPURIOUS] + fr->dup_records[WHY_CRASH] +
 		fr->dup_records[WHY_UNANSWERED] + fr->dup_after_ack;
 	/* --public-only runs through failovers: a lease lost to an expiry is the client rules at work */
-	const char *lost_note = !pg_lease ? "" : opt.public_only
+	const char *lost_note = !pg_lease ? "" : fr->exactly_once
+		? "   (the thief's steals: the victims' batches in flight)" : opt.public_only
 		? "   (a failover longer than the local deadline)" : "   (must be 0: no abrupt steals)";
 
 	printf("\n-- stream (%s)\n", fr->label);
@@ -2293,6 +2646,8 @@ print_stream(const FleetResult *fr, bool pg_lease)
 	printf("    after a lost lease                              %ld\n", fr->dup_records[WHY_LOST]);
 	if (opt.public_only)
 		printf("    after a checkpoint left unanswered (lost connections) %ld\n", fr->dup_records[WHY_UNANSWERED]);
+	if (fr->exactly_once)
+		printf("    after a batch transaction that did not commit   %ld\n", fr->dup_records[WHY_UNANSWERED]);
 	printf("    after an acknowledged checkpoint                %ld\n", fr->dup_after_ack);
 	printf("  records never processed (gaps)    %8ld   (must be 0)\n", fr->gaps);
 	printf("  leases taken / handoffs requested / honoured  %ld / %ld / %ld\n",
@@ -2323,6 +2678,19 @@ check_stream(const FleetResult *fr)
 		check(fr->dup_records[WHY_NONE] + fr->dup_records[WHY_SPURIOUS] + fr->dup_after_ack == 0,
 			  "records were processed twice other than after a lost lease, an unanswered checkpoint or the crash");
 		check(fr->ended >= 3 * nstreams, "the split and merge parents were not all closed");
+	}
+	else if (fr->exactly_once)
+	{
+		/*
+		 * The thief's steals and the restart make live workers lose
+		 * leases, and a batch that did not commit is processed again:
+		 * processing stays at-least-once.  A stale owner may even process
+		 * records its successor acknowledged (after an acknowledged
+		 * checkpoint), but that batch never commits: the output table,
+		 * checked below, counts what committed.
+		 */
+		check(fr->dup_records[WHY_NONE] + fr->dup_records[WHY_SPURIOUS] == 0,
+			  "records were processed twice other than after a lost lease, a rolled-back batch or the crash");
 	}
 	else
 	{
@@ -2537,6 +2905,10 @@ usage(void)
 		   "  --router               the DSN is a pg_lease_router router (implies --public-only): one\n"
 		   "                         stream and one tenant per partition\n"
 		   "  --partitions N         the router's partition count (default %d)\n"
+		   "  --exactly-once         also run the fleet in transactional mode (output rows, hold_lease and\n"
+		   "                         checkpoint in one transaction) under steals and backend kills\n"
+		   "  --omit-hold            ... leaving hold_lease out (or PG_LEASE_DEMO_OMIT_HOLD=1): must fail\n"
+		   "  --restart-cmd CMD      ... and run CMD (an immediate stop and start of the server) at 60%%\n"
 		   "  --history DIR          record what the server acknowledged to each process in DIR and\n"
 		   "                         check it after the run (with --public-only)\n"
 		   "  --quiet                no progress lines\n",
@@ -2561,6 +2933,9 @@ parse_args(int argc, char **argv)
 		{"router", no_argument, NULL, 'R'},
 		{"partitions", required_argument, NULL, 'N'},
 		{"history", required_argument, NULL, 'H'},
+		{"exactly-once", no_argument, NULL, 'E'},
+		{"omit-hold", no_argument, NULL, 'O'},
+		{"restart-cmd", required_argument, NULL, 'X'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
@@ -2584,11 +2959,18 @@ parse_args(int argc, char **argv)
 			case 'R': opt.router = opt.public_only = true; break;
 			case 'N': opt.partitions = atoi(optarg); break;
 			case 'H': opt.history = optarg; break;
+			case 'E': opt.exactly_once = true; break;
+			case 'O': opt.exactly_once = opt.omit_hold = true; break;
+			case 'X': opt.restart_cmd = optarg; break;
 			case 'q': opt.quiet = true; break;
 			case 'h': usage(); exit(0);
 			default: usage(); exit(2);
 		}
 	}
+	if (getenv("PG_LEASE_DEMO_OMIT_HOLD") != NULL && strcmp(getenv("PG_LEASE_DEMO_OMIT_HOLD"), "1") == 0)
+		opt.exactly_once = opt.omit_hold = true;
+	if (opt.exactly_once && opt.public_only)
+		die("--exactly-once writes its output table next to the leases: not with --public-only or --router");
 	if (opt.workers < 2 || opt.workers >= MAX_WORKERS)
 		die("--workers must be between 2 and %d", MAX_WORKERS - 1);
 	if (opt.shards < 12 || opt.shards > MAX_SHARDS)
@@ -2616,6 +2998,7 @@ main(int argc, char **argv)
 	PGconn	   *conn;
 	FleetResult fleet = {.label = "pg_lease"};
 	FleetResult legacy = {.label = "legacy read-then-write"};
+	FleetResult eo = {.label = "pg_lease, exactly once", .exactly_once = true};
 	ChannelStats ch;
 
 	char		app[64] = APP_NAME;
@@ -2645,12 +3028,16 @@ main(int argc, char **argv)
 			   nstreams > 1 ? " and " : "", nstreams > 1 ? stream_names[1] : "",
 			   tenant_user[0], tenant_user[1]);
 
-	run_fleet(conn, app, false, true, &fleet);
-	ch = shm->ch;
-	print_timeline(&fleet);
-	print_stream(&fleet, true);
-	check_stream(&fleet);
-	print_channels(conn, &ch);
+	/* --omit-hold is the negative control of --exactly-once: its fleet alone */
+	if (!opt.omit_hold)
+	{
+		run_fleet(conn, app, false, true, &fleet);
+		ch = shm->ch;
+		print_timeline(&fleet);
+		print_stream(&fleet, true);
+		check_stream(&fleet);
+		print_channels(conn, &ch);
+	}
 	if (opt.history != NULL)
 		failures += check_history(conn, app, &fleet);
 
@@ -2669,6 +3056,24 @@ main(int argc, char **argv)
 			   fleet.dup_records[WHY_SPURIOUS], legacy.dup_records[WHY_SPURIOUS]);
 	}
 
+	if (opt.exactly_once)
+	{
+		const char *p1[1] = {APP_NAME "_exactly_once"};
+
+		must_exec(conn, "CREATE TABLE IF NOT EXISTS public.pg_lease_demo_output"
+				  " (app_name text, shard_id text, record bigint, worker text)");	/* no unique constraint */
+		PQclear(must(conn, "DELETE FROM public.pg_lease_demo_output WHERE app_name = $1", 1, p1));
+		eo_fleet = true;
+		run_fleet(conn, p1[0], false, false, &eo);
+		eo_fleet = false;
+		print_timeline(&eo);
+		print_stream(&eo, true);
+		check_stream(&eo);
+		analyse_output(conn, p1[0], &eo);
+		print_exactly_once(&fleet, &eo);
+		check_exactly_once(&eo);
+	}
+
 	PQfinish(conn);
 	if (failures > 0)
 	{
@@ -2680,6 +3085,7 @@ main(int argc, char **argv)
 			   " nothing processed again but after a lost lease or the crash, no channel left unbound\n");
 	else
 		printf("\nverdict: every invariant held: nothing lost, nothing done twice but the crashed"
-			   " worker's unacknowledged tail, no channel left unbound, no quota exceeded\n");
+			   " worker's unacknowledged tail, no channel left unbound, no quota exceeded%s\n",
+			   opt.exactly_once ? "; in transactional mode every record written exactly once" : "");
 	return 0;
 }

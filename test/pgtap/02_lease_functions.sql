@@ -47,6 +47,7 @@ SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
                 'lease.delete_lease(text,text,text)',
                 'lease.grant_app(text,regrole)',
                 'lease.has_app_access(text)',
+                'lease.hold_lease(text,text,text,text,bigint)',
                 'lease.import_kcl_ex(regclass)',
                 'lease.import_kcl_ex_rows(text[],text[],text[],text[],text[],bigint[],boolean[])',
                 -- trigger functions (src/leases/monitoring.sql): they run in

@@ -20,16 +20,23 @@ AMBIGUOUS = frozenset({"57P01", "57P02"})
 PLPROXY_CONNECTION_LOST = re.compile(
     r"^PL/Proxy function [^ ]+ (\[[^ ]+\] )?(PQconnectStart|PQconnectPoll|PQsendQuery|PQflush|PQconsumeInput|connect timeout|query timeout)")
 
+# Transactional mode: hold_lease's 55000 (the lease is not held at the
+# worker's epoch; its transaction is aborted): drop the shard.  Any other
+# 55000 is raised.
+LEASE_NOT_HELD = re.compile(r"(^|REMOTE ERROR: )lease .+ is not held by ")
+
 TRIES = 5
 
 
 def classify(sqlstate, message=None):
-    """'repeat', 'reconnect', 'ambiguous' or 'raise' for an error's SQLSTATE
+    """'repeat', 'reconnect', 'ambiguous', 'drop' or 'raise' for an error's SQLSTATE
     (None: no SQLSTATE) and primary message."""
     if sqlstate is None or sqlstate.startswith("08") or sqlstate in AMBIGUOUS:
         return "ambiguous"
     if sqlstate == "XX000" and message and PLPROXY_CONNECTION_LOST.match(message):
         return "ambiguous"
+    if sqlstate == "55000" and message and LEASE_NOT_HELD.search(message):
+        return "drop"
     if sqlstate in REPEAT:
         return "repeat"
     if sqlstate in RECONNECT:

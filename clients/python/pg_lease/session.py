@@ -17,14 +17,16 @@ class Unavailable(Exception):
 class Session:
     """Runs pg_lease calls, each its own transaction, retrying per the rules."""
 
-    def __init__(self, dsn, application_name="pg_lease"):
+    def __init__(self, dsn, application_name="pg_lease", options=None):
         self.dsn = dsn
         self.application_name = application_name
+        self.options = options    # e.g. "-c lock_timeout=1000" (the renewer in transactional mode)
         self.conn = None
 
     def connect(self):
         if self.conn is None or self.conn.closed:
-            self.conn = psycopg2.connect(self.dsn, application_name=self.application_name)
+            extra = {"options": self.options} if self.options else {}
+            self.conn = psycopg2.connect(self.dsn, application_name=self.application_name, **extra)
             self.conn.autocommit = True
         return self.conn
 
@@ -60,7 +62,7 @@ class Session:
                 kind = rules.classify(e.pgcode, e.diag.message_primary)
                 if conn.closed and kind != "reconnect":
                     kind = "ambiguous"    # the driver lost the connection
-                if kind == "raise":
+                if kind in ("raise", "drop"):
                     raise
                 if kind != "repeat":
                     self.close()

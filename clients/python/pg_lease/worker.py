@@ -4,12 +4,21 @@ A port of the demo client (test/demo/pg_lease_demo.c) following
 docs/client-rules.md: a renewal thread on its own connection, a processing
 loop on another, the local deadline, graceful handoff, and every checkpoint
 fenced with the lease_epoch learned from take_leases or renew_leases.
+
+Transactional mode (Worker(..., transactional=True), docs/exactly-once.md):
+each batch is one transaction on the processing connection: the processor
+writes its output through the cursor it is given, then the worker runs
+hold_lease and the fenced checkpoint and commits, so output and checkpoint
+commit together or not at all, and never from a worker that lost the lease.
 """
 import json
 import os
 import threading
 import time
 
+import psycopg2
+
+from . import rules
 from .session import Ambiguous, Session, Unavailable
 
 SHARD_END = "SHARD_END"
@@ -25,6 +34,7 @@ MINE = ("SELECT shard_id, lease_epoch, checkpoint, handoff_from"
 CHECKPOINT = "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s)"
 RELEASE = "SELECT lease.release_lease(%s, %s, %s, %s)"
 CLOSE = "SELECT lease.close_shard(%s, %s, %s, %s)"
+HOLD = "SELECT lease.hold_lease(%s, %s, %s, %s, %s)"
 
 
 class RecordProcessor:
@@ -33,8 +43,10 @@ class RecordProcessor:
     def initialize(self, shard_id, checkpoint):
         """The worker now processes shard_id, from checkpoint (the last acknowledged one)."""
 
-    def process(self, shard_id):
-        """Process the next batch; return its checkpoint, None (nothing to do), or SHARD_END."""
+    def process(self, shard_id, cursor=None):
+        """Process the next batch; return its checkpoint, None (nothing to do), or SHARD_END.
+        In transactional mode cursor is the batch's transaction: write the output through it
+        (the checkpoint must move forward with every batch that writes output)."""
         return None
 
     def shutdown(self, shard_id, reason):
@@ -74,7 +86,7 @@ class Worker:
 
     def __init__(self, dsn, app_name, stream_name, owner, processor,
                  lease_duration=10.0, margin=None, balance_every=None,
-                 max_steal=1, journal=None):
+                 max_steal=1, journal=None, transactional=False):
         self.key = (app_name, stream_name)
         self.owner = owner
         self.processor = processor
@@ -84,12 +96,17 @@ class Worker:
         self.max_steal = max_steal
         self.interval = "%d milliseconds" % int(self.lease_duration * 1000)
         self.journal = Journal(journal, owner)
+        self.transactional = transactional
         self.db = Session(dsn, owner)
-        self.renew_db = Session(dsn, owner + " renewer")
+        # transactional: a renewal waits behind a batch transaction holding one of
+        # its leases for at most a tenth of the lease duration (55P03: repeated)
+        self.renew_db = Session(dsn, owner + " renewer",
+                                "-c lock_timeout=%d" % int(self.lease_duration * 100) if transactional else None)
         self.held = {}            # shard_id -> _Lease, shared with the renewer
         self.forgotten = {}       # shard_id -> when it was dropped here (monotonic)
         self.running = {}         # shard_id -> epoch its processor was started with
         self.unacked = {}         # shard_id -> a processed checkpoint whose write failed
+        self.committed = {}       # transactional: shard_id -> the checkpoint the next batch starts from
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.error = None         # what stopped the renewer, raised by run()
@@ -168,6 +185,7 @@ class Worker:
                 if checkpoint == SHARD_END:
                     return False
                 self.processor.initialize(shard, checkpoint)
+                self.committed[shard] = checkpoint
                 self.running[shard] = epoch
                 self.journal("initialized", shard=shard, epoch=epoch, checkpoint=checkpoint)
                 return True
@@ -197,6 +215,8 @@ class Worker:
             self.journal("released", shard=shard, ok=self.db.one(RELEASE, key), to=lease.handoff_to)
             self._drop(shard, HANDED_OFF, "handoff to " + lease.handoff_to)
             return False
+        if self.transactional:
+            return self._transaction(shard, lease)
         checkpoint = self.processor.process(shard)
         if checkpoint is None:
             return False
@@ -222,6 +242,93 @@ class Worker:
         if not ok:
             self._drop(shard, LEASE_LOST, "checkpoint refused")
         return ok
+
+    def _transaction(self, shard, lease):
+        """One batch as one transaction: output, hold_lease, fenced checkpoint (or close), commit.
+        True when a batch committed."""
+        key = self.key + (shard, self.owner)
+        try:
+            conn = self.db.connect()
+        except psycopg2.OperationalError as e:
+            raise Unavailable(str(e).strip()) from e
+        tried = None
+        committing = False
+        try:
+            with conn.cursor() as cur:
+                cur.execute("BEGIN")
+                tried = self.processor.process(shard, cur)
+                if tried is None:
+                    cur.execute("ROLLBACK")
+                    return False
+                cur.execute(HOLD, key + (lease.epoch,))
+                held_at = cur.fetchone()[0]
+                if held_at != self.committed.get(shard):
+                    # a commit acknowledged to us is not there (lost in a crash with
+                    # synchronous_commit off, or a failover): go on from the server's
+                    cur.execute("ROLLBACK")
+                    self.journal("tx_diverged", shard=shard, epoch=lease.epoch, expected=self.committed.get(shard),
+                                 checkpoint=held_at)
+                    self.processor.initialize(shard, held_at)
+                    self.committed[shard] = held_at
+                    return False
+                cur.execute(CLOSE if tried == SHARD_END else CHECKPOINT,
+                            key if tried == SHARD_END else key + (tried, lease.epoch))
+                if not cur.fetchone()[0]:
+                    cur.execute("ROLLBACK")
+                    self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=tried, ok=False)
+                    self._drop(shard, LEASE_LOST, "checkpoint refused")
+                    return False
+                committing = True
+                cur.execute("COMMIT")
+        except Exception as e:
+            code = getattr(e, "pgcode", None)
+            kind = rules.classify(code, getattr(getattr(e, "diag", None), "message_primary", None)) \
+                if isinstance(e, psycopg2.Error) else "raise"
+            if conn.closed:
+                kind = "ambiguous"
+            else:
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("ROLLBACK")    # autocommit: psycopg2 does not know of the BEGIN
+                except psycopg2.Error:
+                    self.db.close()
+            if kind == "drop":
+                self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=tried, ok=False,
+                             error=str(e).strip().split("\n")[0])
+                self._drop(shard, LEASE_LOST, "not held")
+                return False
+            if kind == "raise":
+                raise
+            self.db.close()
+            self.journal("tx_failed", shard=shard, epoch=lease.epoch, checkpoint=tried,
+                         unknown=committing and kind == "ambiguous", error=str(e).strip().split("\n")[0])
+            self._resolve(shard, lease, tried if committing else None)
+            return False
+        self.committed[shard] = tried
+        self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=tried, ok=True, tx=True)
+        if tried == SHARD_END:
+            self._drop(shard, SHARD_ENDED, "closed")
+        return True
+
+    def _resolve(self, shard, lease, tried):
+        """After a batch transaction failed: restart the processor from the checkpoint my_leases
+        holds (tried: the checkpoint of a COMMIT whose outcome is unknown; equal means it committed)."""
+        try:
+            rows = self.db.call(MINE, self.key + (self.owner,))
+        except (Unavailable, Ambiguous):
+            self._drop(shard, LEASE_LOST, "unresolved", keep_lease=True)   # _start reads it again
+            raise
+        for row_shard, row_epoch, checkpoint, handoff_from in rows:
+            if row_shard == shard and row_epoch == lease.epoch:
+                self.journal("tx_resolved", shard=shard, epoch=lease.epoch, checkpoint=checkpoint,
+                             committed=tried is not None and checkpoint == tried)
+                if checkpoint == SHARD_END:
+                    self._drop(shard, SHARD_ENDED, "closed")
+                else:
+                    self.processor.initialize(shard, checkpoint)
+                    self.committed[shard] = checkpoint
+                return
+        self._drop(shard, LEASE_LOST, "not in my_leases")
 
     def run(self):
         """Runs until stop(); then shuts every processor down and releases every lease.
