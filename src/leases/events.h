@@ -26,10 +26,16 @@
 #define LEASE_EVENT_COLUMNS \
 	"app_name, stream_name, shard_id, event, from_owner, to_owner, lease_count, lease_epoch"
 
-/* A data-modifying CTE recording every row of `c` when `rec` is true. */
+/*
+ * A data-modifying CTE recording every row of `c` when `rec` is true.  The
+ * rows of one statement get their event ids in shard_id order: the order in
+ * which an UPDATE returns its rows depends on the plan, which may change
+ * with the table's statistics.
+ */
 #define LEASE_SQL_RECORD_EVENTS(rec) \
 	", recorded AS (INSERT INTO lease.lease_events (" LEASE_EVENT_COLUMNS ")" \
-	" SELECT " LEASE_EVENT_COLUMNS " FROM c WHERE " rec ")"
+	" SELECT " LEASE_EVENT_COLUMNS " FROM c WHERE " rec \
+	" ORDER BY c.shard_id COLLATE pg_catalog.\"C\")"
 
 /* A select-list item announcing row `c` on channel `chan` unless it is ''. */
 #define LEASE_SQL_NOTIFY(chan) \
