@@ -16,6 +16,12 @@
  * pg_terminate_backend while they are held mid-rotation and mid-restore by a
  * lock it owns, and checks that nothing partial is left.
  *
+ * Beside them, --txn-clients N (3 by default) transactional clients commit
+ * one output row per record together with hold_lease and the fenced
+ * checkpoint (issue 21); the checker proves each record up to each shard's
+ * checkpoint is in their output exactly once, and --omit-hold shows that
+ * check failing without hold_lease.
+ *
  * Prints the seed, a count per operation and outcome, and each invariant's
  * verdict; exits 1 on any violation, 2 on a usage or setup error.
  *
