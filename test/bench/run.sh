@@ -82,6 +82,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 # them alike); the table shows the median tps of each.
 median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
+# round_order "V1 V2 ..." ROUND: the variants rotated to start at the ROUND-th
+round_order() { echo "$1" | awk -v r="$2" '{ for (i = 0; i < NF; i++) printf "%s ", $((i + r - 1) % NF + 1) }'; }
+
 bench_checkpoints() {
     local stream=$1 nleases=$2 with_renewer=$3 title=$4
     local variants="raw pg_lease plpgsql client"
@@ -92,7 +95,7 @@ bench_checkpoints() {
         # each round starts at a different variant, and every measurement
         # starts from a vacuumed table, so neither order nor the bloat of
         # the previous measurement favours one variant
-        order=$(echo $variants | awk -v r="$round" '{ for (i = 0; i < NF; i++) printf "%s ", $((i + r - 1) % NF + 1) }')
+        order=$(round_order "$variants" "$round")
         for v in $order; do
             "${PSQL[@]}" -c "VACUUM lease.shard_leases"
             step "$title: $v (round $round of $ROUNDS)"
@@ -348,6 +351,87 @@ bench_scale() {
     } >>"$REPORT"
 }
 
+# -- 7: exactly once -----------------------------------------------------------
+# The transactional mode of docs/exactly-once.md against the normal mode, one
+# output row per record: $CLIENTS workers, each on a lease of its own
+# (shard-<client_id>), batches of XONCE_BATCH records, the fenced checkpoint
+# in both modes, and beside them one renewer on its own connection renewing
+# every lease with renew_leases, as the clients do.
+XONCE_BATCH=10
+XONCE_WORK=0.2
+
+# xonce_run NAME SCRIPT: the workers for $T s with the renewer beside them;
+# sets TPS and LAT; the renewer's latency per renewal (µs) is appended to
+# $WORK/renew-<NAME up to its first dash>.lat
+xonce_run() {
+    local name=$1 script=$2 epoch rpid
+    epoch=$("${PSQL[@]}" -At -c "SELECT max(lease_epoch) FROM lease.shard_leases WHERE app_name = 'bench' AND stream_name = 'xonce'")
+    "${PSQL[@]}" -c "TRUNCATE bench.output" -c "VACUUM lease.shard_leases" \
+        -c "UPDATE lease.shard_leases SET checkpoint = '0' WHERE app_name = 'bench' AND stream_name = 'xonce'"
+    "$PG_BINDIR/pgbench" -n -M prepared -T "$T" -c 1 -f test/bench/xonce_renewer.sql -D stream=xonce \
+        -l --log-prefix="$WORK/xlat-$name" bench >"$WORK/xren-$name.log" 2>&1 &
+    rpid=$!
+    run_pgbench "xonce-$name" "$script" "$CLIENTS" -D stream=xonce -D epoch="$epoch" \
+        -D batch="$XONCE_BATCH" -D work="$XONCE_WORK"
+    wait "$rpid" || { cat "$WORK/xren-$name.log" >&2; return 1; }
+    cat "$WORK/xlat-$name".* | awk '{ print $3 }' >>"$WORK/renew-${name%%-*}.lat"
+    # the fenced checkpoints must have been accepted: every worker's moved on
+    if [ "$("${PSQL[@]}" -At -c "SELECT count(*) FROM lease.shard_leases WHERE app_name = 'bench'
+            AND stream_name = 'xonce' AND checkpoint <> '0'")" -ne "$CLIENTS" ]; then
+        echo "bench: exactly once, $name: a worker's checkpoint did not move (refused?)" >&2
+        return 1
+    fi
+}
+
+# "avg / max" in ms of a file of latencies in µs
+lat_avg_max() { awk '{ s += $1; if ($1 > m) m = $1; n++ } END { if (n) printf "%.1f / %.0f", s / n / 1000, m / 1000; else print "–" }' "$1"; }
+
+bench_exactly_once() {
+    local variants="normal tx" round order v base
+    declare -A tps_of lat_of
+    "${PSQL[@]}" -c "SELECT bench.make_stream('xonce', $CLIENTS, 1)"
+    for ((round = 1; round <= ROUNDS; round++)); do
+        order=$(round_order "$variants" "$round")
+        for v in $order; do
+            step "exactly once: $v mode (round $round of $ROUNDS)"
+            xonce_run "$v-$round" "test/bench/xonce_$v.sql"
+            tps_of[$v]="${tps_of[$v]:-} $TPS"
+            lat_of[$v]="${lat_of[$v]:-} $LAT"
+        done
+    done
+    for v in hold_last hold_first; do
+        step "exactly once: ${XONCE_WORK} s of work per transaction, $v"
+        xonce_run "$v-1" "test/bench/xonce_tx_$v.sql"
+        tps_of[$v]=$TPS
+        lat_of[$v]=$LAT
+    done
+    {
+        echo
+        echo "### 7. Exactly once: the transactional mode against the normal mode"
+        echo
+        echo "The cost of [docs/exactly-once.md](docs/exactly-once.md). $CLIENTS workers, each on a lease of its own, batches of $XONCE_BATCH records, one output row per record into \`bench.output\` (no unique constraint), the fenced \`update_checkpoint\` in both modes; beside them, on its own connection, one renewer renewing all their leases with \`renew_leases\` back to back. *Normal mode* (the baseline, at least once): the output \`INSERT\` committed, then the checkpoint (two statements, two commits). *Transactional mode*: \`BEGIN\`, the output, \`hold_lease\`, the checkpoint, \`COMMIT\`. The two modes interleaved over $ROUNDS rounds, each round starting at the other; median. Then the transactional mode with $XONCE_WORK s of work in every transaction (\`pg_sleep\`), \`hold_lease\` called last (just before the checkpoint) and first: the renewer waits for the transactions holding a lease, and its latency is the cost (scripts: \`test/bench/xonce_*.sql\`)."
+        echo
+        echo "| workers | records/s | ratio to the normal mode | batch latency avg (ms) | renewal latency avg / max (ms) |"
+        echo "| --- | ---: | ---: | ---: | ---: |"
+    } >>"$REPORT"
+    base=$(echo "${tps_of[normal]}" | median)
+    for v in normal tx hold_last hold_first; do
+        local t l label r
+        t=$(echo "${tps_of[$v]}" | median)
+        l=$(echo "${lat_of[$v]}" | median)
+        case "$v" in
+            normal) label="normal mode: output committed, then the checkpoint (median of $ROUNDS)" ;;
+            tx) label="transactional mode: output, \`hold_lease\`, checkpoint, one commit (median of $ROUNDS)" ;;
+            hold_last) label="transactional, $XONCE_WORK s of work per batch, \`hold_lease\` **last**" ;;
+            hold_first) label="transactional, $XONCE_WORK s of work per batch, \`hold_lease\` **first**" ;;
+        esac
+        # with the work, records/s measure the sleep: no ratio
+        case "$v" in normal|tx) r=$(ratio "$t" "$base") ;; *) r="–" ;; esac
+        printf '| %s | %.0f | %s | %.3f | %s |\n' "$label" "$(awk -v t="$t" -v b="$XONCE_BATCH" 'BEGIN { print t * b }')" \
+            "$r" "$l" "$(lat_avg_max "$WORK/renew-$v.lat")" >>"$REPORT"
+    done
+}
+
 {
     echo "# pg_lease benchmarks"
     echo
@@ -374,6 +458,7 @@ bench_renewal
 bench_balancing
 bench_rotation
 bench_scale
+bench_exactly_once
 
 cp "$REPORT" "$ROOT/$OUT"
 rm -rf "$WORK"

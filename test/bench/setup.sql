@@ -29,3 +29,7 @@ LANGUAGE sql AS $$
            1, clock_timestamp() + interval '7 days'
       FROM generate_series(0, n - 1) AS i;
 $$;
+
+-- The workers' output in section 7 (exactly once): one row per record, no
+-- unique constraint, as in docs/exactly-once.md.
+CREATE TABLE bench.output (shard_id text NOT NULL, record bigint NOT NULL);

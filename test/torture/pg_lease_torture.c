@@ -16,6 +16,12 @@
  * pg_terminate_backend while they are held mid-rotation and mid-restore by a
  * lock it owns, and checks that nothing partial is left.
  *
+ * Beside them, --txn-clients N (3 by default) transactional clients commit
+ * one output row per record together with hold_lease and the fenced
+ * checkpoint (issue 21); the checker proves each record up to each shard's
+ * checkpoint is in their output exactly once, and --omit-hold shows that
+ * check failing without hold_lease.
+ *
  * Prints the seed, a count per operation and outcome, and each invariant's
  * verdict; exits 1 on any violation, 2 on a usage or setup error.
  *
@@ -49,6 +55,8 @@
 #define NSHARED (NSHTEN * NSHCH)
 #define NMINE 2					/* own rotations a client may leave to restore later */
 #define NKNOWN 8				/* conversations a client remembers per shared channel */
+#define XSTREAM "exactly"		/* the transactional clients' stream */
+#define NXSHARDS 4				/* its shards, s00..s03 */
 
 /* ---------------------------------------------------------------- options */
 
@@ -58,6 +66,8 @@ static int	opt_kills = 0;
 static int	opt_shared = 4;			/* clients also working the shared channels */
 static int	opt_serial = 0;			/* steps of the serial replay; 0: the concurrent run */
 static bool opt_expect_crash = false;
+static int	opt_txn = 3;			/* transactional clients (stream XSTREAM); 0: none */
+static bool opt_omit_hold = false;	/* ... without hold_lease: the check must fail */
 static unsigned long long opt_seed;
 static const char *opt_dbname = NULL;
 
@@ -531,6 +541,35 @@ learn_position(Client *cl, int s)
 		cl->held[s].pos_known = false;
 }
 
+/*
+ * BEGIN, take_lease(p[0..5]) and, when *taken, the count, epoch and
+ * checkpoint it set, read inside the taking transaction (whose owner must be
+ * p[3]); the caller commits.  Not taken: already committed.
+ */
+static Res
+begin_take(Conn *c, const char *op, const char *const *p, bool *taken, long long *count, long long *epoch,
+		   long long *pos)
+{
+	Res			r;
+
+	*taken = false;
+	if ((r = q(c, "BEGIN", 0, NULL)) != RES_OK ||
+		(r = q(c, "SELECT lease.take_lease($1, $2, $3, $4, $5::bigint, $6::interval)", 6, p)) != RES_OK)
+		return r;
+	if (isnull(c, 0, 0))
+		return q(c, "COMMIT", 0, NULL);
+	*count = atoll(val(c, 0, 0));
+	if ((r = q(c, "SELECT lease_epoch, checkpoint, lease_owner FROM lease.shard_leases"
+			   " WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3", 3, p)) != RES_OK)
+		return r;
+	*taken = true;
+	*epoch = atoll(val(c, 0, 0));
+	*pos = ckpt_pos(val(c, 0, 1));
+	if (strcmp(val(c, 0, 2), p[3]) != 0)
+		violation("%s %s/%s: taken, but the owner is %s", op, p[1], p[2], val(c, 0, 2));
+	return RES_OK;
+}
+
 /* take_lease without a count, or with the current count (a steal). */
 static void
 op_take(Client *cl, bool steal)
@@ -542,6 +581,7 @@ op_take(Client *cl, bool steal)
 	const char *p[6];
 	Res			r;
 	long long	epoch;
+	bool		taken;
 
 	lease_key(cl, s, shard, p);
 	p[5] = durations[rnd(&cl->rng, 3)];
@@ -556,32 +596,17 @@ op_take(Client *cl, bool steal)
 		snprintf(count, sizeof(count), "%s", val(&cl->c, 0, 0));
 	}
 	p[4] = steal ? count : NULL;
-	if ((r = q(&cl->c, "BEGIN", 0, NULL)) != RES_OK ||
-		(r = q(&cl->c, "SELECT lease.take_lease($1, $2, $3, $4, $5::bigint, $6::interval)", 6, p)) != RES_OK)
+	if ((r = begin_take(&cl->c, op, p, &taken, &cl->held[s].count, &epoch, &cl->held[s].pos)) != RES_OK)
 	{
 		tally(op, on_error(cl, op, r));
 		rollback(cl);
 		return;
 	}
-	if (isnull(&cl->c, 0, 0))
+	if (!taken)
 	{
-		q(&cl->c, "COMMIT", 0, NULL);
 		tally(op, "not taken");
 		return;
 	}
-	cl->held[s].count = atoll(val(&cl->c, 0, 0));
-	/* inside the taking transaction: the epoch and checkpoint it set */
-	if ((r = q(&cl->c, "SELECT lease_epoch, checkpoint, lease_owner FROM lease.shard_leases"
-			   " WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3", 3, p)) != RES_OK)
-	{
-		tally(op, on_error(cl, op, r));
-		rollback(cl);
-		return;
-	}
-	epoch = atoll(val(&cl->c, 0, 0));
-	if (strcmp(val(&cl->c, 0, 2), cl->owner) != 0)
-		violation("%s %s: taken, but the owner is %s", op, shard, val(&cl->c, 0, 2));
-	cl->held[s].pos = ckpt_pos(val(&cl->c, 0, 1));
 	if ((r = q(&cl->c, "COMMIT", 0, NULL)) != RES_OK)
 	{
 		tally(op, on_error(cl, op, r));
@@ -1893,6 +1918,7 @@ enum
 	INV_TAKER_STATE,
 	INV_RESTORABLE,
 	INV_LIFECYCLE,
+	INV_EXACTLY_ONCE,
 	NINV
 };
 static const char *inv_names[NINV] = {
@@ -1911,6 +1937,7 @@ static const char *inv_names[NINV] = {
 	"the taker's bookkeeping equals a recount (test/lib/taker_state_check.sql)",
 	"no shared channel unbound while a failed chain leads back to a live unbound conversation",
 	"no live conversation whose replacement runs (its start ended it: issue 20's lifecycle)",
+	"transactional clients: every record up to each shard's checkpoint in torture_output exactly once",
 };
 static int	inv_failures[NINV];
 static int	inv_checks[NINV];
@@ -2271,6 +2298,51 @@ check_tables(Conn *c)
 		check_compensation_rows(c);
 }
 
+/*
+ * The transactional clients' output: per shard of XSTREAM, the rows of
+ * public.torture_output (no unique constraint) are exactly the records 1 to
+ * the checkpoint, each once.  Holds in every snapshot, since output and
+ * checkpoint commit together.
+ */
+static void
+check_exactly_once(Conn *c)
+{
+	static int	reported = 0;	/* the first few, every sample would repeat them */
+	const char *p[2] = {APP, XSTREAM};
+	bool		ok = true;
+
+	if (opt_txn == 0)
+		return;
+	if (q(c, "SELECT l.shard_id, l.checkpoint, count(o.seq), count(DISTINCT o.seq),"
+		  "       coalesce(min(o.seq), 0), coalesce(max(o.seq), 0),"
+		  "       count(DISTINCT o.seq) FILTER (WHERE o.seq <="
+		  "             CASE WHEN l.checkpoint ~ '^[0-9]+$' THEN l.checkpoint::bigint ELSE 0 END)"
+		  "  FROM lease.shard_leases l LEFT JOIN public.torture_output o"
+		  "       ON o.app = l.app_name AND o.stream = l.stream_name AND o.shard = l.shard_id"
+		  " WHERE l.app_name = $1 AND l.stream_name = $2"
+		  " GROUP BY l.shard_id, l.checkpoint ORDER BY l.shard_id", 2, p) != RES_OK)
+		return;
+	for (int i = 0; i < PQntuples(c->res); i++)
+	{
+		long long	ck = ckpt_pos(val(c, i, 1)),
+					rows = atoll(val(c, i, 2)),
+					distinct = atoll(val(c, i, 3)),
+					lo = atoll(val(c, i, 4)),
+					hi = atoll(val(c, i, 5)),
+					upto = atoll(val(c, i, 6));
+
+		if (rows == ck && distinct == ck && (ck == 0 || (lo == 1 && hi == ck)))
+			continue;
+		ok = false;
+		if (reported++ < 2 * NXSHARDS)
+			violation("exactly once: %s %s checkpoint %lld, %lld output rows of %lld distinct records %lld..%lld:"
+					  " %lld duplicates, %lld of records 1..%lld missing, %lld beyond the checkpoint",
+					  XSTREAM, val(c, i, 0), ck, rows, distinct, lo, hi, rows - distinct, ck - upto, ck,
+					  distinct - upto);
+	}
+	checked(INV_EXACTLY_ONCE, ok);
+}
+
 /* The length of a text[] literal naming the shared channels' users, agents or channels. */
 #define SCOPES_LEN 64
 
@@ -2556,6 +2628,7 @@ checker_main(void *arg)
 	{
 		check_tables(&c);
 		check_checkpoints(&c);
+		check_exactly_once(&c);
 		if (opt_shared > 0)
 			check_restorable(&c, 0, NSHARED, true);
 		if (PQstatus(c.pg) == CONNECTION_BAD)
@@ -2567,6 +2640,344 @@ checker_main(void *arg)
 	}
 	conn_close(&c);
 	return NULL;
+}
+
+/* ------------------------------------------------- transactional clients */
+
+/*
+ * Transactional clients (issue 21, docs/exactly-once.md): on a stream of
+ * their own, each batch is one transaction: one output row per record into
+ * public.torture_output, hold_lease (its checkpoint must be where the batch
+ * starts, else a commit was lost: roll back and resume from it), the fenced
+ * checkpoint, COMMIT.  Their connections run synchronous_commit = off (as the
+ * test cluster), so a crash can lose a commit they were told about; after a
+ * reconnect they go on from what they remember (a COMMIT that went
+ * unanswered leaves the position where the batch started), and hold_lease's
+ * checkpoint corrects them.  They
+ * take, steal, renew, release and let leases expire among themselves; with
+ * --kills a killer terminates their backends mid-transaction.  With
+ * --omit-hold they leave hold_lease out and commit even when the fenced
+ * checkpoint was refused (a forgotten IF NOT ok THEN ROLLBACK): the check
+ * must find duplicates.
+ */
+static Client txns[MAX_CLIENTS];
+static int	txn_kills_done = 0;
+
+/* The first four arguments of a lease call on XSTREAM. */
+static void
+tx_key(Client *cl, int s, char *shard, const char **p)
+{
+	lease_key(cl, s, shard, p);
+	p[1] = XSTREAM;
+}
+
+/* An error of a transactional client: a lost connection is expected after a kill or crash. */
+static void
+tx_fail(Client *cl, const char *op, Res r)
+{
+	if (r == RES_LOST)
+	{
+		cl->lost = true;
+		if (!opt_expect_crash && opt_kills == 0)
+			violation("%s: connection lost: %s", op, cl->c.errmsg);
+		tally(op, "connection_lost");
+	}
+	else
+		tally(op, on_error(cl, op, r));
+	rollback(cl);
+}
+
+/* Opens a transactional client's connection, commits asynchronous. */
+static bool
+tx_connect(Client *cl)
+{
+	char		app[32];
+
+	snprintf(app, sizeof(app), "torture-x%02d", cl->id);
+	if (cl->c.pg == NULL && !conn_open(&cl->c, app))
+		return false;
+	return q(&cl->c, "SET synchronous_commit = off", 0, NULL) == RES_OK;
+}
+
+/* take_lease on XSTREAM, free or (one time in three) a steal with the current count. */
+static void
+tx_take(Client *cl)
+{
+	const char *op = "txn take_lease";
+	int			s = rnd(&cl->rng, NXSHARDS);
+	char		shard[8],
+				count[24] = "";
+	const char *p[6];
+	Res			r;
+	bool		taken;
+
+	tx_key(cl, s, shard, p);
+	p[4] = NULL;
+	p[5] = durations[rnd(&cl->rng, 2)];
+	if (rnd(&cl->rng, 3) == 0)
+	{
+		if ((r = q(&cl->c, "SELECT lease_count FROM lease.shard_leases"
+				   " WHERE app_name = $1 AND stream_name = $2 AND shard_id = $3", 3, p)) != RES_OK)
+		{
+			tx_fail(cl, op, r);
+			return;
+		}
+		snprintf(count, sizeof(count), "%s", val(&cl->c, 0, 0));
+		p[4] = count;
+	}
+	if ((r = begin_take(&cl->c, op, p, &taken, &cl->held[s].count, &cl->held[s].epoch,
+						&cl->held[s].pos)) != RES_OK)
+	{
+		tx_fail(cl, op, r);
+		return;
+	}
+	if (!taken)
+	{
+		tally(op, "not taken");
+		return;
+	}
+	if ((r = q(&cl->c, "COMMIT", 0, NULL)) != RES_OK)
+	{
+		tx_fail(cl, op, r);
+		return;
+	}
+	cl->held[s].have = cl->held[s].pos_known = true;
+	tally(op, p[4] ? "stolen" : "taken");
+}
+
+/* renew_lease or release_lease of a shard held on XSTREAM. */
+static void
+tx_renew_release(Client *cl, bool release)
+{
+	const char *op = release ? "txn release_lease" : "txn renew_lease";
+	int			s = rnd(&cl->rng, NXSHARDS);
+	char		shard[8],
+				count[24];
+	const char *p[6];
+	Res			r;
+
+	if (!cl->held[s].have)
+		return;
+	tx_key(cl, s, shard, p);
+	snprintf(count, sizeof(count), "%lld", cl->held[s].count);
+	p[4] = count;
+	p[5] = durations[rnd(&cl->rng, 2)];
+	r = release ? q(&cl->c, "SELECT lease.release_lease($1, $2, $3, $4)", 4, p)
+		: q(&cl->c, "SELECT lease.renew_lease($1, $2, $3, $4, $5::bigint, $6::interval)", 6, p);
+	if (r != RES_OK)
+	{
+		tx_fail(cl, op, r);
+		return;
+	}
+	if (release || isnull(&cl->c, 0, 0))
+	{
+		cl->held[s].have = false;
+		tally(op, release ? "released" : "lost");
+		return;
+	}
+	cl->held[s].count = atoll(val(&cl->c, 0, 0));
+	tally(op, "renewed");
+}
+
+/*
+ * Inside the batch's transaction: hold_lease.  False (the transaction rolled
+ * back) when the lease is not held (55000: drop the shard) or the server's
+ * checkpoint is not where the batch starts (resume from it).
+ */
+static bool
+tx_hold(Client *cl, int s, const char **p)
+{
+	const char *op = "txn batch";
+	Res			r;
+	long long	ck;
+
+	if ((r = q(&cl->c, "SELECT lease.hold_lease($1, $2, $3, $4, $5::bigint)", 5, p)) != RES_OK)
+	{
+		if (r == RES_ERROR && strcmp(cl->c.sqlstate, "55000") == 0)
+		{
+			cl->held[s].have = false;
+			tally(op, "not held (hold_lease 55000)");
+			rollback(cl);
+		}
+		else
+			tx_fail(cl, op, r);
+		return false;
+	}
+	ck = ckpt_pos(val(&cl->c, 0, 0));
+	if (ck == cl->held[s].pos)
+		return true;
+	cl->held[s].pos = ck;
+	tally(op, "resumed from hold_lease's checkpoint");
+	rollback(cl);
+	return false;
+}
+
+/* One batch of 1 to 20 records of a shard held, output and checkpoint in one transaction. */
+static void
+tx_batch(Client *cl)
+{
+	const char *op = "txn batch";
+	int			s = rnd(&cl->rng, NXSHARDS);
+	char		shard[8],
+				epoch[24],
+				from[24],
+				to[24];
+	const char *p[7];
+	long long	last;
+	bool		ok;
+	Res			r;
+
+	if (!cl->held[s].have || !cl->held[s].pos_known)
+	{
+		tx_take(cl);
+		return;
+	}
+	last = cl->held[s].pos + 1 + rnd(&cl->rng, 20);
+	tx_key(cl, s, shard, p);
+	snprintf(epoch, sizeof(epoch), "%lld", cl->held[s].epoch);
+	snprintf(from, sizeof(from), "%lld", cl->held[s].pos + 1);
+	snprintf(to, sizeof(to), "%lld", last);
+	p[4] = from;
+	p[5] = to;
+	if ((r = q(&cl->c, "BEGIN", 0, NULL)) != RES_OK ||
+		(r = q(&cl->c, "INSERT INTO public.torture_output (app, stream, shard, seq, owner)"
+			   " SELECT $1, $2, $3, g, $4 FROM pg_catalog.generate_series($5::bigint, $6::bigint) AS g",
+			   6, p)) != RES_OK)
+	{
+		tx_fail(cl, op, r);
+		return;
+	}
+	sleep_ms(5 + rnd(&cl->rng, 30));	/* the work, inside the transaction */
+	p[4] = epoch;
+	if (!opt_omit_hold && !tx_hold(cl, s, p))
+		return;
+	p[4] = to;
+	p[5] = "0";
+	p[6] = epoch;
+	if ((r = q(&cl->c, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, $6::bigint, $7::bigint)", 7, p)) != RES_OK)
+	{
+		tx_fail(cl, op, r);
+		return;
+	}
+	ok = val(&cl->c, 0, 0)[0] == 't';
+	if (!ok && !opt_omit_hold)
+	{
+		/* hold_lease held the row: a refusal here is a bug */
+		violation("%s %s: hold_lease passed at epoch %s, then the fenced checkpoint was refused", op, shard, epoch);
+		cl->held[s].have = false;
+		rollback(cl);
+		return;
+	}
+	if ((r = q(&cl->c, "COMMIT", 0, NULL)) != RES_OK)
+	{
+		/* outcome unknown: the position stays where the batch started, hold_lease tells */
+		tx_fail(cl, op, r);
+		return;
+	}
+	cl->held[s].pos = last;
+	cl->held[s].have = ok;
+	tally(op, ok ? "committed" : "committed a refused checkpoint (--omit-hold)");
+}
+
+/* A transactional client: batches mostly, takes, renewals, releases; reconnects after a kill or crash. */
+static void *
+txn_main(void *arg)
+{
+	Client	   *cl = arg;
+
+	while (now_s() < t_deadline)
+	{
+		int			k = rnd(&cl->rng, 100);
+
+		if (k < 15)
+			tx_take(cl);
+		else if (k < 25)
+			tx_renew_release(cl, false);
+		else if (k < 28)
+			tx_renew_release(cl, true);
+		else
+			tx_batch(cl);
+		if (cl->lost)
+		{
+			conn_close(&cl->c);
+			while (!tx_connect(cl) && now_s() < t_deadline + 30)
+			{
+				conn_close(&cl->c);
+				sleep_ms(100);
+			}
+			if (cl->c.pg == NULL)
+				break;
+			/* what it holds and where it is, it keeps: hold_lease corrects both */
+			cl->lost = false;
+		}
+	}
+	conn_close(&cl->c);
+	return NULL;
+}
+
+/* Terminates opt_kills transactional clients' backends while they are inside a batch's transaction. */
+static void *
+txn_killer_main(void *arg)
+{
+	Conn		k;
+
+	(void) arg;
+	if (!conn_open(&k, "torture-txn-killer"))
+		return NULL;
+	for (int i = 0; i < opt_kills && now_s() < t_deadline; i++)
+	{
+		sleep_ms((int) (1000.0 * (t_deadline - now_s()) / (opt_kills - i + 1) / 2));
+		while (now_s() < t_deadline &&
+			   q(&k, "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity"
+				 " WHERE application_name LIKE 'torture-x%' AND state = 'idle in transaction'"
+				 "   AND query LIKE 'INSERT INTO public.torture_output%' LIMIT 1", 0, NULL) == RES_OK &&
+			   PQntuples(k.res) == 0)
+			sleep_ms(5);
+		if (k.res && PQresultStatus(k.res) == PGRES_TUPLES_OK && PQntuples(k.res) == 1)
+		{
+			pthread_mutex_lock(&mu);
+			txn_kills_done++;
+			pthread_mutex_unlock(&mu);
+		}
+	}
+	conn_close(&k);
+	return NULL;
+}
+
+/* Creates XSTREAM's shards and the output table (no unique constraint: duplicates must show). */
+static void
+txn_setup(Conn *c)
+{
+	for (int i = 0; i < NXSHARDS; i++)
+	{
+		char		shard[8];
+		const char *p[3] = {APP, XSTREAM, shard};
+
+		shard_name(i, shard, sizeof(shard));
+		must(c, "SELECT lease.create_lease($1, $2, $3)", 3, p);
+	}
+	must(c, "CREATE TABLE public.torture_output (app text, stream text, shard text, seq bigint, owner text)",
+		 0, NULL);
+}
+
+/* Names and connects the transactional clients (owners x00, x01, ...); false when one cannot connect. */
+static bool
+open_txns(void)
+{
+	for (int i = 0; i < opt_txn; i++)
+	{
+		Client	   *cl = &txns[i];
+
+		cl->id = i;
+		cl->rng = opt_seed * 7919ULL + 1000ULL + (uint64_t) i;
+		snprintf(cl->owner, sizeof(cl->owner), "x%02d", i);
+		if (!tx_connect(cl))
+		{
+			fprintf(stderr, "pg_lease_torture: cannot connect: %s", cl->c.errmsg);
+			return false;
+		}
+	}
+	return true;
 }
 
 /* ---------------------------------------------------------------- kills */
@@ -2965,6 +3376,8 @@ setup(void)
 		id = atoll(val(&c, 0, 1));
 		vec_push(&conv_acked, &id);
 	}
+	if (opt_txn > 0)
+		txn_setup(&c);
 	conn_close(&c);
 }
 
@@ -2975,19 +3388,28 @@ static void
 run_concurrent(void)
 {
 	pthread_t	checker,
-				killer;
+				killer,
+				txn_killer;
 	int			i;
 
 	for (i = 0; i < opt_clients; i++)
 		pthread_create(&clients[i].thread, NULL, client_main, &clients[i]);
+	for (i = 0; i < opt_txn; i++)
+		pthread_create(&txns[i].thread, NULL, txn_main, &txns[i]);
 	pthread_create(&checker, NULL, checker_main, NULL);
 	if (opt_kills > 0)
 		pthread_create(&killer, NULL, killer_main, NULL);
+	if (opt_kills > 0 && opt_txn > 0)
+		pthread_create(&txn_killer, NULL, txn_killer_main, NULL);
 	for (i = 0; i < opt_clients; i++)
 		pthread_join(clients[i].thread, NULL);
+	for (i = 0; i < opt_txn; i++)
+		pthread_join(txns[i].thread, NULL);
 	pthread_join(checker, NULL);
 	if (opt_kills > 0)
 		pthread_join(killer, NULL);
+	if (opt_kills > 0 && opt_txn > 0)
+		pthread_join(txn_killer, NULL);
 }
 
 /*
@@ -3072,11 +3494,13 @@ print_banner(void)
 			   "reproduce with: --seed %llu --clients %d --shared-channels %d --serial %d\n",
 			   opt_seed, opt_serial, opt_shared, NSHARED, opt_dbname, opt_seed, opt_clients, opt_shared, opt_serial);
 	else
-		printf("pg_lease_torture: seed %llu, %d clients (%d on %d shared channels), %d s, %d kills%s, database %s\n"
-			   "reproduce with: --seed %llu --clients %d --shared-channels %d --seconds %d --kills %d%s\n",
-			   opt_seed, opt_clients, opt_shared, NSHARED, opt_seconds, opt_kills,
-			   opt_expect_crash ? ", expecting a crash" : "", opt_dbname,
-			   opt_seed, opt_clients, opt_shared, opt_seconds, opt_kills, opt_expect_crash ? " --expect-crash" : "");
+		printf("pg_lease_torture: seed %llu, %d clients (%d on %d shared channels), %d transactional%s, %d s, %d kills%s,"
+			   " database %s\n"
+			   "reproduce with: --seed %llu --clients %d --shared-channels %d --txn-clients %d%s --seconds %d --kills %d%s\n",
+			   opt_seed, opt_clients, opt_shared, NSHARED, opt_txn, opt_omit_hold ? " WITHOUT hold_lease" : "",
+			   opt_seconds, opt_kills, opt_expect_crash ? ", expecting a crash" : "", opt_dbname,
+			   opt_seed, opt_clients, opt_shared, opt_txn, opt_omit_hold ? " --omit-hold" : "", opt_seconds, opt_kills,
+			   opt_expect_crash ? " --expect-crash" : "");
 	fflush(stdout);
 }
 
@@ -3097,8 +3521,10 @@ usage(const char *argv0)
 {
 	fprintf(stderr,
 			"usage: %s [--clients N] [--seconds S] [--seed N] [--kills N] [--expect-crash]\n"
-			"          [--shared-channels N] [--serial STEPS] [--dbname DB]\n"
+			"          [--shared-channels N] [--serial STEPS] [--txn-clients N] [--omit-hold] [--dbname DB]\n"
 			"--shared-channels N: the first N clients also work the shared channels (default 4, 0: none);\n"
+			"--txn-clients N: transactional clients (output, hold_lease, fenced checkpoint in one\n"
+			"transaction; default 3, 0: none); --omit-hold: they leave hold_lease out (must fail);\n"
 			"--serial STEPS: instead of the concurrent run, STEPS shared-channel calls one at a time,\n"
 			"the client chosen by the seed, the restorable rule checked after each (deterministic).\n"
 			"Connects with the usual PG* environment (PGHOST, PGPORT, PGUSER) to database DB,\n"
@@ -3121,6 +3547,8 @@ parse_args(int argc, char **argv)
 
 		if (strcmp(a, "--expect-crash") == 0)
 			opt_expect_crash = true;
+		else if (strcmp(a, "--omit-hold") == 0)
+			opt_omit_hold = true;
 		else if (next == NULL)
 			usage(argv[0]);
 		else if (strcmp(a, "--clients") == 0)
@@ -3133,6 +3561,8 @@ parse_args(int argc, char **argv)
 			opt_dbname = argv[++i];
 		else if (strcmp(a, "--shared-channels") == 0)
 			opt_shared = atoi(argv[++i]);
+		else if (strcmp(a, "--txn-clients") == 0)
+			opt_txn = atoi(argv[++i]);
 		else if (strcmp(a, "--serial") == 0)
 			opt_serial = atoi(argv[++i]);
 		else if (strcmp(a, "--seed") == 0)
@@ -3148,6 +3578,10 @@ parse_args(int argc, char **argv)
 		usage(argv[0]);
 	if (opt_shared > opt_clients)
 		opt_shared = opt_clients;
+	if (opt_txn < 0 || opt_txn > MAX_CLIENTS || (opt_omit_hold && opt_txn == 0))
+		usage(argv[0]);
+	if (opt_serial > 0)
+		opt_txn = 0;			/* the serial replay is the shared channels' only */
 	if (!seeded)
 	{
 		struct timespec ts;
@@ -3210,6 +3644,7 @@ final_check(void)
 	check_tables(&c);
 	check_checkpoints(&c);
 	check_durability(&c);
+	check_exactly_once(&c);
 	if (opt_shared > 0)
 		check_restorable(&c, 0, NSHARED, false);	/* quiescent: no client runs */
 	conn_close(&c);
@@ -3218,6 +3653,8 @@ final_check(void)
 	if (opt_kills > 0 && (kills_done[0] == 0 || (opt_kills > 1 && kills_done[1] == 0)))
 		violation("--kills %d, but only %d mid-rotation and %d mid-restore kills happened",
 				  opt_kills, kills_done[0], kills_done[1]);
+	if (opt_kills > 0 && opt_txn > 0 && txn_kills_done == 0)
+		violation("--kills %d, but no transactional client was killed mid-transaction", opt_kills);
 	return true;
 }
 
@@ -3240,6 +3677,11 @@ print_counts(void)
 		   " left uncommitted by a crash or an error\n",
 		   ckpt_acks.n, take_acks.n, conv_acked.n, rot_acked.n, failed_pairs.n, reconnects,
 		   indeterminate_admissions, uncommitted, conv_uncommitted.n);
+	if (opt_txn > 0)
+		printf("transactional clients: %ld batches committed (%ld resumed from hold_lease's checkpoint),"
+			   " %d killed mid-transaction\n",
+			   tally_sum("txn batch", "committed"), tally_sum("txn batch", "resumed from hold_lease's checkpoint"),
+			   txn_kills_done);
 	if (opt_shared > 0)
 		print_shared_counts();
 }
@@ -3263,7 +3705,7 @@ print_invariants(void)
 		else
 			verdict = "ok";
 		if (((i == INV_KILL_ROTATE || i == INV_KILL_RESTORE) && opt_kills == 0) ||
-			(i == INV_RESTORABLE && opt_shared == 0))
+			(i == INV_RESTORABLE && opt_shared == 0) || (i == INV_EXACTLY_ONCE && opt_txn == 0))
 			continue;
 		printf("  %-7s %s (%d checks)\n", verdict, inv_names[i], inv_checks[i]);
 		if (inv_checks[i] == 0 && i != INV_COMPENSATION)
@@ -3282,7 +3724,7 @@ main(int argc, char **argv)
 
 	t_start = now_s();
 	t_deadline = t_start + opt_seconds;
-	if (!open_clients())
+	if (!open_clients() || !open_txns())
 		return 2;
 	if (opt_serial > 0)
 		run_serial();

@@ -11,7 +11,9 @@
 # --crashes N (immediate stops during the crash phase), --kills N (backends
 # terminated mid-rotation/mid-restore, restores failing against a held lock), --seed N (reproduce a run),
 # --shared-channels N (clients that also rotate, restore and end on the shared
-# channels; 0: none), --serial-seed N (the serial replay's seed).
+# channels; 0: none), --serial-seed N (the serial replay's seed),
+# --txn-clients N (transactional clients: output, hold_lease and the fenced
+# checkpoint in one transaction, checked exactly once; 0: none).
 #
 # The torture phase first replays SERIAL_STEPS shared-channel calls one at a
 # time, the order fixed by the serial seed (deterministic: seed 32 reaches an
@@ -19,7 +21,10 @@
 # restore), then runs the driver concurrently on a fresh database; the crash phase runs
 # it with --expect-crash and stops the server with `pg_ctl stop -m immediate`
 # under the load, restarts it, and lets the driver check that everything it
-# saw acknowledged survived.  Exit status is non-zero when a phase failed.
+# saw acknowledged survived.  The torture phase ends with the negative
+# control of the transactional clients: without hold_lease (--omit-hold) the
+# exactly-once check must find duplicates.  Exit status is non-zero when a
+# phase failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -34,6 +39,7 @@ SEED=
 SHARED=4
 SERIAL_SEED=32
 SERIAL_STEPS=400
+TXN=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --long) LONG=1; CLIENTS=12; TORTURE_SECONDS=180; CRASH_SECONDS=120; CRASHES=4; KILLS=20; SHARED=6 ;;
@@ -46,9 +52,10 @@ while [ $# -gt 0 ]; do
         --seed) SEED=$2; shift ;;
         --shared-channels) SHARED=$2; shift ;;
         --serial-seed) SERIAL_SEED=$2; shift ;;
+        --txn-clients) TXN=$2; shift ;;
         *) echo "usage: $0 [--long] [--phase torture|crash|all] [--clients N] [--seconds S]" \
                 "[--crash-seconds S] [--crashes N] [--kills N] [--seed N] [--shared-channels N]" \
-                "[--serial-seed N]" >&2
+                "[--serial-seed N] [--txn-clients N]" >&2
            exit 2 ;;
     esac
     shift
@@ -75,7 +82,7 @@ fresh_db() {
     "$PG_BINDIR/psql" -X -q -d "$DB" -v ON_ERROR_STOP=1 -c "CREATE EXTENSION pg_lease" || return 1
 }
 
-seed_args=(--shared-channels "$SHARED")
+seed_args=(--shared-channels "$SHARED" --txn-clients "$TXN")
 [ -n "$SEED" ] && seed_args+=(--seed "$SEED")
 
 # The torture phase: the serial replay on the shared channels, then every
@@ -92,7 +99,28 @@ phase_torture() {
     fresh_db || return 1
     "$DRIVER" --dbname "$DB" --clients "$CLIENTS" --seconds "$TORTURE_SECONDS" --kills "$KILLS" \
         "${seed_args[@]}" || status=1
+    [ "$TXN" -gt 0 ] && { omit_hold_control || status=1; }
     return "$status"
+}
+
+# The negative control: transactional clients without hold_lease (and
+# committing a refused checkpoint) must make the exactly-once check find
+# duplicates; a passing check would prove nothing.
+omit_hold_control() {
+    local out
+    echo "== negative control: $TXN transactional clients without hold_lease, 4 s: must find duplicates"
+    fresh_db || return 1
+    out=$("$DRIVER" --dbname "$DB" --clients 1 --shared-channels 0 --txn-clients "$TXN" --omit-hold \
+        --seconds 4 ${SEED:+--seed "$SEED"} 2>&1)
+    if grep -qE '^  FAILED +transactional clients' <<<"$out" &&
+        grep -qE 'exactly once: .* [1-9][0-9]* duplicates' <<<"$out"; then
+        grep -m 2 'exactly once:' <<<"$out"
+        echo "== negative control: the check found the duplicates (as it must)"
+        return 0
+    fi
+    echo "$out" | tail -n 30
+    echo "== negative control FAILED: without hold_lease the exactly-once check found no duplicates"
+    return 1
 }
 
 # The crash phase: immediate stops of the whole server under the load.

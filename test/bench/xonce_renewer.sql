@@ -1,0 +1,1 @@
+SELECT count(*) FROM lease.renew_leases('bench', :stream, 'bench-owner', '7 days');
