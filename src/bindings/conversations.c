@@ -198,11 +198,7 @@ static LeaseStatement end_stmt = {
 	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
 	"              AND c.status OPERATOR(pg_catalog.=) ANY (" BINDING_LIVE_CONVERSATION_STATUSES ")"
 	"            RETURNING c.sandbox_id),"
-	"     s AS (UPDATE lease.sandboxes AS s"
-	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
-	"             FROM c"
-	"            WHERE s.id OPERATOR(pg_catalog.=) c.sandbox_id"
-	"              AND s.status OPERATOR(pg_catalog.<>) ALL (ARRAY[" LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", " LEASE_SQL_WORD(BINDING_STATUS_FAILED) "]))"
+	BINDING_SQL_END_SANDBOXES("c")
 	" SELECT true FROM c",
 	.nargs = 1,
 	.argtypes = {INT8OID},

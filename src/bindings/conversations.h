@@ -35,6 +35,19 @@
 #define BINDING_STATUS_TERMINATED	"terminated"
 
 /*
+ * A data-modifying CTE `s` terminating the sandboxes of the conversations
+ * that CTE `ended` returns (column sandbox_id), unless already terminated or
+ * failed: a conversation that ends frees its sandbox slot (end_conversation,
+ * and a replacement's start ending what it replaced).
+ */
+#define BINDING_SQL_END_SANDBOXES(ended) \
+	"     s AS (UPDATE lease.sandboxes AS s" \
+	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", updated_at = pg_catalog.now()" \
+	"             FROM " ended \
+	"            WHERE s.id OPERATOR(pg_catalog.=) " ended ".sandbox_id" \
+	"              AND s.status OPERATOR(pg_catalog.<>) ALL (ARRAY[" LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", " LEASE_SQL_WORD(BINDING_STATUS_FAILED) "]))"
+
+/*
  * Outcomes, as start_conversation, rotate_channel and
  * restore_rotated_channel return them (docs/channel-bindings.md).
  */

@@ -97,7 +97,7 @@ static LeaseStatement ancestors_lock_stmt = {
 
 /*
  * Under the locks: ends those of the locked conversations $2 that the chain
- * of $1 still reaches, and their sandboxes unless already ended (as
+ * of $1 still reaches, and their sandboxes (BINDING_SQL_END_SANDBOXES, as
  * end_conversation does); returns how many conversations ended.
  */
 static LeaseStatement ancestors_end_stmt = {
@@ -110,11 +110,7 @@ static LeaseStatement ancestors_end_stmt = {
 	"            WHERE c.id OPERATOR(pg_catalog.=) up.id AND" ANCESTORS_TO_END
 	"              AND c.id OPERATOR(pg_catalog.=) ANY ($2)"
 	"            RETURNING c.sandbox_id),"
-	"     s AS (UPDATE lease.sandboxes AS s"
-	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", updated_at = pg_catalog.now()"
-	"             FROM e"
-	"            WHERE s.id OPERATOR(pg_catalog.=) e.sandbox_id"
-	"              AND s.status OPERATOR(pg_catalog.<>) ALL (ARRAY[" LEASE_SQL_WORD(BINDING_STATUS_TERMINATED) ", " LEASE_SQL_WORD(BINDING_STATUS_FAILED) "]))"
+	BINDING_SQL_END_SANDBOXES("e")
 	" SELECT pg_catalog.count(*) FROM e",
 	.nargs = 2,
 	.argtypes = {INT8OID, INT8ARRAYOID},
