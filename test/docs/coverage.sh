@@ -12,8 +12,9 @@
 #   - every relative link in the pages names a file that exists (or one of
 #     the pages PLANNED below matches, a path or a glob);
 #   - a recipe a test copies from a page (the lines between "-- recipe: PAGE"
-#     and "-- end of recipe" in test/pgtap/*.sql) is in PAGE as it is in the
-#     test, so the test proves what the page tells a reader to run;
+#     and "-- end of recipe" in test/pgtap/*.sql, or a file of its own in
+#     test/pgtap/recipes/ that a test includes with \ir) is in PAGE as it is
+#     in the test, so the test proves what the page tells a reader to run;
 #   - CONTRIBUTING.md's layout table names every tracked top-level entry,
 #     src/ file and test/ folder, and every path it names exists
 #     (test/docs/layout.py).
@@ -118,7 +119,7 @@ done
 # (No trap of its own: cluster_start's EXIT trap stops the cluster.)
 recipes=$(mktemp -d)
 i=0
-for t in test/pgtap/*.sql; do
+for t in test/pgtap/*.sql test/pgtap/recipes/*.sql; do
     i=$((i + 1))
     awk -v out="$recipes/$i" -v test="$t" '
         /^-- recipe: / { n++; f = out "." n; print substr($0, 12) " " test ":" FNR > f; next }
