@@ -176,12 +176,15 @@ trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$OUT"' EXI
 # The Elixir client: compiled with Debian's elixir (no warnings), reached over
 # 127.0.0.1 through the relay (killed with every other job by the trap).
 $PY test/clients/tcp_relay.py "$PGHOST/.s.PGSQL.$PGPORT" >"$OUT/relay.port" &
+relay=$!
 for _ in $(seq 1 50); do [ -s "$OUT/relay.port" ] && break; sleep 0.1; done
 EX_PORT=$(cat "$OUT/relay.port")
-EX_EBIN=$OUT/ebin
+EX_EBIN=$OUT/mix/build/lib/pg_lease/ebin
 EX_DSN="postgresql://clients_worker@127.0.0.1:$EX_PORT/$DB"
-mkdir "$EX_EBIN" && elixirc --warnings-as-errors -o "$EX_EBIN" clients/elixir/lib >"$OUT/elixirc.log" 2>&1
-ok $? "the Elixir client compiles with Debian's elixir, without warnings" || sed 's/^/#   /' "$OUT/elixirc.log"
+(cd clients/elixir && MIX_HOME="$OUT/mix/home" HEX_HOME="$OUT/mix/hex" HEX_OFFLINE=1 MIX_BUILD_PATH="$OUT/mix/build" \
+    mix compile --warnings-as-errors) >"$OUT/mix.log" 2>&1
+ok $? "the Elixir client builds offline with Debian's elixir (mix, no dependencies), without warnings" ||
+    sed 's/^/#   /' "$OUT/mix.log"
 (cd clients/elixir && PG_LEASE_EX_PORT=$EX_PORT PG_LEASE_EX_DB=$DB PG_LEASE_EX_TAP=$OUT/exunit.tap \
     elixir -pa "$EX_EBIN" test/app_state_test.exs >"$OUT/exunit.log" 2>&1)
 status=$?
@@ -355,5 +358,6 @@ echo "# tx: $not_held batch(es) refused (not held), $failed transaction(s) faile
 grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*node-.*py-' <<<"$verdict"
 ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python and Node workers"
 
+kill "$relay" 2>/dev/null; wait "$relay" 2>/dev/null
 echo "1..$n"
 [ "$fails" -eq 0 ]

@@ -77,11 +77,8 @@ defmodule PgLease.Session do
     value
   end
 
-  defp attempt(_session, sql, _params, _repeat_safe, _until, tries, last) when tries >= 5 do
-    raise Unavailable, message: "#{name(sql)}: #{last}"
-  end
-
   defp attempt(session, sql, params, repeat_safe, until, tries, last) do
+    if tries >= Rules.tries(), do: raise(Unavailable, message: "#{name(sql)}: #{last}")
     if tries > 0, do: Process.sleep(Rules.backoff(tries))
 
     if tries > 0 and until != nil and System.monotonic_time(:millisecond) >= until do
