@@ -109,6 +109,21 @@ defmodule PgLease.KclEx.AppStateTest do
   end
 end
 
+defmodule PgLease.SessionTest do
+  use ExUnit.Case
+  alias PgLease.Session
+
+  test "the p1_pgsql wiring: text round trips, lists become text[] (1-D and 2-D), errors carry the SQLSTATE" do
+    db = PgLeaseTest.Db.session("clients_worker")
+    odd = ~S(a "quoted", back\slash, {braces} é)
+    assert Session.call(db, "SELECT $1::text, $2::bigint::text, $3::text", [odd, 42, nil]) == [[odd, "42", nil]]
+    assert Session.call(db, "SELECT ($1::text[])[2], cardinality($1::text[])::text, (($1::text[])[3] IS NULL)::text", [["x", odd, nil]]) ==
+             [[odd, "3", "true"]]
+    assert Session.one(db, "SELECT ($1::text[])[2][1]", [[["a", nil], ["b", "c"]]]) == "b"
+    assert_raise Session.Error, ~r/division by zero/, fn -> Session.call(db, "SELECT (1 / 0)::text") end
+  end
+end
+
 defmodule PgLease.ChannelsTest do
   use ExUnit.Case
   alias PgLease.{Channels, Session}
@@ -119,6 +134,7 @@ defmodule PgLease.ChannelsTest do
     tenant = "clients-ex-#{System.os_time()}"
     scope = [tenant, "bot", nil, nil, "C1"]
     [["started", first]] = Session.call(app, "SELECT outcome, conversation_id::text FROM lease.start_conversation($1, $2, $3, $4, $5)", scope)
+    first = String.to_integer(first)
     r = Channels.rotate_channel(app, scope, fn _id -> true end)
     assert %{outcome: "rotated", previous_conversation_id: ^first} = r
     second = r.conversation_id
@@ -128,7 +144,7 @@ defmodule PgLease.ChannelsTest do
     for failing <- [fn _ -> raise "sandbox did not come up" end, fn _ -> false end] do
       assert %{outcome: "restored", previous_conversation_id: ^second} = Channels.rotate_channel(app, scope, failing)
     end
-    assert Session.one(app, "SELECT lease.find_channel_conversation($1, $2, $3, $4, $5)::text", scope) == second
+    assert Session.one(app, "SELECT lease.find_channel_conversation($1, $2, $3, $4, $5)::text", scope) == "#{second}"
     assert %{outcome: "unbound"} = Channels.rotate_channel(app, List.replace_at(scope, 4, "no-such-channel"), fn _ -> true end)
     Session.one(admin, "SELECT lease.set_tenant_limit($1, 2)::text", [tenant])
     assert Enum.map(1..20, fn _ -> Channels.rotate_channel(app, scope, fn _ -> true end).outcome end) == List.duplicate("rotated", 20)

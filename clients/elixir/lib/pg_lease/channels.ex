@@ -23,7 +23,7 @@ defmodule PgLease.Channels do
   not.  Returns `%{outcome:, conversation_id:, previous_conversation_id:, detail:}`.
   """
   def rotate_channel(session, scope, start_replacement, opts \\ []) do
-    rotate_from = Keyword.get_lazy(opts, :rotate_from, fn -> Session.one(session, @find, scope) end)
+    rotate_from = Keyword.get_lazy(opts, :rotate_from, fn -> find(session, scope) end)
     attempt(session, scope, start_replacement, rotate_from, Keyword.get(opts, :tries, 5), 0, {"binding_changed", nil})
   end
 
@@ -38,12 +38,13 @@ defmodule PgLease.Channels do
   defp attempt(session, scope, start, rotate_from, tries, attempt, _last) do
     case rotate(session, scope, rotate_from) do
       {:ambiguous, message} ->
-        case Session.one(session, @find, scope) do
+        case find(session, scope) do
           ^rotate_from -> attempt(session, scope, start, rotate_from, tries, attempt + 1, {"binding_changed", nil})
           bound -> result("ambiguous", bound, rotate_from, message)
         end
 
       ["rotated", new_id, previous, detail] ->
+        {new_id, previous} = {id(new_id), id(previous)}
         {started, error} =
           try do
             {start.(new_id) == true, nil}
@@ -67,7 +68,7 @@ defmodule PgLease.Channels do
 
       ["binding_changed", _, _, detail] ->
         Process.sleep(20 * (attempt + 1))
-        rotate_from = Session.one(session, @find, scope)
+        rotate_from = find(session, scope)
         attempt(session, scope, start, rotate_from, tries, attempt + 1, {"binding_changed", detail})
 
       [outcome, _, _, detail] ->
@@ -75,6 +76,11 @@ defmodule PgLease.Channels do
         attempt(session, scope, start, rotate_from, tries, attempt + 1, {outcome, detail})
     end
   end
+
+  # conversation ids: integers (the SQL returns them as text, so every driver sees the same)
+  defp id(nil), do: nil
+  defp id(text), do: String.to_integer(text)
+  defp find(session, scope), do: id(Session.one(session, @find, scope))
 
   defp rotate(session, scope, rotate_from) do
     [row] = Session.call(session, @rotate, scope ++ [rotate_from], repeat_safe: false)

@@ -108,8 +108,10 @@ defmodule PgLease.Pgsql do
     :exit, reason -> {:error, %{code: nil, message: "the connection was lost: #{inspect(reason)}"}}
   end
 
-  # text format: a charlist of the UTF-8 bytes (a binary would be sent in binary format)
+  # text format: a charlist of the UTF-8 bytes (a binary would be sent in
+  # binary format); a list is a text[] (an array literal), as Postgrex takes one
   defp param(nil), do: :null
+  defp param(list) when is_list(list), do: param(PgLease.array(list))
   defp param(value) when is_binary(value), do: :binary.bin_to_list(value)
   defp param(value) when is_integer(value) or is_float(value) or is_atom(value), do: param(to_string(value))
 

@@ -7,7 +7,10 @@ defmodule PgLease.Session do
   of column values, text or nil: every statement here casts its columns to
   text, so every driver hands back the same rows) or `{:error, %{code:
   sqlstate_or_nil, message: primary_message}}`.  `params` are strings,
-  integers or nil; the SQL casts them (`$4::bigint`).  The optional `reset`
+  integers, nil, or lists of strings (a `text[]`: Postgrex takes them as
+  they are, `PgLease.Pgsql` sends an array literal); the SQL casts them
+  (`$4::bigint`), an interval from text (`$4::text::interval`), so that a
+  driver that types parameters by the SQL (Postgrex) accepts them.  The optional `reset`
   function drops the connection, for a wiring that keeps its own (a pool
   such as Ecto's or Postgrex's reconnects by itself).
 
@@ -48,6 +51,8 @@ defmodule PgLease.Session do
   (every column is text), errors as `%{code:, message:}`.
   """
   def postgrex_result({:ok, %{rows: rows}}), do: {:ok, rows || []}
+  def postgrex_result({:error, %{postgres: %{pg_code: code, message: message}}}) when is_binary(code),
+    do: {:error, %{code: code, message: message}}
   def postgrex_result({:error, %{postgres: %{code: code, message: message}}}),
     do: {:error, %{code: postgrex_code(code), message: message}}
   def postgrex_result({:error, error}), do: {:error, %{code: nil, message: Exception.message(error)}}

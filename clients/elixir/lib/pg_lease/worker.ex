@@ -60,7 +60,7 @@ defmodule PgLease.Worker do
   @shard_ended "shard ended"
   @worker_stopped "worker stopped"
 
-  @take "SELECT shard_id, action, lease_epoch::text FROM lease.take_leases($1, $2, $3, $4::interval, NULL, $5::integer)"
+  @take "SELECT shard_id, action, lease_epoch::text FROM lease.take_leases($1, $2, $3, $4::text::interval, NULL, $5::integer)"
   @mine "SELECT shard_id, lease_epoch::text, checkpoint, handoff_from FROM lease.my_leases($1, $2, $3)"
   @checkpoint "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)::text"
   @release "SELECT lease.release_lease($1, $2, $3, $4)::text"
@@ -231,7 +231,7 @@ defmodule PgLease.Worker do
       {shards, parents} = state.shard_list.()
 
       try do
-        rows = Session.call(state.db, @sync, state.key ++ [PgLease.array(shards), parents && PgLease.array(parents)])
+        rows = Session.call(state.db, @sync, state.key ++ [shards, parents])
         for [shard, action] <- rows, do: Logger.info("pg_lease: sync_shards: #{shard} #{action}")
         journal(state, "synced", shards: length(shards), changes: Enum.map(rows, &Enum.join(&1, " ")))
       rescue
@@ -396,7 +396,9 @@ defmodule PgLease.Worker do
         ok = Session.one(state.db, @release, state.key ++ [shard, state.owner]) == "true"
         journal(state, "released", shard: shard, ok: ok)
       rescue
-        e in [Unavailable, Ambiguous] -> journal(state, "call_failed", shard: shard, error: Exception.message(e))
+        # stopping anyway (perhaps because of this error): the lease expires by itself
+        e in [Unavailable, Ambiguous, Session.Error] ->
+          journal(state, "call_failed", shard: shard, error: Exception.message(e))
       end
 
       state
@@ -415,7 +417,7 @@ defmodule PgLease.Worker.Renewer do
   use GenServer
   alias PgLease.Session
 
-  @renew "SELECT shard_id, handoff_to, lease_epoch::text FROM lease.renew_leases($1, $2, $3, $4::interval)"
+  @renew "SELECT shard_id, handoff_to, lease_epoch::text FROM lease.renew_leases($1, $2, $3, $4::text::interval)"
 
   def start_link(worker, session, params, every) do
     {:ok, pid} = GenServer.start_link(__MODULE__, {worker, session, params, every})

@@ -78,7 +78,7 @@ defmodule PgLease.KclEx.AppState do
   @impl true
   def create_lease(app_name, stream_name, shard_id, lease_owner, opts) do
     # created and taken by lease_owner in one statement (lease_count 1, as kcl_ex's)
-    sql = "SELECT c::text, CASE WHEN c THEN lease.take_lease($1, $2, $3, $4, NULL, $5::interval)::text END " <>
+    sql = "SELECT c::text, CASE WHEN c THEN lease.take_lease($1, $2, $3, $4, NULL, $5::text::interval)::text END " <>
             "FROM lease.create_lease($1, $2, $3) AS c"
 
     case call(opts, sql, [app_name, stream_name, shard_id, lease_owner, opts[:lease_duration]]) do
@@ -101,7 +101,7 @@ defmodule PgLease.KclEx.AppState do
 
   @impl true
   def renew_lease(app_name, stream_name, %{shard_id: shard_id, lease_owner: owner, lease_count: count}, opts) do
-    sql = "SELECT lease.renew_lease($1, $2, $3, $4, $5::bigint, $6::interval)::text"
+    sql = "SELECT lease.renew_lease($1, $2, $3, $4, $5::bigint, $6::text::interval)::text"
 
     case call(opts, sql, [app_name, stream_name, shard_id, owner, count, opts[:lease_duration]]) do
       {:ok, [[nil]]} -> {:error, :lease_renew_failed}
@@ -112,7 +112,7 @@ defmodule PgLease.KclEx.AppState do
 
   @impl true
   def take_lease(app_name, stream_name, shard_id, new_owner, lease_count, opts) do
-    sql = "SELECT lease.take_lease($1, $2, $3, $4, $5::bigint, $6::interval)::text"
+    sql = "SELECT lease.take_lease($1, $2, $3, $4, $5::bigint, $6::text::interval)::text"
 
     case call(opts, sql, [app_name, stream_name, shard_id, new_owner, lease_count, opts[:lease_duration]]) do
       {:ok, [[nil]]} -> {:error, :lease_take_failed}
