@@ -166,11 +166,15 @@ defmodule PgLease.WorkerTest do
      processor: {Idle, nil}, lease_duration: 3000] ++ extra
   end
 
-  @tag capture_log: true
   test "a role that cannot log in stops the worker loudly, after the rules' retries" do
     Process.flag(:trap_exit, true)
-    {:ok, pid} = PgLease.Worker.start_link(opts("no_such_role", []))
-    assert_receive {:EXIT, ^pid, {%PgLease.Session.Error{code: "28000"}, _}}, 10_000
+    log =
+      ExUnit.CaptureLog.capture_log(fn ->
+        {:ok, pid} = PgLease.Worker.start_link(opts("no_such_role", []))
+        assert_receive {:EXIT, ^pid, {%PgLease.Session.Error{code: "28000"}, _}}, 10_000
+      end)
+    assert log =~ ~s|worker ex-t stops: role "no_such_role" does not exist (SQLSTATE 28000)|
+    assert length(String.split(log, "could not connect")) == PgLease.Rules.tries()   # retried, then raised
   end
 
   test "the shard-list callback creates the listed shards through lease.sync_shards" do

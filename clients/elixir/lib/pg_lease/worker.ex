@@ -143,6 +143,7 @@ defmodule PgLease.Worker do
 
   def handle_info({:renew_failed, message}, state) do
     journal(state, "renew_failed", error: message)
+    Logger.warning("pg_lease: worker #{state.owner}: renewal failed: #{message}")
     {:noreply, state}
   end
 
@@ -159,9 +160,9 @@ defmodule PgLease.Worker do
 
   def handle_info(:work, %{queue: []} = state) do
     state = state |> maybe_sync() |> maybe_balance()
-    delay = if state.busy, do: 0, else: 20
-    Process.send_after(self(), :work, delay)
-    {:noreply, %{state | queue: state.held |> Map.keys() |> Enum.sort(), busy: false}}
+    continue_work(state)
+  rescue
+    e in Session.Error -> fail(state, e, __STACKTRACE__)
   end
 
   def handle_info(:work, %{queue: [shard | rest]} = state) do
@@ -176,12 +177,29 @@ defmodule PgLease.Worker do
           rescue
             e in [Unavailable, Ambiguous] ->
               journal(state, "call_failed", shard: shard, error: Exception.message(e))
+              Logger.warning("pg_lease: worker #{state.owner}: shard #{shard}: #{Exception.message(e)}")
               state
           end
       end
 
     send(self(), :work)
     {:noreply, state}
+  rescue
+    e in Session.Error -> fail(state, e, __STACKTRACE__)
+  end
+
+  defp continue_work(state) do
+    delay = if state.busy, do: 0, else: 20
+    Process.send_after(self(), :work, delay)
+    {:noreply, %{state | queue: state.held |> Map.keys() |> Enum.sort(), busy: false}}
+  end
+
+  # an error the rules say to raise (a privilege, bad credentials after the
+  # retries, a bug): said once, loudly, and the worker stops with it
+  defp fail(state, error, stacktrace) do
+    Logger.error("pg_lease: worker #{state.owner} stops: #{Exception.message(error)} (SQLSTATE #{error.code})")
+    journal(state, "failed", error: Exception.message(error), code: error.code)
+    {:stop, {error, stacktrace}, state}
   end
 
   @impl true
@@ -216,6 +234,7 @@ defmodule PgLease.Worker do
       rescue
         e in [Unavailable, Ambiguous] ->
           journal(state, "take_failed", error: Exception.message(e))
+          Logger.warning("pg_lease: worker #{state.owner}: take_leases failed: #{Exception.message(e)}")
           state
       end
     end
@@ -261,6 +280,7 @@ defmodule PgLease.Worker do
         else: %{state | held: Map.delete(state.held, shard), forgotten: Map.put(state.forgotten, shard, now())}
 
     journal(state, "shutdown", shard: shard, reason: reason, why: why)
+    Logger.info("pg_lease: worker #{state.owner}: shard #{shard}: #{reason} (#{why})")
     state
   end
 

@@ -92,42 +92,28 @@ defmodule PgLease.KclEx.AppState do
   def update_checkpoint(app_name, stream_name, shard_id, lease_owner, checkpoint, opts) do
     sql = "SELECT lease.update_checkpoint($1, $2, $3, $4, $5)::text"
 
-    case call(opts, sql, [app_name, stream_name, shard_id, lease_owner, checkpoint]) do
-      {:ok, [["true"]]} -> :ok
-      {:ok, [["false"]]} -> {:error, :update_checkpoint_failed}
-      error -> error
-    end
+    done(call(opts, sql, [app_name, stream_name, shard_id, lease_owner, checkpoint]), :update_checkpoint_failed)
   end
 
   @impl true
   def renew_lease(app_name, stream_name, %{shard_id: shard_id, lease_owner: owner, lease_count: count}, opts) do
     sql = "SELECT lease.renew_lease($1, $2, $3, $4, $5::bigint, $6::text::interval)::text"
 
-    case call(opts, sql, [app_name, stream_name, shard_id, owner, count, opts[:lease_duration]]) do
-      {:ok, [[nil]]} -> {:error, :lease_renew_failed}
-      {:ok, [[new_count]]} -> {:ok, String.to_integer(new_count)}
-      error -> error
-    end
+    new_count(call(opts, sql, [app_name, stream_name, shard_id, owner, count, opts[:lease_duration]]), :lease_renew_failed)
   end
 
   @impl true
   def take_lease(app_name, stream_name, shard_id, new_owner, lease_count, opts) do
     sql = "SELECT lease.take_lease($1, $2, $3, $4, $5::bigint, $6::text::interval)::text"
 
-    case call(opts, sql, [app_name, stream_name, shard_id, new_owner, lease_count, opts[:lease_duration]]) do
-      {:ok, [[nil]]} -> {:error, :lease_take_failed}
-      {:ok, [[new_count]]} -> {:ok, String.to_integer(new_count)}
-      error -> error
-    end
+    new_count(call(opts, sql, [app_name, stream_name, shard_id, new_owner, lease_count, opts[:lease_duration]]),
+              :lease_take_failed)
   end
 
   @impl true
   def close_shard(app_name, stream_name, shard_id, lease_owner, opts) do
-    case call(opts, "SELECT lease.close_shard($1, $2, $3, $4)::text", [app_name, stream_name, shard_id, lease_owner]) do
-      {:ok, [["true"]]} -> :ok
-      {:ok, [["false"]]} -> {:error, :close_shard_failed}
-      error -> error
-    end
+    done(call(opts, "SELECT lease.close_shard($1, $2, $3, $4)::text", [app_name, stream_name, shard_id, lease_owner]),
+         :close_shard_failed)
   end
 
   @impl true
@@ -163,6 +149,16 @@ defmodule PgLease.KclEx.AppState do
         []
     end
   end
+
+  # a boolean answer: true is :ok, false kcl_ex's {:error, failure}
+  defp done({:ok, [["true"]]}, _failure), do: :ok
+  defp done({:ok, [["false"]]}, failure), do: {:error, failure}
+  defp done(error, _failure), do: error
+
+  # a new lease_count, or NULL: kcl_ex's {:error, failure}
+  defp new_count({:ok, [[nil]]}, failure), do: {:error, failure}
+  defp new_count({:ok, [[count]]}, _failure), do: {:ok, String.to_integer(count)}
+  defp new_count(error, _failure), do: error
 
   defp leases(opts, where, params) do
     case call(opts, @lease <> where, params) do
