@@ -233,7 +233,7 @@ for suite in $SUITES; do
         # the Python and Node clients (test/clients/run.sh), and the same
         # through the router during a failover (test/clients/router.sh, its
         # own cluster: test/scale/cluster.sh)
-        clients) suite_tap "clients (Python and Node workers on one stream)" clients "" \
+        clients) suite_tap "clients (Python, Node and Elixir workers on one stream)" clients "" \
             bash test/clients/run.sh ;;
         clients-router) suite_tap "clients-router (Python and Node workers through the router during a failover)" \
             clients-router '^(ok|not ok) |^#   |^  FAIL' bash test/clients/router.sh ;;

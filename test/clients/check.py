@@ -31,7 +31,8 @@ Invariants:
     duration after the send time of an acknowledged take/renewal of that
     shard by that worker;
   - ended shards closed, their children processed from the start;
-  - both languages and both joining workers processed records;
+  - both languages (and Elixir, when the fleet has Elixir workers) and the
+    joining workers processed records;
   - fair shares at the end, no takeable lease unheld.
 """
 import argparse
@@ -238,6 +239,8 @@ print("# records per worker: %s" % per_worker)
 check(any(per_worker[w] for w in workers if w.startswith("py-")) and
       any(per_worker[w] for w in workers if w.startswith("node-")),
       "Python and Node workers both processed the stream")
+if any(w.startswith("ex-") for w in workers):
+    check(any(per_worker[w] for w in workers if w.startswith("ex-")), "Elixir workers processed the stream")
 check(all(per_worker.get(w, 0) > 0 for w in joined), "the joining workers %s got leases and processed" % sorted(joined))
 handoffs = [e for j in journals.values() for e in j if e["ev"] == "released" and e.get("to")]
 check(len(handoffs) > 0, "the joining workers got their share through %d graceful handoffs" % len(handoffs))

@@ -3,7 +3,8 @@
 # test/clients/router.sh (through the router during a failover): starting
 # an example worker, the SQL that judges fair shares, and stopping the
 # fleet once they are fair.  Uses PY, NODE,
-# WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and t0 of the sourcing script.
+# WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and t0 of the sourcing script,
+# and for Elixir workers EX_EBIN (the compiled client) and EX_DSN (a TCP URL).
 declare -A PIDS
 start_worker() {   # name
     case $1 in
@@ -11,6 +12,8 @@ start_worker() {   # name
                   2>"$OUT/$1.stderr" & ;;
         node-*) $NODE clients/node/example_worker.js "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
                   2>"$OUT/$1.stderr" & ;;
+        ex-*) elixir --erl "-logger level warning" -pa "$EX_EBIN" clients/elixir/example_worker.exs \
+                  "$EX_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" >"$OUT/$1.stderr" 2>&1 & ;;
     esac
     PIDS[$1]=$!
 }

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# The clients suite (make test, PG_LEASE_SUITES=clients): the Python and Node
-# clients against the running throwaway cluster (PGHOST, PGPORT from
+# The clients suite (make test, PG_LEASE_SUITES=clients): the Python, Node
+# and Elixir clients against the running throwaway cluster (PGHOST, PGPORT from
 # test/lib/cluster.sh).  Prints TAP ("ok N - ...", "not ok N - ..."); exits
 # non-zero on any failure.
 #
 #   1. the docs show the tested code: each "write a worker" page's code block
 #      is byte-for-byte the example worker the fleet runs;
-#   2. both clients' retry tables name the SQLSTATEs of docs/client-rules.md,
+#   2. every client's retry table names the SQLSTATEs of docs/client-rules.md,
 #      and the same pattern for PL/Proxy's connection-loss XX000;
 #   3. the channel-rotation helper of each client: a started replacement
 #      stays, a replacement that fails to start is restored;
-#   4. the fleet: Python and Node workers on one stream at the same time, one
-#      of each killed (SIGKILL) mid-run, one of each joining later, then a
-#      checker over what the workers recorded (test/clients/check.py).
+#   4. the fleet: Python, Node and Elixir workers on one stream at the same
+#      time, one of each killed (SIGKILL) mid-run, one of each joining later,
+#      then a checker over what the workers recorded (test/clients/check.py).
+#   The Elixir client's ExUnit tests (clients/elixir/test: the kcl_ex AppState
+#   adapter, rotate_channel, the worker's loud failure) count one TAP line
+#   per test.  Its driver (erlang-p1-pgsql) speaks TCP only: it reaches the
+#   cluster's Unix socket through test/clients/tcp_relay.py on 127.0.0.1.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -27,7 +31,7 @@ SETTLE_AT=${CLIENTS_SETTLE_AT:-18}
 # shellcheck source=test/lib/tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
 
-bash test/lib/deps.sh clients || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
+bash test/lib/deps.sh clients elixir || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
 (cd clients/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 ok $? "npm ci installs node-postgres from clients/node/package-lock.json" || true
 [ -d clients/node/node_modules/pg ] || { echo "1..$n"; exit 1; }
@@ -37,7 +41,8 @@ doc_block() {   # the first fenced block of the given language in a page
     awk -v lang="$2" '$0 == "```" lang { inside = 1; next } inside && $0 == "```" { exit } inside { print }' "$1"
 }
 for pair in "docs/clients/python.md python clients/python/example_worker.py" \
-            "docs/clients/node.md js clients/node/example_worker.js"; do
+            "docs/clients/node.md js clients/node/example_worker.js" \
+            "docs/clients/elixir.md elixir clients/elixir/example_worker.exs"; do
     set -- $pair
     diff <(doc_block "$1" "$2") "$3" >/dev/null
     ok $? "$1 shows $3 verbatim"
@@ -53,22 +58,26 @@ rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
 plproxy_pattern() {   # the regular expression a file gives for PL/Proxy's connection-loss XX000
     grep -oE '\^PL/Proxy function [^`"]*' "$1"
 }
+RULES_EX=clients/elixir/lib/pg_lease/rules.ex
 diff <(rules_codes docs/client-rules.md) <(rules_codes clients/python/pg_lease/rules.py) >/dev/null &&
-    diff <(rules_codes docs/client-rules.md) <(rules_codes clients/node/rules.js) >/dev/null
-ok $? "docs/client-rules.md, rules.py and rules.js name the same SQLSTATEs"
+    diff <(rules_codes docs/client-rules.md) <(rules_codes clients/node/rules.js) >/dev/null &&
+    diff <(rules_codes docs/client-rules.md) <(rules_codes $RULES_EX) >/dev/null
+ok $? "docs/client-rules.md, rules.py, rules.js and rules.ex name the same SQLSTATEs"
 pattern=$(plproxy_pattern docs/client-rules.md)
 [ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
     [ "$(plproxy_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
-    [ "$(plproxy_pattern clients/node/rules.js)" = "$pattern" ]
-ok $? "docs/client-rules.md, rules.py and rules.js recognise PL/Proxy's lost connection by one pattern"
+    [ "$(plproxy_pattern clients/node/rules.js)" = "$pattern" ] &&
+    [ "$(plproxy_pattern $RULES_EX)" = "$pattern" ]
+ok $? "docs/client-rules.md, rules.py, rules.js and rules.ex recognise PL/Proxy's lost connection by one pattern"
 not_held_pattern() {   # the regular expression a file gives for hold_lease's "not held"
     grep -oE '\(\^\|REMOTE ERROR: \)lease [^`"]*' "$1"
 }
 pattern=$(not_held_pattern docs/client-rules.md)
 [ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
     [ "$(not_held_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
-    [ "$(not_held_pattern clients/node/rules.js)" = "$pattern" ]
-ok $? "docs/client-rules.md, rules.py and rules.js recognise hold_lease's not-held 55000 by one pattern"
+    [ "$(not_held_pattern clients/node/rules.js)" = "$pattern" ] &&
+    [ "$(not_held_pattern $RULES_EX)" = "$pattern" ]
+ok $? "docs/client-rules.md, rules.py, rules.js and rules.ex recognise hold_lease's not-held 55000 by one pattern"
 $PY - <<'EOF'
 import sys
 sys.path.insert(0, "clients/python")
@@ -87,6 +96,20 @@ const bad = cases.filter(([code, message, kind]) => rules.classify(code === null
 for (const c of bad) console.log(`# rules.js: ${JSON.stringify(c)}`);
 process.exit(bad.length || cases.length < 20 ? 1 : 0);'
 ok $? "rules.js classifies every SQLSTATE of the table as the page says"
+# Elixir 1.14 ships no JSON reader: the cases reach it as lines of
+# code, kind and base64 message ("-" for null)
+$PY -c '
+import base64, json
+for code, message, kind in json.load(open("test/clients/rules_cases.json")):
+    print(code or "-", kind, "-" if message is None else base64.b64encode(message.encode()).decode())' |
+    elixir -r $RULES_EX -e '
+cases = for line <- IO.stream(:stdio, :line), do: String.split(String.trim(line), " ")
+bad = for [code, kind, message] = c <- cases,
+          PgLease.Rules.classify(if(code == "-", do: nil, else: code),
+                                 if(message == "-", do: nil, else: Base.decode64!(message))) != String.to_atom(kind), do: c
+for c <- bad, do: IO.puts("# rules.ex: #{inspect(c)}")
+System.halt(if bad == [] and length(cases) >= 20, do: 0, else: 1)'
+ok $? "rules.ex classifies every SQLSTATE of the table as the page says"
 
 # The database: the extension, a worker role per the README recipe (it may
 # call the lease functions, not read any table), an application role.
@@ -103,8 +126,11 @@ DO \$\$ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'clients_app') THEN
         CREATE ROLE clients_app LOGIN;
     END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'clients_kcl') THEN
+        CREATE ROLE clients_kcl LOGIN;
+    END IF;
 END \$\$;
-GRANT USAGE ON SCHEMA lease TO clients_worker, clients_app;
+GRANT USAGE ON SCHEMA lease TO clients_worker, clients_app, clients_kcl;
 GRANT EXECUTE ON FUNCTION
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
     lease.release_lease(text, text, text, text),
@@ -123,8 +149,15 @@ GRANT EXECUTE ON FUNCTION
     lease.list_conversations(text, text, text, text)
     TO clients_app;
 SELECT lease.grant_app('clients', 'clients_worker');
+-- lease.sync_shards, where installed (issue 24), for the Elixir worker's shard-list callback
+SELECT pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO clients_worker', p.oid::regprocedure)
+  FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'lease'::regnamespace AND p.proname = 'sync_shards' \gexec
 SQL
 ok $? "a database with pg_lease, a worker role and an application role"
+# the kcl_ex adapter's role, granted exactly as docs/clients/elixir.md says
+doc_block docs/clients/elixir.md sql | sed -e 's/kcl_consumer/clients_kcl/g' -e "s/'billing'/'kcl'/g" |
+    "$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB >/dev/null
+ok $? "the kcl_ex adapter's role, granted as docs/clients/elixir.md says"
 # URLs: libpq (psycopg2) and node-postgres both read them
 url() { echo "postgresql:///$DB?host=$PGHOST&port=$PGPORT&user=$1"; }
 WORKER_DSN=$(url clients_worker)
@@ -139,6 +172,29 @@ ok $? "Node rotateChannel: started replacement kept and confirmed, failed one re
 
 OUT=$(mktemp -d /tmp/pg_lease_clients.XXXXXX)
 trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$OUT"' EXIT
+
+# The Elixir client: compiled with Debian's elixir (no warnings), reached over
+# 127.0.0.1 through the relay (killed with every other job by the trap).
+$PY test/clients/tcp_relay.py "$PGHOST/.s.PGSQL.$PGPORT" >"$OUT/relay.port" &
+relay=$!
+for _ in $(seq 1 50); do [ -s "$OUT/relay.port" ] && break; sleep 0.1; done
+EX_PORT=$(cat "$OUT/relay.port")
+EX_EBIN=$OUT/mix/build/lib/pg_lease/ebin
+EX_DSN="postgresql://clients_worker@127.0.0.1:$EX_PORT/$DB"
+(cd clients/elixir && MIX_HOME="$OUT/mix/home" HEX_HOME="$OUT/mix/hex" HEX_OFFLINE=1 MIX_BUILD_PATH="$OUT/mix/build" \
+    mix compile --warnings-as-errors) >"$OUT/mix.log" 2>&1
+ok $? "the Elixir client builds offline with Debian's elixir (mix, no dependencies), without warnings" ||
+    sed 's/^/#   /' "$OUT/mix.log"
+(cd clients/elixir && PG_LEASE_EX_PORT=$EX_PORT PG_LEASE_EX_DB=$DB PG_LEASE_EX_TAP=$OUT/exunit.tap \
+    elixir -pa "$EX_EBIN" test/app_state_test.exs >"$OUT/exunit.log" 2>&1)
+status=$?
+grep '^SKIP ' "$OUT/exunit.log"
+while read -r verdict rest; do
+    [ "$verdict" = ok ] && ok 0 "ExUnit $rest" || { ok 1 "ExUnit ${rest#ok }"; }
+done <"$OUT/exunit.tap"
+grep -E '^[0-9]+ tests?, [0-9]+ failures?' "$OUT/exunit.log" | sed 's/^/# ExUnit: /'
+[ "$status" -eq 0 ] && [ "$(grep -c "^ok " "$OUT/exunit.tap")" -ge 12 ]
+ok $? "the Elixir client's ExUnit run passed, every test reported" || sed 's/^/#   /' "$OUT/exunit.log" | tail -60
 
 # The SQL-only worker of docs/clients/sql.md, as the page shows it: two on
 # one stream, the second joining later; every record exactly once, the
@@ -188,33 +244,34 @@ SQL
 # shellcheck source=test/clients/fleet.sh
 . test/clients/fleet.sh
 
-echo "# fleet: py-1 py-2 node-1 node-2 start; py-1 killed at 5 s, node-1 at 7 s; py-3 and node-3 join at 10 s; stop once fair, from ${SETTLE_AT} s"
+echo "# fleet: py-1 py-2 node-1 node-2 ex-1 start; py-1 killed at 5 s, node-1 and ex-1 at 7 s; py-3, node-3 and ex-2 join at 10 s; stop once fair, from ${SETTLE_AT} s"
 t0=$SECONDS
-for w in py-1 py-2 node-1 node-2; do start_worker $w; done
+for w in py-1 py-2 node-1 node-2 ex-1; do start_worker $w; done
 sleep 5
 kill -KILL "${PIDS[py-1]}"; wait "${PIDS[py-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: py-1 killed"
 sleep 2
-kill -KILL "${PIDS[node-1]}"; wait "${PIDS[node-1]}" 2>/dev/null
-echo "# $((SECONDS - t0)) s: node-1 killed"
+kill -KILL "${PIDS[node-1]}" "${PIDS[ex-1]}"; wait "${PIDS[node-1]}" "${PIDS[ex-1]}" 2>/dev/null
+echo "# $((SECONDS - t0)) s: node-1 and ex-1 killed"
 sleep 3
 start_worker py-3
 start_worker node-3
-echo "# $((SECONDS - t0)) s: py-3 and node-3 joined"
-LIVE="node-2 node-3 py-2 py-3"
+start_worker ex-2
+echo "# $((SECONDS - t0)) s: py-3, node-3 and ex-2 joined"
+LIVE="ex-2 node-2 node-3 py-2 py-3"
 sleep $((SETTLE_AT - 10))
 # fair shares at the end: wait up to 8 s for the fleet to settle
 settle_and_stop 16 -d "$DB"
-[ "$stopped" -eq 4 ]
-ok $? "the four live workers stopped gracefully on SIGTERM"
-$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1 --joined py-3,node-3
+[ "$stopped" -eq 5 ]
+ok $? "the five live workers stopped gracefully on SIGTERM"
+$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1,ex-1 --joined py-3,node-3,ex-2
 ok $? "fleet invariants (test/clients/check.py over the workers' journals and record logs)"
 
 # The checker can fail: the same history with a record processed again by a
 # live worker, a refused checkpoint, and two owners of one shard at once.
 mkdir "$OUT/tampered" && cp "$OUT"/*.journal "$OUT"/*.records "$OUT/fairness" "$OUT/tampered/" &&
     $PY test/clients/tamper.py "$OUT/tampered"
-verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1 --joined py-3,node-3 2>&1)
+verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1,ex-1 --joined py-3,node-3,ex-2 2>&1)
 status=$?
 [ "$status" -eq 1 ] && grep -q 'FAIL nothing processed twice' <<<"$verdict" &&
     grep -q 'FAIL no checkpoint refused' <<<"$verdict" && grep -q 'FAIL no two owners at once' <<<"$verdict"
@@ -301,5 +358,6 @@ echo "# tx: $not_held batch(es) refused (not held), $failed transaction(s) faile
 grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*node-.*py-' <<<"$verdict"
 ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python and Node workers"
 
+kill "$relay" 2>/dev/null; wait "$relay" 2>/dev/null
 echo "1..$n"
 [ "$fails" -eq 0 ]
