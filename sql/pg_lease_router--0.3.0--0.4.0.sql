@@ -61,8 +61,18 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.user_partition(user_id);
 $$;
 
+-- issue 25: import_kcl_dynamodb runs whole on the partition of its stream
+-- (generate.sql's stream rule: every lease it imports is of that stream).
+CREATE FUNCTION lease.import_kcl_dynamodb(app_name text, stream_name text, export text)
+RETURNS TABLE(item bigint, lease_key text, shard_id text, action text, detail text)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 REVOKE ALL ON FUNCTION
     lease.clear_tenant_limit(text),
+    lease.import_kcl_dynamodb(text, text, text),
     lease.confirm_rotation(bigint, bigint),
     lease.hold_lease(text, text, text, text, bigint),
     lease.list_conversations(text, text, text, text),

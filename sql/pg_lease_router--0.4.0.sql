@@ -162,6 +162,13 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
+CREATE FUNCTION lease.import_kcl_dynamodb(app_name text, stream_name text, export text)
+RETURNS TABLE(item bigint, lease_key text, shard_id text, action text, detail text)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 -- import_kcl_ex through the router (by hand; src/router/generate.sql puts
 -- it here).  The router reads the source with the caller's privileges,
 -- checks it as pg_lease does (the same SQLSTATEs and messages), and sends

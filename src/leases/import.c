@@ -17,6 +17,12 @@
  *	   SQL runs (42703, 22023), and every row must be importable (22023)
  *	   before anything is written.
  *
+ * lease.import_kcl_dynamodb copies the leases of an export of the AWS
+ * Kinesis Client Library's DynamoDB lease table (docs/shard-leases.md,
+ * "Switching from AWS KCL"): the export is text, parsed here, and the
+ * mapping, the checks and the insert are one statement with the items as
+ * parameters; it writes only when no item is refused.
+ *
  *-------------------------------------------------------------------------
  */
 #include "pg_lease.h"
@@ -26,13 +32,19 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "catalog/namespace.h"
+#include "common/jsonapi.h"
+#include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "parser/scansup.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 
+#include "common/args.h"
 #include "common/spi_util.h"
 
 /* A required column of the source and the types it may have. */
@@ -376,4 +388,459 @@ lease_import_kcl_ex_rows(PG_FUNCTION_ARGS)
 	imported = lease_spi_run(&kcl_rows_insert, values, NULL, 0);
 	lease_spi_finish();
 	PG_RETURN_INT64((int64) imported);
+}
+
+/*
+ * import_kcl_dynamodb: $1 the export's JSON documents (jsonb[]), $2 the
+ * app, $3 the stream.  One row per item (and per child lease created from
+ * childShardIds): item, lease_key, shard_id, action, detail, and problem,
+ * set on the rows of items that cannot be imported; the insert runs only
+ * when there is none.  Every value is checked before it is cast.
+ */
+static LeaseStatement kcl_ddb_import = {
+	.name = "import_kcl_dynamodb: import the items",
+	.sql =
+	"WITH docs AS ( "
+	"    SELECT d.doc, d.ord "
+	"      FROM pg_catalog.unnest(CAST($1 AS pg_catalog.jsonb[])) WITH ORDINALITY AS d(doc, ord) "
+	"), items AS ( "
+	/* the items in the order of the export: the elements of a scan's
+	 * "Items" (or of an array), else the document itself; an S3 export
+	 * line {"Item": {...}} is unwrapped */
+	"    SELECT pg_catalog.row_number() OVER (ORDER BY d.ord, e.pos) AS item, "
+	"           CASE WHEN pg_catalog.jsonb_typeof(e.it) OPERATOR(pg_catalog.<>) 'object' THEN e.it "
+	"                WHEN pg_catalog.jsonb_typeof(e.it OPERATOR(pg_catalog.->) 'Item') IS DISTINCT FROM 'object' THEN e.it "
+	"                WHEN (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(e.it) AS k) OPERATOR(pg_catalog.=) 1 "
+	"                THEN e.it OPERATOR(pg_catalog.->) 'Item' ELSE e.it END AS it "
+	"      FROM docs AS d, "
+	"           LATERAL pg_catalog.jsonb_array_elements( "
+	"               CASE WHEN pg_catalog.jsonb_typeof(d.doc) OPERATOR(pg_catalog.=) 'array' THEN d.doc "
+	"                    WHEN pg_catalog.jsonb_typeof(d.doc OPERATOR(pg_catalog.->) 'Items') OPERATOR(pg_catalog.=) 'array' THEN d.doc OPERATOR(pg_catalog.->) 'Items' "
+	"                    ELSE pg_catalog.jsonb_build_array(d.doc) END) WITH ORDINALITY AS e(it, pos) "
+	"), attrs AS ( "
+	/* every attribute of every item, with its DynamoDB type: the one key
+	 * of its value when that key holds what the type says, else NULL */
+	"    SELECT i.item, a.key AS name, a.value AS av, t.type "
+	"      FROM items AS i, "
+	"           LATERAL pg_catalog.jsonb_each(CASE WHEN pg_catalog.jsonb_typeof(i.it) OPERATOR(pg_catalog.=) 'object' THEN i.it "
+	"                                             ELSE '{}' END) AS a, "
+	"           LATERAL (SELECT pg_catalog.min(k) AS type, pg_catalog.count(*) AS n "
+	"                      FROM pg_catalog.jsonb_object_keys(CASE WHEN pg_catalog.jsonb_typeof(a.value) OPERATOR(pg_catalog.=) 'object' "
+	"                                                             THEN a.value ELSE '{}' END) AS k) AS c, "
+	"           LATERAL (SELECT CASE WHEN c.n OPERATOR(pg_catalog.=) 1 "
+	"                                 AND pg_catalog.jsonb_typeof(a.value OPERATOR(pg_catalog.->) c.type) "
+	"                                     OPERATOR(pg_catalog.=) CASE WHEN c.type OPERATOR(pg_catalog.=) ANY ('{S,B}'::pg_catalog.text[]) THEN 'string' "
+	"                                            WHEN c.type OPERATOR(pg_catalog.=) ANY ('{BOOL,\"NULL\"}'::pg_catalog.text[]) THEN 'boolean' "
+	"                                            WHEN c.type OPERATOR(pg_catalog.=) 'M' THEN 'object' "
+	"                                            WHEN c.type OPERATOR(pg_catalog.=) ANY ('{SS,NS,BS,L}'::pg_catalog.text[]) THEN 'array' "
+	"                                            WHEN c.type OPERATOR(pg_catalog.=) 'N' THEN pg_catalog.jsonb_typeof(a.value OPERATOR(pg_catalog.->) 'N') END "
+	"                                 AND (c.type OPERATOR(pg_catalog.<>) 'N' OR pg_catalog.jsonb_typeof(a.value OPERATOR(pg_catalog.->) 'N') "
+	"                                                      OPERATOR(pg_catalog.=) ANY ('{string,number}'::pg_catalog.text[])) "
+	"                                THEN c.type END AS type) AS t "
+	"), kinds AS ( "
+	/* what each item is: a lease, a row KCL keeps for itself, or neither */
+	"    SELECT i.item, i.it, i.it OPERATOR(pg_catalog.->) 'leaseKey' OPERATOR(pg_catalog.->>) 'S' AS lease_key, "
+	"           (SELECT pg_catalog.min(a.name) FROM attrs AS a "
+	"             WHERE a.item OPERATOR(pg_catalog.=) i.item AND a.type IS NULL) AS untyped, "
+	"           CASE WHEN e.entity OPERATOR(pg_catalog.=) 'LEASE' THEN NULL "
+	"                WHEN e.entity OPERATOR(pg_catalog.=) 'LEADER' THEN 'KCL leader lock' "
+	"                WHEN e.entity OPERATOR(pg_catalog.=) 'WORKER_METRIC_STATS' THEN 'KCL worker metrics' "
+	"                WHEN e.entity OPERATOR(pg_catalog.=) 'STREAM' THEN 'KCL stream info' "
+	"                WHEN e.entity OPERATOR(pg_catalog.=) 'CLIENT_VERSION_MIGRATION' THEN 'KCL client version migration state' "
+	"                WHEN e.entity OPERATOR(pg_catalog.=) 'TABLE_MIGRATION' THEN 'KCL table migration state' "
+	"                WHEN e.entity IS NOT NULL THEN pg_catalog.format('KCL entityType %s', e.entity) "
+	"                WHEN i.it OPERATOR(pg_catalog.->) 'leaseKey' OPERATOR(pg_catalog.->>) 'S' OPERATOR(pg_catalog.=) 'Leader' THEN 'KCL leader lock' "
+	"                WHEN i.it OPERATOR(pg_catalog.->) 'leaseKey' OPERATOR(pg_catalog.->>) 'S' OPERATOR(pg_catalog.=) 'Migration3.0' THEN 'KCL client version migration state' "
+	"                WHEN i.it OPERATOR(pg_catalog.->) 'leaseKey' OPERATOR(pg_catalog.->>) 'S' OPERATOR(pg_catalog.=) 'TableMigration3.5' THEN 'KCL table migration state' "
+	"                WHEN i.it OPERATOR(pg_catalog.?) 'leaseKey' THEN NULL "
+	"                WHEN pg_catalog.jsonb_typeof(i.it OPERATOR(pg_catalog.->) 'wid' OPERATOR(pg_catalog.->) 'S') OPERATOR(pg_catalog.=) 'string' "
+	"                    THEN 'KCL worker metrics (WorkerMetricStats table)' "
+	"                WHEN pg_catalog.jsonb_typeof(i.it OPERATOR(pg_catalog.->) 'key' OPERATOR(pg_catalog.->) 'S') OPERATOR(pg_catalog.=) 'string' "
+	"                    THEN 'KCL coordinator state (CoordinatorState table)' "
+	"           END AS not_a_lease "
+	"      FROM items AS i, "
+	"           LATERAL (SELECT i.it OPERATOR(pg_catalog.->) 'entityType' OPERATOR(pg_catalog.->>) 'S' AS entity) AS e "
+	"), leases AS ( "
+	/* the well-formed lease items: their stream and shard */
+	"    SELECT k.item, k.it, k.lease_key, m.r[1] AS ident, m.r[2] AS sname, "
+	"           CASE WHEN m.multi THEN m.r[3] ELSE k.lease_key END AS shard, m.multi, "
+	"           k.it OPERATOR(pg_catalog.->) 'streamName' OPERATOR(pg_catalog.->>) 'S' AS stream_attr, k.it OPERATOR(pg_catalog.->) 'shardId' OPERATOR(pg_catalog.->>) 'S' AS shard_attr "
+	"      FROM kinds AS k, "
+	"           LATERAL (SELECT pg_catalog.regexp_match(k.lease_key, '^([0-9]+:([^:]+):[0-9]+):(.+)$') AS r, "
+	"                           pg_catalog.strpos(k.lease_key, ':') OPERATOR(pg_catalog.>) 0 OR k.it OPERATOR(pg_catalog.?) 'streamName' AS multi) AS m "
+	"     WHERE k.lease_key IS NOT NULL AND k.not_a_lease IS NULL AND k.untyped IS NULL "
+	"), ours AS ( "
+	/* the leases of the stream imported (all of a single-stream export),
+	 * their values as text, NULL when absent */
+	"    SELECT l.*, "
+	"           pg_catalog.row_number() OVER (PARTITION BY l.shard ORDER BY l.item) AS nth, "
+	"           NULLIF(l.it OPERATOR(pg_catalog.->) 'leaseOwner' OPERATOR(pg_catalog.->>) 'S', '') AS owner, "
+	"           l.it OPERATOR(pg_catalog.->) 'leaseCounter' OPERATOR(pg_catalog.->>) 'N' AS counter, "
+	"           l.it OPERATOR(pg_catalog.->) 'ownerSwitchesSinceCheckpoint' OPERATOR(pg_catalog.->>) 'N' AS switches, "
+	"           l.it OPERATOR(pg_catalog.->) 'checkpoint' OPERATOR(pg_catalog.->>) 'S' AS checkpoint, "
+	"           l.it OPERATOR(pg_catalog.->) 'checkpointSubSequenceNumber' OPERATOR(pg_catalog.->>) 'N' AS sub_seq, "
+	"           NULLIF(l.it OPERATOR(pg_catalog.->) 'pendingCheckpoint' OPERATOR(pg_catalog.->>) 'S', '') AS pending, "
+	"           l.it OPERATOR(pg_catalog.->) 'pendingCheckpointSubSequenceNumber' OPERATOR(pg_catalog.->>) 'N' AS pending_sub_seq, "
+	"           ARRAY(SELECT CASE WHEN pg_catalog.jsonb_typeof(e) OPERATOR(pg_catalog.=) 'string' THEN e OPERATOR(pg_catalog.#>>) '{}' "
+	"                             WHEN pg_catalog.jsonb_typeof(e OPERATOR(pg_catalog.->) 'S') OPERATOR(pg_catalog.=) 'string' THEN e OPERATOR(pg_catalog.->>) 'S' END "
+	"                   FROM pg_catalog.jsonb_array_elements(COALESCE(l.it OPERATOR(pg_catalog.->) 'parentShardId' OPERATOR(pg_catalog.->) 'SS', "
+	"                                                                 l.it OPERATOR(pg_catalog.->) 'parentShardId' OPERATOR(pg_catalog.->) 'L', '[]')) AS e) AS parents, "
+	"           ARRAY(SELECT CASE WHEN pg_catalog.jsonb_typeof(e) OPERATOR(pg_catalog.=) 'string' THEN e OPERATOR(pg_catalog.#>>) '{}' "
+	"                             WHEN pg_catalog.jsonb_typeof(e OPERATOR(pg_catalog.->) 'S') OPERATOR(pg_catalog.=) 'string' THEN e OPERATOR(pg_catalog.->>) 'S' END "
+	"                   FROM pg_catalog.jsonb_array_elements(COALESCE(l.it OPERATOR(pg_catalog.->) 'childShardIds' OPERATOR(pg_catalog.->) 'SS', "
+	"                                                                 l.it OPERATOR(pg_catalog.->) 'childShardIds' OPERATOR(pg_catalog.->) 'L', '[]')) AS e) AS children "
+	"      FROM leases AS l "
+	"     WHERE NOT l.multi OR l.sname OPERATOR(pg_catalog.=) $3 OR l.sname IS NULL "
+	"), checked AS ( "
+	/* each lease of the stream, with what keeps it from being imported */
+	"    SELECT o.*, "
+	"           CASE WHEN o.multi AND o.ident IS NULL "
+	"                    THEN 'leaseKey is not account:stream:creationEpoch:shardId, as a multi-stream lease''s is' "
+	"                WHEN o.multi AND o.stream_attr IS NOT NULL AND o.stream_attr OPERATOR(pg_catalog.<>) o.ident "
+	"                    THEN pg_catalog.format('leaseKey names stream %s but streamName is %s', o.ident, o.stream_attr) "
+	"                WHEN o.multi AND o.shard_attr IS NOT NULL AND o.shard_attr OPERATOR(pg_catalog.<>) o.shard "
+	"                    THEN pg_catalog.format('leaseKey names shard %s but shardId is %s', o.shard, o.shard_attr) "
+	"                WHEN NOT o.multi AND (SELECT pg_catalog.bool_or(l.multi) FROM leases AS l) "
+	"                    THEN 'a single-stream leaseKey in an export of multi-stream leases belongs to no stream' "
+	"                WHEN o.multi AND (SELECT pg_catalog.count(DISTINCT c.ident) FROM ours AS c WHERE c.multi) OPERATOR(pg_catalog.>) 1 "
+	"                    THEN pg_catalog.format('stream %s has leases under more than one stream identifier (%s)', $3, "
+	"                             (SELECT pg_catalog.string_agg(DISTINCT c.ident, ', ') FROM ours AS c WHERE c.multi)) "
+	"                WHEN pg_catalog.btrim(o.shard, E' \\t\\n\\r\\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '' "
+	"                    THEN 'the shard id is blank' "
+	"                WHEN pg_catalog.octet_length(o.shard) OPERATOR(pg_catalog.>) " CppAsString2(LEASE_MAX_IDENT_BYTES) " "
+	"                    THEN 'the shard id is longer than " CppAsString2(LEASE_MAX_IDENT_BYTES) " bytes' "
+	"                WHEN o.nth OPERATOR(pg_catalog.>) 1 "
+	"                    THEN pg_catalog.format('shard %s appears more than once', o.shard) "
+	"                WHEN w.name IS NOT NULL "
+	"                    THEN pg_catalog.format('%s is of type %s where %s is expected', w.name, w.type, w.expected) "
+	"                WHEN o.counter IS NULL THEN 'there is no leaseCounter' "
+	"                WHEN o.checkpoint IS NULL THEN 'there is no checkpoint' "
+	"                WHEN n.name IS NOT NULL "
+	"                    THEN pg_catalog.format('%s %s is %s', n.name, n.value, "
+	"                             CASE WHEN n.value OPERATOR(pg_catalog.~) '^-[0-9]+$' THEN 'negative' "
+	"                                  WHEN n.value OPERATOR(pg_catalog.~) '^[0-9]+$' THEN 'too large' "
+	"                                  ELSE 'not an integer' END) "
+	"                WHEN NOT (o.checkpoint OPERATOR(pg_catalog.~) '^[0-9]{1,129}$' "
+	"                          OR o.checkpoint OPERATOR(pg_catalog.=) ANY ('{TRIM_HORIZON,LATEST,SHARD_END,AT_TIMESTAMP}'::pg_catalog.text[])) "
+	"                    THEN pg_catalog.format('checkpoint \"%s\" is neither a sequence number nor TRIM_HORIZON, LATEST, SHARD_END or AT_TIMESTAMP', "
+	"                                           pg_catalog.left(o.checkpoint, 64)) "
+	"                WHEN NOT (o.pending OPERATOR(pg_catalog.~) '^[0-9]{1,129}$' OR o.pending OPERATOR(pg_catalog.=) " LEASE_SQL_SHARD_END ") "
+	"                    THEN pg_catalog.format('pendingCheckpoint \"%s\" is not a sequence number', pg_catalog.left(o.pending, 64)) "
+	"                WHEN pg_catalog.octet_length(o.owner) OPERATOR(pg_catalog.>) " CppAsString2(LEASE_MAX_IDENT_BYTES) " "
+	"                    THEN 'leaseOwner is longer than " CppAsString2(LEASE_MAX_IDENT_BYTES) " bytes' "
+	"                WHEN p.bad IS NOT NULL THEN p.bad "
+	"           END AS problem "
+	"      FROM ours AS o "
+	"      LEFT JOIN LATERAL ( "
+	/* a known attribute of another type than KCL writes ({"NULL": true} counts as absent) */
+	"           SELECT a.name, a.type, pg_catalog.array_to_string(x.types, ' or ') AS expected "
+	"             FROM attrs AS a "
+	"             JOIN (VALUES ('leaseKey', '{S}'::pg_catalog.text[]), ('leaseOwner', '{S,\"NULL\"}'), "
+	"                          ('leaseCounter', '{N}'), ('ownerSwitchesSinceCheckpoint', '{N,\"NULL\"}'), "
+	"                          ('checkpoint', '{S}'), ('checkpointSubSequenceNumber', '{N,\"NULL\"}'), "
+	"                          ('pendingCheckpoint', '{S,\"NULL\"}'), ('pendingCheckpointSubSequenceNumber', '{N,\"NULL\"}'), "
+	"                          ('pendingCheckpointState', '{B,N,\"NULL\"}'), ('parentShardId', '{SS,L,\"NULL\"}'), "
+	"                          ('childShardIds', '{SS,L,\"NULL\"}'), ('startingHashKey', '{S,\"NULL\"}'), "
+	"                          ('endingHashKey', '{S,\"NULL\"}'), ('throughputKBps', '{N,\"NULL\"}'), "
+	"                          ('checkpointOwner', '{S,\"NULL\"}'), ('entityType', '{S}'), ('streamName', '{S}'), "
+	"                          ('shardId', '{S}')) AS x(name, types) "
+	"               ON x.name OPERATOR(pg_catalog.=) a.name "
+	"            WHERE a.item OPERATOR(pg_catalog.=) o.item AND NOT a.type OPERATOR(pg_catalog.=) ANY (x.types) "
+	"            ORDER BY a.name LIMIT 1) AS w ON true "
+	"      LEFT JOIN LATERAL ( "
+	/* a counter that is not an integer pg_lease can keep */
+	"           SELECT v.name, v.value "
+	"             FROM (VALUES (1, 'leaseCounter', o.counter, 4611686018427387904::pg_catalog.numeric), "
+	"                          (2, 'ownerSwitchesSinceCheckpoint', o.switches, 4611686018427387904), "
+	"                          (3, 'checkpointSubSequenceNumber', o.sub_seq, 9223372036854775808), "
+	"                          (4, 'pendingCheckpointSubSequenceNumber', o.pending_sub_seq, 9223372036854775808)) "
+	"                  AS v(ord, name, value, bound) "
+	"            WHERE v.value IS NOT NULL "
+	"              AND NOT (v.value OPERATOR(pg_catalog.~) '^[0-9]{1,19}$' AND CAST(v.value AS pg_catalog.numeric) OPERATOR(pg_catalog.<) v.bound) "
+	"            ORDER BY v.ord LIMIT 1) AS n ON true "
+	"      LEFT JOIN LATERAL ( "
+	/* lineage pg_lease cannot keep */
+	"           SELECT s.bad FROM (SELECT s.ord, CASE WHEN pg_catalog.array_position(s.ids, NULL) IS NOT NULL "
+	"                           THEN pg_catalog.format('%s has an element that is not a string', s.name) "
+	"                       WHEN EXISTS (SELECT 1 FROM pg_catalog.unnest(s.ids) AS id "
+	"                                     WHERE pg_catalog.btrim(id, E' \\t\\n\\r\\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '' "
+	"                                        OR pg_catalog.octet_length(id) OPERATOR(pg_catalog.>) " CppAsString2(LEASE_MAX_IDENT_BYTES) ") "
+	"                           THEN pg_catalog.format('%s has a blank shard id or one longer than " CppAsString2(LEASE_MAX_IDENT_BYTES) " bytes', s.name) "
+	"                       WHEN pg_catalog.cardinality(s.ids) OPERATOR(pg_catalog.>) " CppAsString2(LEASE_MAX_PARENTS) " "
+	"                           THEN pg_catalog.format('%s names more than " CppAsString2(LEASE_MAX_PARENTS) " shards', s.name) "
+	"                       WHEN o.shard OPERATOR(pg_catalog.=) ANY (s.ids) "
+	"                           THEN pg_catalog.format('%s names the shard itself', s.name) END AS bad "
+	"             FROM (VALUES (1, 'parentShardId', o.parents), (2, 'childShardIds', o.children)) AS s(ord, name, ids)) AS s "
+	"            WHERE s.bad IS NOT NULL "
+	"            ORDER BY s.ord LIMIT 1) AS p ON true "
+	"), problems AS ( "
+	/* everything that keeps the export from being imported, by item */
+	"    SELECT k.item, k.lease_key, "
+	"           CASE WHEN pg_catalog.jsonb_typeof(k.it) OPERATOR(pg_catalog.<>) 'object' THEN 'the item is not a JSON object' "
+	"                WHEN k.untyped IS NOT NULL "
+	"                    THEN pg_catalog.format('attribute %s is not a DynamoDB typed value such as {\"S\": \"...\"}', k.untyped) "
+	"                WHEN k.not_a_lease IS NULL AND NOT k.it OPERATOR(pg_catalog.?) 'leaseKey' THEN 'there is no leaseKey' "
+	"                WHEN k.not_a_lease IS NULL AND k.lease_key IS NULL THEN 'leaseKey is not of type S' END AS problem "
+	"      FROM kinds AS k "
+	"    UNION ALL "
+	"    SELECT c.item, c.lease_key, c.problem FROM checked AS c "
+	"    UNION ALL "
+	/* item 0: the export is one page of a scan; the problem names its marker */
+	"    SELECT 0, NULL, CASE WHEN d.doc OPERATOR(pg_catalog.?) 'NextToken' THEN 'NextToken' ELSE 'LastEvaluatedKey' END "
+	"      FROM docs AS d "
+	"     WHERE pg_catalog.jsonb_typeof(d.doc) OPERATOR(pg_catalog.=) 'object' AND (d.doc OPERATOR(pg_catalog.?) 'NextToken' OR d.doc OPERATOR(pg_catalog.?) 'LastEvaluatedKey') "
+	"), children AS ( "
+	/* a child named in childShardIds with no lease in the export: created
+	 * as KCL creates it (TRIM_HORIZON, the shards naming it as parents) */
+	"    SELECT pg_catalog.min(c.item) AS item, ch.id AS shard, pg_catalog.min(c.ident) AS ident, "
+	"           pg_catalog.array_agg(DISTINCT c.shard) AS parents "
+	"      FROM checked AS c, LATERAL pg_catalog.unnest(c.children) AS ch(id) "
+	"     WHERE NOT EXISTS (SELECT 1 FROM checked AS e WHERE e.shard OPERATOR(pg_catalog.=) ch.id) "
+	"     GROUP BY ch.id "
+	"), rows AS ( "
+	/* the leases to write, with what pg_lease keeps of them */
+	"    SELECT c.item, c.lease_key, c.shard, 'imported' AS made, c.owner, "
+	"           CASE WHEN c.problem IS NULL THEN CAST(c.counter AS pg_catalog.int8) END AS lease_count, "
+	"           c.checkpoint, "
+	"           CASE WHEN c.problem IS NULL THEN CAST(COALESCE(c.sub_seq, '0') AS pg_catalog.int8) END AS sub_seq, "
+	/* its parentShardId, and the leases whose childShardIds name it */
+	"           ARRAY(SELECT u.id FROM (SELECT pg_catalog.unnest(c.parents) "
+	"                                   UNION SELECT p.shard FROM checked AS p WHERE c.shard OPERATOR(pg_catalog.=) ANY (p.children)) AS u(id) "
+	"                  ORDER BY u.id) AS parents, "
+	"           CASE WHEN c.problem IS NULL THEN CAST(COALESCE(c.switches, '0') AS pg_catalog.int8) END AS switches, "
+	"           CASE WHEN c.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END " AND c.pending OPERATOR(pg_catalog.~) '^[0-9]+$' THEN c.pending END AS pending, "
+	/* what pg_lease has no place for */
+	"           (SELECT 'not imported: ' OPERATOR(pg_catalog.||) pg_catalog.string_agg(a.name, ', ' ORDER BY a.name) "
+	"              FROM attrs AS a "
+	"             WHERE a.item OPERATOR(pg_catalog.=) c.item AND a.type OPERATOR(pg_catalog.<>) 'NULL' "
+	"               AND (NOT a.name OPERATOR(pg_catalog.=) ANY ('{leaseKey,leaseOwner,leaseCounter,ownerSwitchesSinceCheckpoint,checkpoint,checkpointSubSequenceNumber,pendingCheckpoint,pendingCheckpointSubSequenceNumber,parentShardId,childShardIds,entityType,streamName,shardId}'::pg_catalog.text[]) "
+	"                    OR (a.name OPERATOR(pg_catalog.=) 'pendingCheckpoint' AND c.pending IS NOT NULL "
+	"                        AND (c.checkpoint OPERATOR(pg_catalog.=) " LEASE_SQL_SHARD_END " OR c.pending OPERATOR(pg_catalog.=) " LEASE_SQL_SHARD_END ")) "
+	"                    OR (a.name OPERATOR(pg_catalog.=) 'pendingCheckpointSubSequenceNumber' AND NOT c.pending_sub_seq OPERATOR(pg_catalog.~) '^0+$'))) AS detail "
+	"      FROM checked AS c "
+	"    UNION ALL "
+	"    SELECT ch.item, COALESCE(ch.ident OPERATOR(pg_catalog.||) ':', '') OPERATOR(pg_catalog.||) ch.shard, ch.shard, 'created', NULL, 0, " LEASE_SQL_WORD(LEASE_CHECKPOINT_TRIM_HORIZON) ", 0, "
+	"           ch.parents, 0, NULL, "
+	"           pg_catalog.format('named in childShardIds of %s', pg_catalog.array_to_string(ch.parents, ', ')) "
+	"      FROM children AS ch "
+	"), ins AS ( "
+	"    INSERT INTO lease.shard_leases AS l "
+	"           (app_name, stream_name, shard_id, lease_owner, lease_expires_at, lease_count, checkpoint, "
+	"            checkpoint_sub_sequence, parent_shard_ids, owner_switches_since_checkpoint, pending_checkpoint) "
+	"    SELECT $2, $3, r.shard, r.owner, CASE WHEN r.owner IS NOT NULL THEN pg_catalog.clock_timestamp() END, "
+	"           r.lease_count, r.checkpoint, r.sub_seq, r.parents, r.switches, r.pending "
+	"      FROM rows AS r "
+	"     WHERE NOT EXISTS (SELECT 1 FROM problems AS p WHERE p.problem IS NOT NULL) "
+	"    ON CONFLICT (app_name, stream_name, shard_id) DO NOTHING "
+	"    RETURNING l.shard_id "
+	") "
+	"SELECT x.item, x.lease_key, x.shard_id, x.action, x.detail, x.problem "
+	"  FROM (SELECT r.item, r.lease_key, r.shard AS shard_id, "
+	"               CASE WHEN EXISTS (SELECT 1 FROM ins WHERE ins.shard_id OPERATOR(pg_catalog.=) r.shard) THEN r.made ELSE 'exists' END AS action, "
+	"               r.detail, NULL AS problem "
+	"          FROM rows AS r "
+	"        UNION ALL "
+	"        SELECT l.item, l.lease_key, l.shard, 'other_stream', pg_catalog.format('stream %s', l.ident), NULL "
+	"          FROM leases AS l "
+	"         WHERE l.sname OPERATOR(pg_catalog.<>) $3 "
+	"        UNION ALL "
+	"        SELECT k.item, k.lease_key, NULL, 'not_a_lease', k.not_a_lease, NULL "
+	"          FROM kinds AS k "
+	"         WHERE k.not_a_lease IS NOT NULL "
+	"        UNION ALL "
+	"        SELECT p.item, p.lease_key, NULL, NULL, NULL, p.problem "
+	"          FROM problems AS p "
+	"         WHERE p.problem IS NOT NULL) AS x "
+	" ORDER BY x.item, x.shard_id ",
+	.nargs = 3,
+	.argtypes = {JSONBARRAYOID, TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT,
+	/*
+	 * The planner prices each function over the export at its default
+	 * hundreds of rows and every subplan as run for each, so a few items
+	 * cross jit_above_cost, and compiling took seconds for a statement that
+	 * runs in milliseconds.
+	 */
+	LEASE_STMT_JIT_OFF
+};
+
+/* The columns of import_kcl_dynamodb's rows, then the problem column. */
+#define KCL_DDB_COLUMNS 5
+#define KCL_DDB_PROBLEM (KCL_DDB_COLUMNS + 1)
+
+/* The line of the export being parsed, for the error's context. */
+typedef struct KclDdbLine
+{
+	int			number;
+} KclDdbLine;
+
+/* Error context: which line of the export was being parsed. */
+static void
+kcl_ddb_line_context(void *arg)
+{
+	errcontext("line %d of the export", ((KclDdbLine *) arg)->number);
+}
+
+/* Whether the bytes are JSON; on failure *detail says why. */
+static bool
+kcl_ddb_is_json(char *json, int len, char **detail)
+{
+	JsonLexContext *lex = makeJsonLexContextCstringLen(json, len, GetDatabaseEncoding(), false);
+	JsonParseErrorType error = pg_parse_json(lex, &nullSemAction);
+
+	if (error == JSON_SUCCESS)
+		return true;
+	if (detail != NULL)
+		*detail = json_errdetail(error, lex);
+	return false;
+}
+
+/* jsonb of a JSON text already validated. */
+static Datum
+kcl_ddb_jsonb(const char *json, int len)
+{
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(pnstrdup(json, len)));
+}
+
+/*
+ * The export's JSON documents: the whole text when it is one (a scan's
+ * output, pretty-printed over many lines), else each non-blank line (JSON
+ * Lines: an export to S3).  Raises 22P02 naming the first line that is not
+ * JSON.  *count is 0 for an export of white space only.
+ */
+static Datum *
+kcl_ddb_documents(text *export, int *count)
+{
+	char	   *data = VARDATA_ANY(export);
+	int			len = VARSIZE_ANY_EXHDR(export);
+	Datum	   *docs;
+	int			n = 0;
+	int			lines = 1;
+	bool		blank = true;
+
+	for (int i = 0; i < len; i++)
+	{
+		blank = blank && scanner_isspace(data[i]);
+		lines += data[i] == '\n';
+	}
+	*count = 0;
+	if (blank)
+		return NULL;
+	if (kcl_ddb_is_json(data, len, NULL))
+	{
+		docs = palloc(sizeof(Datum));
+		docs[0] = kcl_ddb_jsonb(data, len);
+		*count = 1;
+		return docs;
+	}
+	docs = palloc(sizeof(Datum) * lines);
+	for (int start = 0, number = 1; start < len; number++)
+	{
+		const char *eol = memchr(data + start, '\n', len - start);
+		int			end = eol != NULL ? (int) (eol - data) : len;
+		char	   *detail = NULL;
+		bool		line_blank = true;
+
+		for (int i = start; i < end; i++)
+			line_blank = line_blank && scanner_isspace(data[i]);
+		if (!line_blank)
+		{
+			KclDdbLine	line = {.number = number};
+			ErrorContextCallback callback = {
+				.callback = kcl_ddb_line_context, .arg = &line, .previous = error_context_stack
+			};
+
+			if (!kcl_ddb_is_json(data + start, end - start, &detail))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+						 errmsg("line %d of the export is not JSON", number),
+						 errdetail("%s", detail),
+						 errhint("The export is read as one JSON document (the output of aws dynamodb scan --output json) or, when it is not one, as one item per line (an export to S3 in DynamoDB JSON format).")));
+			/* what jsonb refuses and JSON allows (\u0000) names the line too */
+			error_context_stack = &callback;
+			docs[n++] = kcl_ddb_jsonb(data + start, end - start);
+			error_context_stack = callback.previous;
+		}
+		start = end + 1;
+	}
+	*count = n;
+	return docs;
+}
+
+PG_FUNCTION_INFO_V1(lease_import_kcl_dynamodb);
+
+/*
+ * lease.import_kcl_dynamodb: the leases of a KCL DynamoDB lease table's
+ * export, one row per item saying what became of it.
+ */
+Datum
+lease_import_kcl_dynamodb(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		args[3];
+	Datum	   *docs;
+	int			ndocs;
+	uint64		rows;
+	uint64		refused = 0;
+	uint64		first = 0;
+
+	args[1] = lease_arg_ident(fcinfo, 0, "app_name");
+	args[2] = lease_arg_ident(fcinfo, 1, "stream_name");
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("export must not be null"),
+				 errhint("Pass the export of the KCL lease table as text, e.g. the output of aws dynamodb scan --output json.")));
+	docs = kcl_ddb_documents(PG_GETARG_TEXT_PP(2), &ndocs);
+	args[0] = PointerGetDatum(construct_array(docs, ndocs, JSONBOID, -1, false, TYPALIGN_INT));
+	check_leases_privileges("import_kcl_dynamodb");
+
+	InitMaterializedSRF(fcinfo, 0);
+	lease_spi_connect();
+	rows = lease_spi_run(&kcl_ddb_import, args, NULL, 0);
+	for (uint64 i = 0; i < rows; i++)
+	{
+		bool		isnull;
+
+		(void) lease_spi_value(i, KCL_DDB_PROBLEM, &isnull);
+		if (!isnull && refused++ == 0)
+			first = i;
+	}
+	if (refused > 0)
+	{
+		bool		item_null;
+		bool		key_null;
+		bool		isnull;
+		int64		item = DatumGetInt64(lease_spi_value(first, 1, &item_null));
+		Datum		key = lease_spi_value(first, 2, &key_null);
+		char	   *problem = TextDatumGetCString(lease_spi_value(first, KCL_DDB_PROBLEM, &isnull));
+
+		if (item == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the export is one page of a scan, not the whole lease table"),
+					 errdetail("It has %s, which a scan prints when there are more items to read.", problem),
+					 errhint("Nothing was imported: export the whole table (aws dynamodb scan without --max-items or --no-paginate, or an export to S3) and run it again.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg_plural(UINT64_FORMAT " item of the export cannot be imported",
+							   UINT64_FORMAT " items of the export cannot be imported",
+							   refused, refused),
+				 key_null ? errdetail("Item " INT64_FORMAT ": %s.", item, problem)
+				 : errdetail("Item " INT64_FORMAT " (leaseKey \"%s\"): %s.", item,
+							 TextDatumGetCString(key), problem),
+				 errhint("Nothing was imported: fix those items, or leave them out, and run it again.")));
+	}
+	for (uint64 i = 0; i < rows; i++)
+	{
+		Datum		values[KCL_DDB_COLUMNS];
+		bool		nulls[KCL_DDB_COLUMNS];
+
+		for (int col = 0; col < KCL_DDB_COLUMNS; col++)
+			values[col] = lease_spi_value(i, col + 1, &nulls[col]);
+		/* tuplestore_putvalues copies the values out of SPI's memory. */
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	lease_spi_finish();
+	return (Datum) 0;
 }

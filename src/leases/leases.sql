@@ -584,6 +584,17 @@ AS 'MODULE_PATHNAME', 'lease_import_kcl_ex_rows'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
+-- The leases of an export of the AWS Kinesis Client Library's DynamoDB
+-- lease table (src/leases/import.c): one row per item saying what became of
+-- it.  SECURITY INVOKER like import_kcl_ex_rows: the caller needs SELECT and
+-- INSERT on lease.shard_leases, and row-level security admits the rows of
+-- its own apps only.  An operator function; worker roles are not granted it.
+CREATE FUNCTION lease.import_kcl_dynamodb(app_name text, stream_name text, export text)
+RETURNS TABLE (item bigint, lease_key text, shard_id text, action text, detail text)
+AS 'MODULE_PATHNAME', 'lease_import_kcl_dynamodb'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
 ----------------------------------------------------------------------------
 -- Per-app visibility of the tables and views (docs/security.md)
 ----------------------------------------------------------------------------

@@ -13,7 +13,9 @@
 --                 (bool_or, sum) by a SQL wrapper, rows are the union of
 --                 each partition's (one monitoring_fleet row per partition)
 --   import        import_kcl_ex, import_kcl_ex_rows: by hand,
---                 src/router/<name>.sql (the rows split by stream)
+--                 src/router/<name>.sql (the rows split by stream);
+--                 import_kcl_dynamodb imports one stream's leases, so the
+--                 stream rule sends it whole to that stream's partition
 --   app           first argument app_name: the app's partition
 --   user          first argument user_id: the tenant's partition
 --   conversation  first argument a conversation id: the partition that made it

@@ -32,9 +32,9 @@ SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,t
 -- every lease function: C, not STRICT (NULL is an error, not a silent NULL),
 -- a pinned search_path; SECURITY DEFINER except exactly the functions that
 -- check the caller's app (they need the caller's identity and run their SQL
--- as the owner themselves, src/leases/privileges.c) and import_kcl_ex and
--- import_kcl_ex_rows (they insert with the caller's privileges; import_kcl_ex reads a
--- table the caller names with the caller's privileges)
+-- as the owner themselves, src/leases/privileges.c) and the imports,
+-- import_kcl_ex, import_kcl_ex_rows and import_kcl_dynamodb (they insert with the
+-- caller's privileges; import_kcl_ex reads a table the caller names with them)
 SELECT is(count(*)::int, 0, 'no lease function is STRICT')
   FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND proisstrict;
 SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
@@ -48,6 +48,7 @@ SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
                 'lease.grant_app(text,regrole)',
                 'lease.has_app_access(text)',
                 'lease.hold_lease(text,text,text,text,bigint)',
+                'lease.import_kcl_dynamodb(text,text,text)',
                 'lease.import_kcl_ex(regclass)',
                 'lease.import_kcl_ex_rows(text[],text[],text[],text[],text[],bigint[],boolean[])',
                 -- trigger functions (src/leases/monitoring.sql): they run in
@@ -65,7 +66,7 @@ SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
                 'lease.take_leases(text,text,text,interval,integer,integer)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint,bigint)'],
-          'exactly the app-checking functions and import_kcl_ex are SECURITY INVOKER')
+          'exactly the app-checking functions and the imports are SECURITY INVOKER')
   FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND NOT prosecdef;
 SELECT is(count(*)::int, 0, 'every lease function pins search_path')
   FROM pg_proc WHERE pronamespace = 'lease'::regnamespace

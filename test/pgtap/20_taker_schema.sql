@@ -1,7 +1,7 @@
 -- pgTAP: the taker's schema and signatures: indexes, the events table, the
 -- views, and every new function's arguments and return type.
 BEGIN;
-SELECT plan(28);
+SELECT plan(30);
 
 SELECT has_index('lease', 'shard_leases', 'shard_leases_handoff_idx',
                  ARRAY['app_name', 'stream_name', 'handoff_to'], 'the handoff index exists');
@@ -62,6 +62,10 @@ SELECT function_returns('lease', 'delete_lease', ARRAY['text', 'text', 'text'], 
 SELECT function_returns('lease', 'prune_events', ARRAY['interval'], 'bigint');
 SELECT function_returns('lease', 'import_kcl_ex', ARRAY['regclass'], 'bigint');
 SELECT function_returns('lease', 'import_kcl_ex_rows', ARRAY['text[]', 'text[]', 'text[]', 'text[]', 'text[]', 'bigint[]', 'boolean[]'], 'bigint');
+SELECT function_returns('lease', 'import_kcl_dynamodb', ARRAY['text', 'text', 'text'], 'setof record');
+SELECT is((SELECT pg_get_function_result('lease.import_kcl_dynamodb(text,text,text)'::regprocedure)),
+          'TABLE(item bigint, lease_key text, shard_id text, action text, detail text)',
+          'import_kcl_dynamodb result columns');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,7 +1,8 @@
 -- pgTAP: the taker's privileges.  The views and the events table are not
--- PUBLIC; import_kcl_ex and import_kcl_ex_rows run with the caller's privileges.
+-- PUBLIC; import_kcl_ex, import_kcl_ex_rows and import_kcl_dynamodb run with the
+-- caller's privileges, and PUBLIC may not run the last.
 BEGIN;
-SELECT plan(13);
+SELECT plan(15);
 
 SELECT table_privs_are('lease', 'lease_events', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on lease_events');
 SELECT table_privs_are('lease', 'lease_status', 'public', ARRAY[]::text[], 'PUBLIC cannot read lease_status');
@@ -10,6 +11,10 @@ SELECT is((SELECT prosecdef FROM pg_proc WHERE oid = 'lease.import_kcl_ex(regcla
           'import_kcl_ex is SECURITY INVOKER');
 SELECT is((SELECT prosecdef FROM pg_proc WHERE oid = 'lease.import_kcl_ex_rows(text[],text[],text[],text[],text[],bigint[],boolean[])'::regprocedure), false,
           'import_kcl_ex_rows is SECURITY INVOKER');
+SELECT is((SELECT prosecdef FROM pg_proc WHERE oid = 'lease.import_kcl_dynamodb(text,text,text)'::regprocedure), false,
+          'import_kcl_dynamodb is SECURITY INVOKER');
+SELECT function_privs_are('lease', 'import_kcl_dynamodb', ARRAY['text', 'text', 'text'], 'public', ARRAY[]::text[],
+                          'PUBLIC cannot run import_kcl_dynamodb');
 
 CREATE ROLE tap_taker_worker;
 GRANT USAGE ON SCHEMA lease TO tap_taker_worker;

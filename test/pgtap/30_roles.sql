@@ -60,6 +60,7 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.delete_lease(text,text,text)',
                 'lease.grant_app(text,regrole)',
                 'lease.has_app_access(text)',
+                'lease.import_kcl_dynamodb(text,text,text)',
                 'lease.import_kcl_ex(regclass)',
                 'lease.import_kcl_ex_rows(text[],text[],text[],text[],text[],bigint[],boolean[])',
                 'lease.request_handoff(text,text,text,text)',

@@ -97,3 +97,20 @@ INSERT INTO router_test.kcl VALUES ('sh', 'ro-import', 'st-bad', NULL, NULL, -1,
 SELECT router_test.try($$SELECT lease.import_kcl_ex('router_test.kcl')$$) AS bad_row;
 SELECT count(*) AS leases FROM lease.lease_status WHERE app_name = 'ro-import';
 DROP TABLE router_test.kcl;
+
+-- import_kcl_dynamodb: one call per stream of a KCL multi-stream table's
+-- export; each runs on the partition of its stream, which gets that
+-- stream's lease only (router_test.sh checks each partition's rows)
+SELECT string_agg(format('{"Item":{"leaseKey":{"S":"123:st-%s:1:shardId-0"},"leaseCounter":{"N":"%s"},'
+                         '"leaseOwner":{"S":"kcl-worker"},"checkpoint":{"S":"49%s"}}}', i, i, i), E'\n') AS export
+  FROM generate_series(1, 8) AS i \gset
+SELECT i.action, count(*)
+  FROM generate_series(1, 8) AS s,
+       LATERAL lease.import_kcl_dynamodb('ro-ddb', 'st-' || s, :'export') AS i
+ GROUP BY i.action ORDER BY i.action;
+SELECT count(*) AS leases, count(*) FILTER (WHERE checkpoint = '49' || substr(stream_name, 4)) AS own_checkpoint,
+       count(DISTINCT lease_router.stream_partition(app_name, stream_name) & 1) AS partitions
+  FROM lease.lease_status WHERE app_name = 'ro-ddb';
+SELECT action, count(*) FROM lease.import_kcl_dynamodb('ro-ddb', 'st-1', :'export') GROUP BY action ORDER BY action;
+-- a bad item: the partition refuses the whole export
+SELECT router_test.try($$SELECT lease.import_kcl_dynamodb('ro-ddb', 'st-9', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"-1"},"checkpoint":{"S":"1"}}')$$) AS bad_item;

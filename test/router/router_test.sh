@@ -13,8 +13,8 @@
 #      directly (22004, 22023, 42501 among them; test/router/expected/errors.out);
 #   4. one outcome per function through the router
 #      (test/router/outcomes.sql, test/router/expected/outcomes.out);
-#   5. import_kcl_ex through the router put every lease on the partition
-#      of its stream (and both partitions got some);
+#   5. import_kcl_ex and import_kcl_dynamodb through the router put every
+#      lease on the partition of its stream (and both partitions got some);
 #   6. a router updated from every released router version
 #      (pg_lease_router--0.3.0.sql, then ALTER EXTENSION pg_lease_router
 #      UPDATE) equals a fresh one: the same functions with the same
@@ -174,7 +174,7 @@ for k in 0 1; do
     db=$P0; [ $k = 1 ] && db=$P1
     n=$(psql_do -d $db -At -c "SELECT count(*) FILTER (WHERE (pg_catalog.hashtext(app_name || '/' || stream_name) & 1) <> $k)
                                           || ' ' || count(*)
-                                 FROM lease.shard_leases WHERE app_name = 'ro-import'") || n="? ?"
+                                 FROM lease.shard_leases WHERE app_name IN ('ro-import', 'ro-ddb')") || n="? ?"
     echo "router: partition $k holds ${n#* } imported leases, ${n% *} of another partition's streams"
     [ "${n% *}" = 0 ] && [ "${n#* }" != 0 ] || misplaced=1
 done

@@ -46,13 +46,14 @@ GRANT EXECUTE ON FUNCTION
     lease.delete_lease(text, text, text),
     lease.import_kcl_ex(regclass),
     lease.import_kcl_ex_rows(text[], text[], text[], text[], text[], bigint[], boolean[]),
+    lease.import_kcl_dynamodb(text, text, text),
     lease.grant_app(text, regrole),
     lease.revoke_app(text, regrole),
     lease.has_app_access(text)
     TO lease_operator;
 GRANT SELECT ON lease.lease_status, lease.worker_loads, lease.lease_events,
     lease.app_grants TO lease_operator;
--- import_kcl_ex runs as the caller: it inserts the leases itself (INSERT ...
+-- the imports run as the caller: they insert the leases themselves (INSERT ...
 -- ON CONFLICT, which also needs SELECT); row-level security shows and admits
 -- the rows of the operator's own apps only
 GRANT SELECT, INSERT ON lease.shard_leases TO lease_operator;
