@@ -7,7 +7,8 @@
  * Children of a split or merge are held back from take_lease/take_leases
  * while a parent still in the table has not ended (leases.h,
  * LEASE_SQL_BLOCKED); an ended parent can be removed once every child has
- * started, i.e. checkpointed past TRIM_HORIZON / LATEST.
+ * started, i.e. checkpointed past TRIM_HORIZON / LATEST / AT_TIMESTAMP (the
+ * starting positions KCL writes; an imported lease may hold any of them).
  *
  *-------------------------------------------------------------------------
  */
@@ -37,7 +38,7 @@ static LeaseStatement cleanup_stmt = {
 	"          FROM lease.shard_leases AS c"
 	"         WHERE c.app_name OPERATOR(pg_catalog.=) $1"
 	"           AND c.stream_name OPERATOR(pg_catalog.=) $2"
-	"           AND c.checkpoint OPERATOR(pg_catalog.=) ANY ('{TRIM_HORIZON,LATEST}'::pg_catalog.text[])))",
+	"           AND c.checkpoint OPERATOR(pg_catalog.=) ANY ('{TRIM_HORIZON,LATEST,AT_TIMESTAMP}'::pg_catalog.text[])))",
 	.nargs = 2,
 	.argtypes = {TEXTOID, TEXTOID},
 	.expected = SPI_OK_DELETE
