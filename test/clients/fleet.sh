@@ -2,7 +2,8 @@
 # The fleet harness shared by test/clients/run.sh (one server) and
 # test/clients/router.sh (through the router during a failover): starting
 # an example worker, the SQL that judges fair shares, and stopping the
-# fleet once they are fair.  Uses PY, NODE,
+# fleet once they are fair.  Uses PY, NODE, GO_WORKER (the Go example
+# worker's binary, built once by the sourcing script, for go-* workers),
 # WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and t0 of the sourcing script.
 declare -A PIDS
 start_worker() {   # name
@@ -10,6 +11,8 @@ start_worker() {   # name
         py-*) (cd clients/python && exec $PY example_worker.py "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS") \
                   2>"$OUT/$1.stderr" & ;;
         node-*) $NODE clients/node/example_worker.js "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
+                  2>"$OUT/$1.stderr" & ;;
+        go-*) PG_LEASE_LOG_LEVEL=warn "$GO_WORKER" "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
                   2>"$OUT/$1.stderr" & ;;
     esac
     PIDS[$1]=$!

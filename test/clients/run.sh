@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# The clients suite (make test, PG_LEASE_SUITES=clients): the Python and Node
-# clients against the running throwaway cluster (PGHOST, PGPORT from
+# The clients suite (make test, PG_LEASE_SUITES=clients): the Python, Node
+# and Go clients against the running throwaway cluster (PGHOST, PGPORT from
 # test/lib/cluster.sh).  Prints TAP ("ok N - ...", "not ok N - ..."); exits
 # non-zero on any failure.
 #
 #   1. the docs show the tested code: each "write a worker" page's code block
 #      is byte-for-byte the example worker the fleet runs;
-#   2. both clients' retry tables name the SQLSTATEs of docs/client-rules.md,
+#   2. every client's retry table names the SQLSTATEs of docs/client-rules.md,
 #      and the same pattern for PL/Proxy's connection-loss XX000;
 #   3. the channel-rotation helper of each client: a started replacement
 #      stays, a replacement that fails to start is restored;
-#   4. the fleet: Python and Node workers on one stream at the same time, one
-#      of each killed (SIGKILL) mid-run, one of each joining later, then a
-#      checker over what the workers recorded (test/clients/check.py).
+#   4. the Go client, built offline from Debian's packages (GOPATH mode, no
+#      module proxy): go vet, and its go test against this cluster, one TAP
+#      line per test (the rules cases, the local deadline, fenced checkpoints,
+#      handoff, shard end, rotation, sync_shards);
+#   5. the fleet: Python, Node and Go workers on one stream at the same time,
+#      one of each killed (SIGKILL) mid-run, one of each joining later, then
+#      a checker over what the workers recorded (test/clients/check.py).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 PY=/usr/bin/python3          # Debian's python3-psycopg2 is for Debian's python3
 NODE=/usr/bin/node
+GO=/usr/bin/go               # Debian's golang-go, with pgx v4 from /usr/share/gocode
 PSQL="${PG_BINDIR:-/usr/lib/postgresql/15/bin}/psql"
 DB=pg_lease_clients
 LEASE_SECONDS=${CLIENTS_LEASE_SECONDS:-3}
@@ -27,7 +32,7 @@ SETTLE_AT=${CLIENTS_SETTLE_AT:-18}
 # shellcheck source=test/lib/tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
 
-bash test/lib/deps.sh clients || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
+bash test/lib/deps.sh clients go || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
 (cd clients/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 ok $? "npm ci installs node-postgres from clients/node/package-lock.json" || true
 [ -d clients/node/node_modules/pg ] || { echo "1..$n"; exit 1; }
@@ -36,14 +41,16 @@ ok $? "npm ci installs node-postgres from clients/node/package-lock.json" || tru
 doc_block() {   # the first fenced block of the given language in a page
     awk -v lang="$2" '$0 == "```" lang { inside = 1; next } inside && $0 == "```" { exit } inside { print }' "$1"
 }
-for pair in "docs/clients/python.md python clients/python/example_worker.py" \
-            "docs/clients/node.md js clients/node/example_worker.js"; do
+# (Go's limit is 120: its imports and error checks take the difference)
+for pair in "docs/clients/python.md python clients/python/example_worker.py 100" \
+            "docs/clients/node.md js clients/node/example_worker.js 100" \
+            "docs/clients/go.md go clients/go/cmd/example_worker/main.go 120"; do
     set -- $pair
     diff <(doc_block "$1" "$2") "$3" >/dev/null
     ok $? "$1 shows $3 verbatim"
     lines=$(wc -l <"$3")
-    [ "$lines" -lt 100 ]
-    ok $? "$3 is a complete worker in under a hundred lines ($lines)"
+    [ "$lines" -lt "$4" ]
+    ok $? "$3 is a complete worker in under $4 lines ($lines)"
 done
 
 # 2. One table of retry rules, followed by both clients.
@@ -53,22 +60,25 @@ rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
 plproxy_pattern() {   # the regular expression a file gives for PL/Proxy's connection-loss XX000
     grep -oE '\^PL/Proxy function [^`"]*' "$1"
 }
-diff <(rules_codes docs/client-rules.md) <(rules_codes clients/python/pg_lease/rules.py) >/dev/null &&
-    diff <(rules_codes docs/client-rules.md) <(rules_codes clients/node/rules.js) >/dev/null
-ok $? "docs/client-rules.md, rules.py and rules.js name the same SQLSTATEs"
+RULES_FILES="clients/python/pg_lease/rules.py clients/node/rules.js clients/go/pglease/rules.go"
+same=0
+for f in $RULES_FILES; do
+    diff <(rules_codes docs/client-rules.md) <(rules_codes "$f") >/dev/null || { echo "# $f names other SQLSTATEs"; same=1; }
+done
+ok $same "docs/client-rules.md, rules.py, rules.js and rules.go name the same SQLSTATEs"
 pattern=$(plproxy_pattern docs/client-rules.md)
-[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
-    [ "$(plproxy_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
-    [ "$(plproxy_pattern clients/node/rules.js)" = "$pattern" ]
-ok $? "docs/client-rules.md, rules.py and rules.js recognise PL/Proxy's lost connection by one pattern"
+same=0
+[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] || same=1
+for f in $RULES_FILES; do [ "$(plproxy_pattern "$f")" = "$pattern" ] || same=1; done
+ok $same "docs/client-rules.md, rules.py, rules.js and rules.go recognise PL/Proxy's lost connection by one pattern"
 not_held_pattern() {   # the regular expression a file gives for hold_lease's "not held"
     grep -oE '\(\^\|REMOTE ERROR: \)lease [^`"]*' "$1"
 }
 pattern=$(not_held_pattern docs/client-rules.md)
-[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
-    [ "$(not_held_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
-    [ "$(not_held_pattern clients/node/rules.js)" = "$pattern" ]
-ok $? "docs/client-rules.md, rules.py and rules.js recognise hold_lease's not-held 55000 by one pattern"
+same=0
+[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] || same=1
+for f in $RULES_FILES; do [ "$(not_held_pattern "$f")" = "$pattern" ] || same=1; done
+ok $same "docs/client-rules.md, rules.py, rules.js and rules.go recognise hold_lease's not-held 55000 by one pattern"
 $PY - <<'EOF'
 import sys
 sys.path.insert(0, "clients/python")
@@ -140,6 +150,44 @@ ok $? "Node rotateChannel: started replacement kept and confirmed, failed one re
 OUT=$(mktemp -d /tmp/pg_lease_clients.XXXXXX)
 trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$OUT"' EXIT
 
+# 4. The Go client, offline: GOPATH mode over Debian's /usr/share/gocode
+# (module mode cannot resolve offline: Debian's pgx v4 declares module
+# requirements Debian does not ship), the tree linked in at its import path,
+# a build cache in the run's directory.  The example worker is built once
+# here for the fleet.
+GODIR=$OUT/go
+mkdir -p "$GODIR/src/github.com/pg-lease" && ln -s "$ROOT" "$GODIR/src/github.com/pg-lease/pg_lease"
+export GO111MODULE=off GOPATH="$GODIR:/usr/share/gocode" GOCACHE="$GODIR/cache" GOPROXY=off GOFLAGS=
+GOSRC=$GODIR/src/github.com/pg-lease/pg_lease/clients/go
+GO_WORKER=$GODIR/example_worker
+(cd "$GOSRC" && $GO vet ./... 2>&1 | sed 's/^/# /'; exit "${PIPESTATUS[0]}")
+ok $? "go vet ./... is clean (clients/go, offline against Debian's pgx v4)"
+(cd "$GOSRC" && $GO build -o "$GO_WORKER" ./cmd/example_worker 2>&1 | sed 's/^/# /'; exit "${PIPESTATUS[0]}")
+ok $? "go build clients/go/cmd/example_worker, offline"
+# go test -v, one TAP line per test and subtest; everything else as comments
+# (its own "ok  package" line included), but the sync_shards gate's line
+while IFS= read -r line; do
+    case $line in
+        *"--- PASS: "*) ok 0 "go test: ${line#*--- PASS: }" ;;
+        *"--- FAIL: "*) ok 1 "go test: ${line#*--- FAIL: }" ;;
+        "SKIP ("*) echo "$line" ;;
+        "=== "*|*"--- SKIP: "*) ;;
+        *) echo "# $line" ;;
+    esac
+done < <(cd "$GOSRC" && PGDATABASE=$DB PGLEASE_TEST_WORKER_USER=clients_worker PGLEASE_TEST_APP_USER=clients_app \
+             $GO test -count=1 -v -timeout 150s ./pglease 2>&1; echo $? >"$GODIR/test.status")
+[ "$(cat "$GODIR/test.status")" = 0 ]
+ok $? "go test ./pglease against this cluster exits 0"
+# Loud failure: a role the server refuses stops the example worker at once,
+# non-zero, with the server's error logged.
+mkdir "$OUT/refused"
+timeout 20 "$GO_WORKER" "$(url pglease_no_such_role)" clients orders go-refused "$OUT/refused" "$LEASE_SECONDS" \
+    2>"$OUT/refused/stderr"
+status=$?
+sed 's/^/#   /' "$OUT/refused/stderr"
+[ "$status" -eq 1 ] && grep -q 'SQLSTATE 28000' "$OUT/refused/stderr"
+ok $? "the Go example worker exits 1 at once, the cause logged, when the server refuses its role"
+
 # The SQL-only worker of docs/clients/sql.md, as the page shows it: two on
 # one stream, the second joining later; every record exactly once, the
 # server's checkpoints are the last records processed, all released at the stop.
@@ -188,39 +236,44 @@ SQL
 # shellcheck source=test/clients/fleet.sh
 . test/clients/fleet.sh
 
-echo "# fleet: py-1 py-2 node-1 node-2 start; py-1 killed at 5 s, node-1 at 7 s; py-3 and node-3 join at 10 s; stop once fair, from ${SETTLE_AT} s"
+echo "# fleet: py-1 py-2 node-1 node-2 go-1 go-2 start; py-1 killed at 5 s, node-1 at 7 s, go-1 at 8 s;" \
+    "py-3, node-3 and go-3 join at 10 s; stop once fair, from ${SETTLE_AT} s"
 t0=$SECONDS
-for w in py-1 py-2 node-1 node-2; do start_worker $w; done
+for w in py-1 py-2 node-1 node-2 go-1 go-2; do start_worker $w; done
 sleep 5
 kill -KILL "${PIDS[py-1]}"; wait "${PIDS[py-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: py-1 killed"
 sleep 2
 kill -KILL "${PIDS[node-1]}"; wait "${PIDS[node-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: node-1 killed"
-sleep 3
+sleep 1
+kill -KILL "${PIDS[go-1]}"; wait "${PIDS[go-1]}" 2>/dev/null
+echo "# $((SECONDS - t0)) s: go-1 killed"
+sleep 2
 start_worker py-3
 start_worker node-3
-echo "# $((SECONDS - t0)) s: py-3 and node-3 joined"
-LIVE="node-2 node-3 py-2 py-3"
+start_worker go-3
+echo "# $((SECONDS - t0)) s: py-3, node-3 and go-3 joined"
+LIVE="go-2 go-3 node-2 node-3 py-2 py-3"
 sleep $((SETTLE_AT - 10))
 # fair shares at the end: wait up to 8 s for the fleet to settle
 settle_and_stop 16 -d "$DB"
-[ "$stopped" -eq 4 ]
-ok $? "the four live workers stopped gracefully on SIGTERM"
-$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1 --joined py-3,node-3
+[ "$stopped" -eq 6 ]
+ok $? "the six live workers stopped gracefully on SIGTERM"
+$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1,go-1 --joined py-3,node-3,go-3
 ok $? "fleet invariants (test/clients/check.py over the workers' journals and record logs)"
 
 # The checker can fail: the same history with a record processed again by a
 # live worker, a refused checkpoint, and two owners of one shard at once.
 mkdir "$OUT/tampered" && cp "$OUT"/*.journal "$OUT"/*.records "$OUT/fairness" "$OUT/tampered/" &&
     $PY test/clients/tamper.py "$OUT/tampered"
-verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1 --joined py-3,node-3 2>&1)
+verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1,go-1 --joined py-3,node-3,go-3 2>&1)
 status=$?
 [ "$status" -eq 1 ] && grep -q 'FAIL nothing processed twice' <<<"$verdict" &&
     grep -q 'FAIL no checkpoint refused' <<<"$verdict" && grep -q 'FAIL no two owners at once' <<<"$verdict"
 ok $? "the checker rejects a repeat by a live worker, a refused checkpoint, two owners at once"
 
-# 5. Transactional mode (docs/exactly-once.md): Python and Node workers write
+# 6. Transactional mode (docs/exactly-once.md): Python and Node workers write
 # one row per record into a table with no unique constraint, in the batch's
 # transaction with hold_lease and the checkpoint, through a SIGKILL, a steal
 # (whose thief never renews: an expiry takeover follows), backend kills of

@@ -39,6 +39,8 @@ clients python3-psycopg2                            /usr/lib/python3/dist-packag
 clients nodejs                                      /usr/bin/node
 explore python3-psycopg2                            /usr/lib/python3/dist-packages/psycopg2/__init__.py
 clients nodejs                                      /usr/bin/npm
+go      golang-go                                   /usr/bin/go
+go      golang-github-jackc-pgx-v4-dev              /usr/share/gocode/src/github.com/jackc/pgx/v4/conn.go
 sanitize valgrind                                   /usr/bin/valgrind
 lint    cppcheck                                    /usr/bin/cppcheck
 lint    clang-tidy                                  /usr/bin/clang-tidy
