@@ -160,8 +160,9 @@ mkdir -p "$GODIR/src/github.com/pg-lease" && ln -s "$ROOT" "$GODIR/src/github.co
 export GO111MODULE=off GOPATH="$GODIR:/usr/share/gocode" GOCACHE="$GODIR/cache" GOPROXY=off GOFLAGS=
 GOSRC=$GODIR/src/github.com/pg-lease/pg_lease/clients/go
 GO_WORKER=$GODIR/example_worker
-(cd "$GOSRC" && $GO vet ./... 2>&1 | sed 's/^/# /'; exit "${PIPESTATUS[0]}")
-ok $? "go vet ./... is clean (clients/go, offline against Debian's pgx v4)"
+(cd "$GOSRC" && $GO vet ./... 2>&1 | sed 's/^/# /'; exit "${PIPESTATUS[0]}") &&
+    unformatted=$(cd "$GOSRC" && /usr/bin/gofmt -l .) && [ -z "$unformatted" ]
+ok $? "go vet ./... and gofmt -l are clean (clients/go, offline against Debian's pgx v4)${unformatted:+: $unformatted}"
 (cd "$GOSRC" && $GO build -o "$GO_WORKER" ./cmd/example_worker 2>&1 | sed 's/^/# /'; exit "${PIPESTATUS[0]}")
 ok $? "go build clients/go/cmd/example_worker, offline"
 # go test -v, one TAP line per test and subtest; everything else as comments

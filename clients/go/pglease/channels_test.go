@@ -3,8 +3,10 @@ package pglease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/pg-lease/pg_lease/clients/go/pglease"
 )
@@ -21,7 +23,9 @@ func TestRotateChannel(t *testing.T) {
 	conn := admin(t)
 	s := pglease.NewSession("user="+os.Getenv("PGLEASE_TEST_APP_USER"), "go rotation test")
 	defer s.Close()
-	scope := pglease.ChannelScope{UserID: "clients-go-tenant", AgentID: "bot", ChannelID: "C1"}
+	// a tenant of its own per run: the test can be run again on one database
+	tenant := fmt.Sprintf("clients-go-tenant-%d", time.Now().UnixNano())
+	scope := pglease.ChannelScope{UserID: tenant, AgentID: "bot", ChannelID: "C1"}
 	rows, err := s.Call(ctx, "SELECT outcome, conversation_id FROM lease.start_conversation($1, $2, $3, $4, $5)",
 		scope.UserID, scope.AgentID, nil, nil, scope.ChannelID)
 	if err != nil || rows[0][0] != "started" {

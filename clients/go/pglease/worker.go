@@ -141,7 +141,7 @@ type Worker struct {
 	journal  *journal
 
 	mu        sync.Mutex
-	held      map[string]*lease     // shared with the renewer
+	held      map[string]*lease    // shared with the renewer
 	forgotten map[string]time.Time // when a shard was dropped here
 	fatal     error                // what stopped the renewer
 
@@ -233,6 +233,13 @@ func (j *journal) write(ev string, fields map[string]interface{}) {
 
 type fields = map[string]interface{}
 
+// callCtx bounds one of the worker's own calls (a renewal, a take, a
+// release) by a lease duration: an answer later than that is of no use, and
+// a call stuck behind a lock must not hold up a stop.
+func (w *Worker) callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), w.cfg.LeaseDuration)
+}
+
 func (w *Worker) key(extra ...interface{}) []interface{} {
 	return append([]interface{}{w.cfg.App, w.cfg.Stream}, extra...)
 }
@@ -288,7 +295,10 @@ func (w *Worker) renewer(ctx context.Context, stop func()) {
 			return
 		case <-tick.C:
 		}
-		if err := w.renewOnce(context.Background()); err != nil {
+		callCtx, cancel := w.callCtx()
+		err := w.renewOnce(callCtx)
+		cancel()
+		if err != nil {
 			// an error the rules say to raise: stop the worker with it
 			w.journal.write("renewer_failed", fields{"error": err.Error()})
 			w.mu.Lock()
@@ -354,7 +364,9 @@ func (w *Worker) drop(shard, reason, why string, keepLease bool) {
 // start starts a processor from the checkpoint in my_leases; false when
 // my_leases disagrees.
 func (w *Worker) start(shard string, l *lease, deadline time.Time) (bool, error) {
-	rows, err := w.db.Call(context.Background(), sqlMine, w.key(w.cfg.Owner)...)
+	callCtx, cancel := w.callCtx()
+	rows, err := w.db.Call(callCtx, sqlMine, w.key(w.cfg.Owner)...)
+	cancel()
 	if err != nil {
 		return false, err
 	}
@@ -488,7 +500,9 @@ func (w *Worker) work(shard string, l *lease) (bool, error) {
 			}
 			return false, nil
 		}
-		ok, err := w.db.One(context.Background(), sqlRelease, w.key(shard, w.cfg.Owner)...)
+		callCtx, cancel := w.callCtx()
+		ok, err := w.db.One(callCtx, sqlRelease, w.key(shard, w.cfg.Owner)...)
+		cancel()
 		if err != nil {
 			return false, err
 		}
@@ -607,13 +621,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	var nextBalance, nextSync time.Time
 	for loopCtx.Err() == nil && fatal == nil {
 		if !time.Now().Before(nextBalance) {
-			if fatal = w.balance(context.Background()); fatal != nil {
+			callCtx, cancel := w.callCtx()
+			fatal = w.balance(callCtx)
+			cancel()
+			if fatal != nil {
 				break
 			}
 			nextBalance = time.Now().Add(w.cfg.BalanceEvery)
 		}
 		if w.cfg.ListShards != nil && !time.Now().Before(nextSync) {
-			if fatal = w.sync(context.Background()); fatal != nil {
+			callCtx, cancel := w.callCtx()
+			fatal = w.sync(callCtx)
+			cancel()
+			if fatal != nil {
 				break
 			}
 			nextSync = time.Now().Add(w.cfg.SyncEvery)
@@ -692,7 +712,9 @@ func (w *Worker) stopAll() {
 			cancel()
 		}
 		delete(w.running, shard)
-		ok, err := w.db.One(context.Background(), sqlRelease, w.key(shard, w.cfg.Owner)...)
+		callCtx, cancel := w.callCtx()
+		ok, err := w.db.One(callCtx, sqlRelease, w.key(shard, w.cfg.Owner)...)
+		cancel()
 		if err != nil {
 			w.journal.write("call_failed", fields{"shard": shard, "error": err.Error()})
 			continue

@@ -73,6 +73,16 @@ func stream(t *testing.T, conn *pgx.Conn, name string, shards ...string) {
 	}
 }
 
+// begin starts a test of its own stream (in parallel with the others): the
+// worker's connection string, an admin connection, a recorder.
+func begin(t *testing.T, name string, shards ...string) (string, *pgx.Conn, *recorder) {
+	dsn := workerDSN(t)
+	t.Parallel()
+	conn := admin(t)
+	stream(t, conn, name, shards...)
+	return dsn, conn, &recorder{}
+}
+
 // recorder collects what the processors were told, in order.
 type recorder struct {
 	mu     sync.Mutex
@@ -206,13 +216,10 @@ func (r *running) stop(t *testing.T) {
 // TestLocalDeadline: while no renewal is acknowledged (the lease row is
 // locked), the processor's ctx is done at the send time of the last
 // acknowledged take/renewal + lease duration - margin; no batch starts after
-// it, and the processor gets LeaseLost.
+// it, and the processor gets LeaseLost.  A stop then is not held up by the
+// renewal waiting for the lock.
 func TestLocalDeadline(t *testing.T) {
-	dsn := workerDSN(t)
-	t.Parallel()
-	conn := admin(t)
-	stream(t, conn, "go-deadline", "d1")
-	rec := &recorder{}
+	dsn, conn, rec := begin(t, "go-deadline", "d1")
 	var mu sync.Mutex
 	var locked time.Time
 	var starts []time.Time
@@ -264,19 +271,17 @@ func TestLocalDeadline(t *testing.T) {
 			t.Errorf("a batch started %v after the latest possible local deadline", s.Sub(limit))
 		}
 	}
-	tx.Rollback(context.Background())
+	// a stop while the row is still locked: the stuck renewal and release
+	// give up after a lease duration, Run returns
 	w.stop(t)
+	tx.Rollback(context.Background())
 }
 
 // TestCheckpointRefusedIsLeaseLost: a fenced checkpoint the server refuses
 // (another owner took the lease) returns ErrLeaseLost, the processor gets
 // LeaseLost and no further batch.
 func TestCheckpointRefusedIsLeaseLost(t *testing.T) {
-	dsn := workerDSN(t)
-	t.Parallel()
-	conn := admin(t)
-	stream(t, conn, "go-fence", "f1")
-	rec := &recorder{}
+	dsn, conn, rec := begin(t, "go-fence", "f1")
 	stolen := false
 	w := start(t, pglease.Config{ConnString: dsn, Stream: "go-fence", Owner: "go-fence-w", LeaseDuration: 3 * time.Second,
 		NewProcessor: func(shard string) pglease.Processor {
@@ -317,11 +322,8 @@ func indexOf(events []string, e string) int {
 // holder's processor gets ShutdownRequested (no LeaseLost), checkpoints, and
 // the joiner starts from that checkpoint.  Stopping both releases every lease.
 func TestHandoffIsShutdownRequested(t *testing.T) {
-	dsn := workerDSN(t)
-	t.Parallel()
-	conn := admin(t)
-	stream(t, conn, "go-handoff", "h1", "h2", "h3", "h4")
-	recA, recB := &recorder{}, &recorder{}
+	dsn, conn, recA := begin(t, "go-handoff", "h1", "h2", "h3", "h4")
+	recB := &recorder{}
 	factory := func(rec *recorder) pglease.ProcessorFactory {
 		return func(shard string) pglease.Processor { return &proc{rec: rec, shard: shard} }
 	}
@@ -365,11 +367,7 @@ func TestHandoffIsShutdownRequested(t *testing.T) {
 // TestShardEnd: ProcessRecords returns ErrShardEnd, ShardEnded closes the
 // shard through its Checkpointer, and the child starts from TRIM_HORIZON.
 func TestShardEnd(t *testing.T) {
-	dsn := workerDSN(t)
-	t.Parallel()
-	conn := admin(t)
-	stream(t, conn, "go-end", "e1", "e2<e1")
-	rec := &recorder{}
+	dsn, conn, rec := begin(t, "go-end", "e1", "e2<e1")
 	w := start(t, pglease.Config{ConnString: dsn, Stream: "go-end", Owner: "go-end-w",
 		NewProcessor: func(shard string) pglease.Processor {
 			end := 0
