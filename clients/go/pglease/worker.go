@@ -76,7 +76,8 @@ type Processor interface {
 type ProcessorFactory func(shardID string) Processor
 
 // Checkpointer writes a shard's checkpoint, fenced with the lease epoch the
-// worker learned for it.
+// worker learned for it.  It is valid during the callback it was given to,
+// on that callback's goroutine.
 type Checkpointer interface {
 	// Checkpoint writes checkpoint (lease.update_checkpoint with the lease
 	// epoch; ShardEnd: lease.close_shard), repeating it per the rules until
@@ -124,9 +125,10 @@ type lease struct {
 
 // running is a started processor.
 type running struct {
-	proc   Processor
-	epoch  int64
-	ending bool // ShardEnded was called; the close is still to be acknowledged
+	proc    Processor
+	epoch   int64
+	ending  bool // ShardEnded was called; the close is still to be acknowledged
+	leaving bool // ShutdownRequested was called for a handoff; the release is still to be done
 }
 
 // Worker runs the worker loop of docs/client-rules.md for one owner on one
@@ -487,8 +489,12 @@ func (w *Worker) work(shard string, l *lease) (bool, error) {
 	defer cancel()
 	if handoffTo != "" {
 		// hand it over once every processed batch is checkpointed
-		if err := r.proc.ShutdownRequested(ctx, cp); err != nil && !Transient(err) && !errors.Is(err, ErrLeaseLost) {
-			return false, callbackError(shard, "ShutdownRequested", err)
+		if !r.leaving {
+			r.leaving = true
+			err := r.proc.ShutdownRequested(ctx, cp)
+			if err != nil && !Transient(err) && !errors.Is(err, ErrLeaseLost) {
+				return false, callbackError(shard, "ShutdownRequested", err)
+			}
 		}
 		if cp.lost {
 			w.drop(shard, ReasonLeaseLost, "checkpoint refused", false)
@@ -700,7 +706,7 @@ func (w *Worker) stopAll() {
 		l := w.held[shard]
 		w.mu.Unlock()
 		deadline := l.sent.Add(w.cfg.LeaseDuration - w.cfg.Margin)
-		if r, ok := w.running[shard]; ok && r.epoch == l.epoch && time.Now().Before(deadline) {
+		if r, ok := w.running[shard]; ok && r.epoch == l.epoch && !r.leaving && time.Now().Before(deadline) {
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
 			cp := &checkpointer{w: w, shard: shard, epoch: l.epoch}
 			if err := r.proc.ShutdownRequested(ctx, cp); err != nil {
@@ -710,6 +716,10 @@ func (w *Worker) stopAll() {
 				w.flush(ctx, cp) // before the release
 			}
 			cancel()
+			delete(w.running, shard)
+		} else if ok && !r.leaving {
+			// past its local deadline (or at another epoch): it may be lost
+			w.drop(shard, ReasonLeaseLost, "stopped after the local deadline", true)
 		}
 		delete(w.running, shard)
 		callCtx, cancel := w.callCtx()
