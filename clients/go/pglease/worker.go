@@ -603,6 +603,21 @@ func (w *Worker) sync(ctx context.Context) error {
 	return nil
 }
 
+// every runs step (bounded by callCtx) once *next has come, and sets the
+// next time.
+func (w *Worker) every(next *time.Time, period time.Duration, step func(context.Context) error) error {
+	if time.Now().Before(*next) {
+		return nil
+	}
+	ctx, cancel := w.callCtx()
+	defer cancel()
+	if err := step(ctx); err != nil {
+		return err
+	}
+	*next = time.Now().Add(period)
+	return nil
+}
+
 func (w *Worker) failed() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -626,23 +641,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	var fatal error
 	var nextBalance, nextSync time.Time
 	for loopCtx.Err() == nil && fatal == nil {
-		if !time.Now().Before(nextBalance) {
-			callCtx, cancel := w.callCtx()
-			fatal = w.balance(callCtx)
-			cancel()
-			if fatal != nil {
-				break
-			}
-			nextBalance = time.Now().Add(w.cfg.BalanceEvery)
+		if fatal = w.every(&nextBalance, w.cfg.BalanceEvery, w.balance); fatal != nil {
+			break
 		}
-		if w.cfg.ListShards != nil && !time.Now().Before(nextSync) {
-			callCtx, cancel := w.callCtx()
-			fatal = w.sync(callCtx)
-			cancel()
-			if fatal != nil {
+		if w.cfg.ListShards != nil {
+			if fatal = w.every(&nextSync, w.cfg.SyncEvery, w.sync); fatal != nil {
 				break
 			}
-			nextSync = time.Now().Add(w.cfg.SyncEvery)
 		}
 		w.mu.Lock()
 		shards := make([]string, 0, len(w.held))
