@@ -2,7 +2,8 @@
 # The fleet harness shared by test/clients/run.sh (one server) and
 # test/clients/router.sh (through the router during a failover): starting
 # an example worker, the SQL that judges fair shares, and stopping the
-# fleet once they are fair.  Uses PY, NODE,
+# fleet once they are fair.  Uses PY, NODE, GO_WORKER (the Go example
+# worker's binary, built once by the sourcing script, for go-* workers),
 # WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and t0 of the sourcing script,
 # and for Elixir workers EX_EBIN (the compiled client) and EX_DSN (a TCP URL).
 declare -A PIDS
@@ -14,6 +15,8 @@ start_worker() {   # name
                   2>"$OUT/$1.stderr" & ;;
         ex-*) elixir --erl "-logger level warning" -pa "$EX_EBIN" clients/elixir/example_worker.exs \
                   "$EX_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" >"$OUT/$1.stderr" 2>&1 & ;;
+        go-*) PG_LEASE_LOG_LEVEL=warn "$GO_WORKER" "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
+                  2>"$OUT/$1.stderr" & ;;
     esac
     PIDS[$1]=$!
 }

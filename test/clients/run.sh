@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The clients suite (make test, PG_LEASE_SUITES=clients): the Python, Node
-# and Elixir clients against the running throwaway cluster (PGHOST, PGPORT from
+# The clients suite (make test, PG_LEASE_SUITES=clients): the Python, Node,
+# Go and Elixir clients against the running throwaway cluster (PGHOST, PGPORT from
 # test/lib/cluster.sh).  Prints TAP ("ok N - ...", "not ok N - ..."); exits
 # non-zero on any failure.
 #
@@ -10,9 +10,14 @@
 #      and the same pattern for PL/Proxy's connection-loss XX000;
 #   3. the channel-rotation helper of each client: a started replacement
 #      stays, a replacement that fails to start is restored;
-#   4. the fleet: Python, Node and Elixir workers on one stream at the same
-#      time, one of each killed (SIGKILL) mid-run, one of each joining later,
-#      then a checker over what the workers recorded (test/clients/check.py).
+#   4. the Go client, built offline from Debian's packages (GOPATH mode, no
+#      module proxy): go vet, and its go test against this cluster, one TAP
+#      line per test (the rules cases, the local deadline, fenced checkpoints,
+#      handoff, shard end, rotation, sync_shards);
+#   5. the fleet: Python, Node, Go and Elixir workers on one stream at the
+#      same time, one of each killed (SIGKILL) mid-run, one of each joining
+#      later, then a checker over what the workers recorded
+#      (test/clients/check.py).
 #   The Elixir client's ExUnit tests (clients/elixir/test: the kcl_ex AppState
 #   adapter, rotate_channel, the worker's loud failure) count one TAP line
 #   per test.  Its driver (erlang-p1-pgsql) speaks TCP only: it reaches the
@@ -22,6 +27,7 @@ cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 PY=/usr/bin/python3          # Debian's python3-psycopg2 is for Debian's python3
 NODE=/usr/bin/node
+GO=/usr/bin/go               # Debian's golang-go, with pgx v4 from /usr/share/gocode
 PSQL="${PG_BINDIR:-/usr/lib/postgresql/15/bin}/psql"
 DB=pg_lease_clients
 LEASE_SECONDS=${CLIENTS_LEASE_SECONDS:-3}
@@ -31,7 +37,7 @@ SETTLE_AT=${CLIENTS_SETTLE_AT:-18}
 # shellcheck source=test/lib/tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
 
-bash test/lib/deps.sh clients elixir || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
+bash test/lib/deps.sh clients go elixir || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
 (cd clients/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 ok $? "npm ci installs node-postgres from clients/node/package-lock.json" || true
 [ -d clients/node/node_modules/pg ] || { echo "1..$n"; exit 1; }
@@ -40,44 +46,45 @@ ok $? "npm ci installs node-postgres from clients/node/package-lock.json" || tru
 doc_block() {   # the first fenced block of the given language in a page
     awk -v lang="$2" '$0 == "```" lang { inside = 1; next } inside && $0 == "```" { exit } inside { print }' "$1"
 }
-for pair in "docs/clients/python.md python clients/python/example_worker.py" \
-            "docs/clients/node.md js clients/node/example_worker.js" \
-            "docs/clients/elixir.md elixir clients/elixir/example_worker.exs"; do
+# (Go's limit is 120: its imports and error checks take the difference)
+for pair in "docs/clients/python.md python clients/python/example_worker.py 100" \
+            "docs/clients/node.md js clients/node/example_worker.js 100" \
+            "docs/clients/go.md go clients/go/cmd/example_worker/main.go 120" \
+            "docs/clients/elixir.md elixir clients/elixir/example_worker.exs 100"; do
     set -- $pair
     diff <(doc_block "$1" "$2") "$3" >/dev/null
     ok $? "$1 shows $3 verbatim"
     lines=$(wc -l <"$3")
-    [ "$lines" -lt 100 ]
-    ok $? "$3 is a complete worker in under a hundred lines ($lines)"
+    [ "$lines" -lt "$4" ]
+    ok $? "$3 is a complete worker in under $4 lines ($lines)"
 done
 
-# 2. One table of retry rules, followed by both clients.
+# 2. One table of retry rules, followed by every client.
 rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
     grep -oE '\b(40001|40P01|55P03|55000|57014|53300|57P0[1-3]|25006|XX000)\b' "$1" | sort -u
 }
 plproxy_pattern() {   # the regular expression a file gives for PL/Proxy's connection-loss XX000
     grep -oE '\^PL/Proxy function [^`"]*' "$1"
 }
-RULES_EX=clients/elixir/lib/pg_lease/rules.ex
-diff <(rules_codes docs/client-rules.md) <(rules_codes clients/python/pg_lease/rules.py) >/dev/null &&
-    diff <(rules_codes docs/client-rules.md) <(rules_codes clients/node/rules.js) >/dev/null &&
-    diff <(rules_codes docs/client-rules.md) <(rules_codes $RULES_EX) >/dev/null
-ok $? "docs/client-rules.md, rules.py, rules.js and rules.ex name the same SQLSTATEs"
+RULES_FILES="clients/python/pg_lease/rules.py clients/node/rules.js clients/go/pglease/rules.go clients/elixir/lib/pg_lease/rules.ex"
+same=0
+for f in $RULES_FILES; do
+    diff <(rules_codes docs/client-rules.md) <(rules_codes "$f") >/dev/null || { echo "# $f names other SQLSTATEs"; same=1; }
+done
+ok $same "docs/client-rules.md, rules.py, rules.js, rules.go and rules.ex name the same SQLSTATEs"
 pattern=$(plproxy_pattern docs/client-rules.md)
-[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
-    [ "$(plproxy_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
-    [ "$(plproxy_pattern clients/node/rules.js)" = "$pattern" ] &&
-    [ "$(plproxy_pattern $RULES_EX)" = "$pattern" ]
-ok $? "docs/client-rules.md, rules.py, rules.js and rules.ex recognise PL/Proxy's lost connection by one pattern"
+same=0
+[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] || same=1
+for f in $RULES_FILES; do [ "$(plproxy_pattern "$f")" = "$pattern" ] || same=1; done
+ok $same "docs/client-rules.md, rules.py, rules.js, rules.go and rules.ex recognise PL/Proxy's lost connection by one pattern"
 not_held_pattern() {   # the regular expression a file gives for hold_lease's "not held"
     grep -oE '\(\^\|REMOTE ERROR: \)lease [^`"]*' "$1"
 }
 pattern=$(not_held_pattern docs/client-rules.md)
-[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
-    [ "$(not_held_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
-    [ "$(not_held_pattern clients/node/rules.js)" = "$pattern" ] &&
-    [ "$(not_held_pattern $RULES_EX)" = "$pattern" ]
-ok $? "docs/client-rules.md, rules.py, rules.js and rules.ex recognise hold_lease's not-held 55000 by one pattern"
+same=0
+[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] || same=1
+for f in $RULES_FILES; do [ "$(not_held_pattern "$f")" = "$pattern" ] || same=1; done
+ok $same "docs/client-rules.md, rules.py, rules.js, rules.go and rules.ex recognise hold_lease's not-held 55000 by one pattern"
 $PY - <<'EOF'
 import sys
 sys.path.insert(0, "clients/python")
@@ -173,6 +180,45 @@ ok $? "Node rotateChannel: started replacement kept and confirmed, failed one re
 OUT=$(mktemp -d /tmp/pg_lease_clients.XXXXXX)
 trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$OUT"' EXIT
 
+# 4. The Go client, offline: GOPATH mode over Debian's /usr/share/gocode
+# (module mode cannot resolve offline: Debian's pgx v4 declares module
+# requirements Debian does not ship), the tree linked in at its import path,
+# a build cache in the run's directory.  The example worker is built once
+# here for the fleet.
+GODIR=$OUT/go
+mkdir -p "$GODIR/src/github.com/pg-lease" && ln -s "$ROOT" "$GODIR/src/github.com/pg-lease/pg_lease"
+export GO111MODULE=off GOPATH="$GODIR:/usr/share/gocode" GOCACHE="$GODIR/cache" GOPROXY=off GOFLAGS=
+GOSRC=$GODIR/src/github.com/pg-lease/pg_lease/clients/go
+GO_WORKER=$GODIR/example_worker
+(cd "$GOSRC" && $GO vet ./... 2>&1 | sed 's/^/# /'; exit "${PIPESTATUS[0]}") &&
+    unformatted=$(cd "$GOSRC" && /usr/bin/gofmt -l .) && [ -z "$unformatted" ]
+ok $? "go vet ./... and gofmt -l are clean (clients/go, offline against Debian's pgx v4)${unformatted:+: $unformatted}"
+(cd "$GOSRC" && $GO build -o "$GO_WORKER" ./cmd/example_worker 2>&1 | sed 's/^/# /'; exit "${PIPESTATUS[0]}")
+ok $? "go build clients/go/cmd/example_worker, offline"
+# go test -v, one TAP line per test and subtest; everything else as comments
+# (its own "ok  package" line included), but the sync_shards gate's line
+while IFS= read -r line; do
+    case $line in
+        *"--- PASS: "*) ok 0 "go test: ${line#*--- PASS: }" ;;
+        *"--- FAIL: "*) ok 1 "go test: ${line#*--- FAIL: }" ;;
+        "SKIP ("*) echo "$line" ;;
+        "=== "*|*"--- SKIP: "*) ;;
+        *) echo "# $line" ;;
+    esac
+done < <(cd "$GOSRC" && PGDATABASE=$DB PGLEASE_TEST_WORKER_USER=clients_worker PGLEASE_TEST_APP_USER=clients_app \
+             $GO test -count=1 -v -timeout 150s ./pglease 2>&1; echo $? >"$GODIR/test.status")
+[ "$(cat "$GODIR/test.status")" = 0 ]
+ok $? "go test ./pglease against this cluster exits 0"
+# Loud failure: a role the server refuses stops the example worker at once,
+# non-zero, with the server's error logged.
+mkdir "$OUT/refused"
+timeout 20 "$GO_WORKER" "$(url pglease_no_such_role)" clients orders go-refused "$OUT/refused" "$LEASE_SECONDS" \
+    2>"$OUT/refused/stderr"
+status=$?
+sed 's/^/#   /' "$OUT/refused/stderr"
+[ "$status" -eq 1 ] && grep -q 'SQLSTATE 28000' "$OUT/refused/stderr"
+ok $? "the Go example worker exits 1 at once, the cause logged, when the server refuses its role"
+
 # The Elixir client: compiled with Debian's elixir (no warnings), reached over
 # 127.0.0.1 through the relay (killed with every other job by the trap).
 $PY test/clients/tcp_relay.py "$PGHOST/.s.PGSQL.$PGPORT" >"$OUT/relay.port" &
@@ -232,7 +278,7 @@ sys.exit(1 if bad or len(rows) != 4 or len(workers) != 2 else 0)
 EOF
 ok $? "the SQL-only worker of docs/clients/sql.md: two on a stream, each record once, checkpoints fenced, all released"
 
-# 4. The fleet.
+# 5. The fleet.
 "$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB <<'SQL' >/dev/null
 SELECT lease.create_lease('clients', 'orders', pg_catalog.format('s%s', pg_catalog.lpad(i::text, 2, '0')))
   FROM pg_catalog.generate_series(1, 13) AS i;
@@ -244,40 +290,45 @@ SQL
 # shellcheck source=test/clients/fleet.sh
 . test/clients/fleet.sh
 
-echo "# fleet: py-1 py-2 node-1 node-2 ex-1 start; py-1 killed at 5 s, node-1 and ex-1 at 7 s; py-3, node-3 and ex-2 join at 10 s; stop once fair, from ${SETTLE_AT} s"
+echo "# fleet: py-1 py-2 node-1 node-2 go-1 go-2 ex-1 start; py-1 killed at 5 s, node-1 and ex-1 at 7 s, go-1 at 8 s;" \
+    "py-3, node-3, go-3 and ex-2 join at 10 s; stop once fair, from ${SETTLE_AT} s"
 t0=$SECONDS
-for w in py-1 py-2 node-1 node-2 ex-1; do start_worker $w; done
+for w in py-1 py-2 node-1 node-2 go-1 go-2 ex-1; do start_worker $w; done
 sleep 5
 kill -KILL "${PIDS[py-1]}"; wait "${PIDS[py-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: py-1 killed"
 sleep 2
 kill -KILL "${PIDS[node-1]}" "${PIDS[ex-1]}"; wait "${PIDS[node-1]}" "${PIDS[ex-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: node-1 and ex-1 killed"
-sleep 3
+sleep 1
+kill -KILL "${PIDS[go-1]}"; wait "${PIDS[go-1]}" 2>/dev/null
+echo "# $((SECONDS - t0)) s: go-1 killed"
+sleep 2
 start_worker py-3
 start_worker node-3
+start_worker go-3
 start_worker ex-2
-echo "# $((SECONDS - t0)) s: py-3, node-3 and ex-2 joined"
-LIVE="ex-2 node-2 node-3 py-2 py-3"
+echo "# $((SECONDS - t0)) s: py-3, node-3, go-3 and ex-2 joined"
+LIVE="ex-2 go-2 go-3 node-2 node-3 py-2 py-3"
 sleep $((SETTLE_AT - 10))
 # fair shares at the end: wait up to 8 s for the fleet to settle
 settle_and_stop 16 -d "$DB"
-[ "$stopped" -eq 5 ]
-ok $? "the five live workers stopped gracefully on SIGTERM"
-$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1,ex-1 --joined py-3,node-3,ex-2
+[ "$stopped" -eq 7 ]
+ok $? "the seven live workers stopped gracefully on SIGTERM"
+$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1,go-1,ex-1 --joined py-3,node-3,go-3,ex-2
 ok $? "fleet invariants (test/clients/check.py over the workers' journals and record logs)"
 
 # The checker can fail: the same history with a record processed again by a
 # live worker, a refused checkpoint, and two owners of one shard at once.
 mkdir "$OUT/tampered" && cp "$OUT"/*.journal "$OUT"/*.records "$OUT/fairness" "$OUT/tampered/" &&
     $PY test/clients/tamper.py "$OUT/tampered"
-verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1,ex-1 --joined py-3,node-3,ex-2 2>&1)
+verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1,go-1,ex-1 --joined py-3,node-3,go-3,ex-2 2>&1)
 status=$?
 [ "$status" -eq 1 ] && grep -q 'FAIL nothing processed twice' <<<"$verdict" &&
     grep -q 'FAIL no checkpoint refused' <<<"$verdict" && grep -q 'FAIL no two owners at once' <<<"$verdict"
 ok $? "the checker rejects a repeat by a live worker, a refused checkpoint, two owners at once"
 
-# 5. Transactional mode (docs/exactly-once.md): Python and Node workers write
+# 6. Transactional mode (docs/exactly-once.md): Python and Node workers write
 # one row per record into a table with no unique constraint, in the batch's
 # transaction with hold_lease and the checkpoint, through a SIGKILL, a steal
 # (whose thief never renews: an expiry takeover follows), backend kills of

@@ -41,6 +41,8 @@ explore python3-psycopg2                            /usr/lib/python3/dist-packag
 clients nodejs                                      /usr/bin/npm
 elixir  elixir                                      /usr/lib/elixir/lib/ex_unit/ebin/Elixir.ExUnit.beam
 elixir  erlang-p1-pgsql                             /usr/lib/erlang/lib/p1_pgsql-1.1.20/ebin/pgsql.beam
+go      golang-go                                   /usr/bin/go
+go      golang-github-jackc-pgx-v4-dev              /usr/share/gocode/src/github.com/jackc/pgx/v4/conn.go
 sanitize valgrind                                   /usr/bin/valgrind
 lint    cppcheck                                    /usr/bin/cppcheck
 lint    clang-tidy                                  /usr/bin/clang-tidy

@@ -26,6 +26,8 @@ EXPECTED="
 /usr/lib/python3/dist-packages/psycopg2/__init__.py                python3-psycopg2
 /usr/bin/node                                                      nodejs
 /usr/bin/npm                                                       nodejs
+/usr/bin/go                                                        golang-go
+/usr/share/gocode/src/github.com/jackc/pgx/v4/conn.go              golang-github-jackc-pgx-v4-dev
 /usr/bin/valgrind                                                  valgrind
 /usr/bin/cppcheck                                                  cppcheck
 /usr/bin/clang-tidy                                                clang-tidy

@@ -1,0 +1,80 @@
+package pglease
+
+import (
+	"math/rand"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// What to do when a call fails: docs/client-rules.md, as code.  Every client
+// implements the same table (clients/python/pg_lease/rules.py,
+// clients/node/rules.js); test/clients/run.sh checks that each names the same
+// SQLSTATEs, and the same PL/Proxy pattern, as the page.
+
+// Action is what the rules say to do after an error.
+type Action string
+
+// The actions of docs/client-rules.md's table.
+const (
+	// ActionRepeat: rolled back, nothing happened; repeat the same call after a short backoff.
+	ActionRepeat Action = "repeat"
+	// ActionReconnect: no usable connection, nothing happened; reconnect, then repeat.
+	ActionReconnect Action = "reconnect"
+	// ActionAmbiguous: the connection is gone and the call may or may not have committed.
+	ActionAmbiguous Action = "ambiguous"
+	// ActionDrop: hold_lease's "not held" (transactional mode): drop the shard, do not repeat.
+	ActionDrop Action = "drop"
+	// ActionRaise: a bug in the caller, a privilege, or pg_lease: do not repeat.
+	ActionRaise Action = "raise"
+)
+
+// Tries is how many times a call is made before it is reported unavailable.
+const Tries = 5
+
+var (
+	// rolled back, nothing happened: repeat after a short backoff
+	repeatCodes = map[string]bool{"40001": true, "40P01": true, "55P03": true, "57014": true}
+	// no usable connection, nothing happened: reconnect, then repeat
+	reconnectCodes = map[string]bool{"53300": true, "57P03": true, "25006": true}
+	// the connection is gone (so is any error without a SQLSTATE, and every
+	// class 08 error): the call may or may not have committed
+	ambiguousCodes = map[string]bool{"57P01": true, "57P02": true}
+
+	// plproxyConnectionLost: through the router, PL/Proxy's own XX000 whose
+	// message names a lost partition connection (or a timeout on it) is
+	// ambiguous too; any other XX000 is raised.
+	plproxyConnectionLost = regexp.MustCompile(`^PL/Proxy function [^ ]+ (\[[^ ]+\] )?(PQconnectStart|PQconnectPoll|PQsendQuery|PQflush|PQconsumeInput|connect timeout|query timeout)`)
+
+	// leaseNotHeld: transactional mode, hold_lease's 55000 (the lease is not
+	// held at the worker's epoch): drop the shard.  Any other 55000 is raised.
+	leaseNotHeld = regexp.MustCompile(`(^|REMOTE ERROR: )lease .+ is not held by `)
+)
+
+// Classify returns what to do after an error with the given SQLSTATE ("" when
+// the error carried none: the socket closed, the driver failed before an
+// answer) and primary message.
+func Classify(sqlstate, message string) Action {
+	switch {
+	case sqlstate == "" || strings.HasPrefix(sqlstate, "08") || ambiguousCodes[sqlstate]:
+		return ActionAmbiguous
+	case sqlstate == "XX000" && plproxyConnectionLost.MatchString(message):
+		return ActionAmbiguous
+	case sqlstate == "55000" && leaseNotHeld.MatchString(message):
+		return ActionDrop
+	case repeatCodes[sqlstate]:
+		return ActionRepeat
+	case reconnectCodes[sqlstate]:
+		return ActionReconnect
+	}
+	return ActionRaise
+}
+
+// backoff is how long to wait before try number attempt+1 (random, growing).
+func backoff(attempt int) time.Duration {
+	base := 20 * time.Millisecond << uint(attempt)
+	if base > time.Second {
+		base = time.Second
+	}
+	return time.Duration(float64(base) * (0.5 + rand.Float64()))
+}

@@ -1,0 +1,45 @@
+package pglease_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/pg-lease/pg_lease/clients/go/pglease"
+)
+
+// TestClassifyRulesCases classifies every case of test/clients/rules_cases.json
+// (the table of docs/client-rules.md, shared by every client's test) as the
+// page says.
+func TestClassifyRulesCases(t *testing.T) {
+	data, err := os.ReadFile("../../../test/clients/rules_cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases [][3]*string
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 20 {
+		t.Fatalf("%d cases, want at least 20", len(cases))
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	for i, c := range cases {
+		code, message, want := str(c[0]), str(c[1]), str(c[2])
+		name := code
+		if name == "" {
+			name = "no_SQLSTATE"
+		}
+		t.Run(fmt.Sprintf("%02d_%s_%s", i+1, name, want), func(t *testing.T) {
+			if got := pglease.Classify(code, message); string(got) != want {
+				t.Errorf("Classify(%q, %q) = %s, want %s", code, message, got, want)
+			}
+		})
+	}
+}

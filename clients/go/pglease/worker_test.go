@@ -1,0 +1,406 @@
+package pglease_test
+
+// The worker against the real extension: the database is the one the PG*
+// environment variables name (test/clients/run.sh: the clients suite's,
+// with PGLEASE_TEST_WORKER_USER and PGLEASE_TEST_APP_USER, the roles of the
+// worker and application recipes).  Skipped when PGLEASE_TEST_WORKER_USER is
+// not set.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v4"
+	"github.com/pg-lease/pg_lease/clients/go/pglease"
+)
+
+const app = "clients"
+
+func workerDSN(t *testing.T) string {
+	user := os.Getenv("PGLEASE_TEST_WORKER_USER")
+	if user == "" {
+		t.Skip("PGLEASE_TEST_WORKER_USER is not set: no database to test against")
+	}
+	return "user=" + user
+}
+
+// admin is a superuser connection (the PG* variables).
+func admin(t *testing.T) *pgx.Conn {
+	conn, err := pgx.Connect(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func exec(t *testing.T, conn *pgx.Conn, sql string, args ...interface{}) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func scalar(t *testing.T, conn *pgx.Conn, sql string, args ...interface{}) string {
+	t.Helper()
+	var v *string
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if v == nil {
+		return "<null>"
+	}
+	return *v
+}
+
+// stream creates a fresh stream of the given shards ("child<parent" gives a parent).
+func stream(t *testing.T, conn *pgx.Conn, name string, shards ...string) {
+	exec(t, conn, "DELETE FROM lease.shard_leases WHERE app_name = $1 AND stream_name = $2", app, name)
+	for _, s := range shards {
+		id, parent, _ := strings.Cut(s, "<")
+		parents := []string{}
+		if parent != "" {
+			parents = []string{parent}
+		}
+		exec(t, conn, "SELECT lease.create_lease($1, $2, $3, $4::text[])", app, name, id, parents)
+	}
+}
+
+// begin starts a test of its own stream (in parallel with the others): the
+// worker's connection string, an admin connection, a recorder.
+func begin(t *testing.T, name string, shards ...string) (string, *pgx.Conn, *recorder) {
+	dsn := workerDSN(t)
+	t.Parallel()
+	conn := admin(t)
+	stream(t, conn, name, shards...)
+	return dsn, conn, &recorder{}
+}
+
+// recorder collects what the processors were told, in order.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) add(format string, args ...interface{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) has(prefix string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.events {
+		if strings.HasPrefix(e, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *recorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.events...)
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(timeout); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// proc counts records 1, 2, ... of a shard, checkpointing each batch of 5;
+// hook, when set, runs before each batch.
+type proc struct {
+	rec   *recorder
+	shard string
+	pos   int
+	end   int // 0: never ends
+	hook  func(ctx context.Context, p *proc, cp pglease.Checkpointer) error
+}
+
+func (p *proc) Initialize(ctx context.Context, shard, checkpoint string) error {
+	p.rec.add("init %s %s", shard, checkpoint)
+	if checkpoint != pglease.TrimHorizon {
+		p.pos, _ = strconv.Atoi(checkpoint)
+	}
+	return nil
+}
+
+func (p *proc) ProcessRecords(ctx context.Context, cp pglease.Checkpointer) error {
+	p.rec.add("process %s", p.shard)
+	if p.hook != nil {
+		if err := p.hook(ctx, p, cp); err != nil {
+			return err
+		}
+	}
+	if p.end > 0 && p.pos >= p.end {
+		return pglease.ErrShardEnd
+	}
+	p.pos += 5
+	if p.end > 0 && p.pos > p.end {
+		p.pos = p.end
+	}
+	time.Sleep(5 * time.Millisecond)
+	return cp.Checkpoint(ctx, strconv.Itoa(p.pos))
+}
+
+func (p *proc) LeaseLost(ctx context.Context) { p.rec.add("lost %s", p.shard) }
+
+func (p *proc) ShardEnded(ctx context.Context, cp pglease.Checkpointer) error {
+	err := cp.Checkpoint(ctx, pglease.ShardEnd)
+	p.rec.add("ended %s %v", p.shard, err)
+	return err
+}
+
+func (p *proc) ShutdownRequested(ctx context.Context, cp pglease.Checkpointer) error {
+	err := cp.Checkpoint(ctx, strconv.Itoa(p.pos))
+	p.rec.add("shutdown %s at %d: %v", p.shard, p.pos, err)
+	return err
+}
+
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs a worker until the test ends (or stop).
+func start(t *testing.T, cfg pglease.Config) *running {
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = 2 * time.Second
+	}
+	cfg.App = app
+	if cfg.Logger == nil {
+		cfg.Logger = pglease.NewLogger(os.Stderr, pglease.LevelWarn)
+	}
+	w, err := pglease.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- w.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop stops the worker gracefully; Run must return nil within 10 s.
+func (r *running) stop(t *testing.T) {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("Run did not return 10 s after the stop")
+	}
+}
+
+// TestLocalDeadline: while no renewal is acknowledged (the lease row is
+// locked), the processor's ctx is done at the send time of the last
+// acknowledged take/renewal + lease duration - margin; no batch starts after
+// it, and the processor gets LeaseLost.  A stop then is not held up by the
+// renewal waiting for the lock.
+func TestLocalDeadline(t *testing.T) {
+	dsn, conn, rec := begin(t, "go-deadline", "d1")
+	var mu sync.Mutex
+	var locked time.Time
+	var starts []time.Time
+	var ended error
+	var endedAt time.Time
+	w := start(t, pglease.Config{ConnString: dsn, Stream: "go-deadline", Owner: "go-deadline-w",
+		Margin: 400 * time.Millisecond,
+		NewProcessor: func(shard string) pglease.Processor {
+			return &proc{rec: rec, shard: shard, hook: func(ctx context.Context, p *proc, cp pglease.Checkpointer) error {
+				mu.Lock()
+				starts = append(starts, time.Now())
+				l := locked
+				mu.Unlock()
+				if l.IsZero() {
+					return pglease.ErrNoRecords // no checkpoint: only the renewer waits for the lock
+				}
+				<-ctx.Done() // a batch that would run past the deadline
+				mu.Lock()
+				ended, endedAt = ctx.Err(), time.Now()
+				mu.Unlock()
+				return ctx.Err()
+			}}
+		}})
+	waitFor(t, "the first batch", 10*time.Second, func() bool { return rec.has("process d1") })
+	tx, err := conn.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(context.Background(), "SELECT FROM lease.shard_leases WHERE app_name = $1 AND stream_name = 'go-deadline' FOR UPDATE", app); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	locked = time.Now()
+	mu.Unlock()
+	// renewals sent from now on wait for the lock: none is acknowledged
+	limit := locked.Add(2*time.Second - 400*time.Millisecond)
+	waitFor(t, "LeaseLost", 5*time.Second, func() bool { return rec.has("lost d1") })
+	mu.Lock()
+	defer mu.Unlock()
+	if !errors.Is(ended, context.DeadlineExceeded) {
+		t.Errorf("the batch's ctx ended with %v, want the deadline", ended)
+	}
+	if endedAt.After(limit.Add(100 * time.Millisecond)) {
+		t.Errorf("the ctx ended %v after the latest possible local deadline", endedAt.Sub(limit))
+	}
+	for _, s := range starts {
+		if s.After(limit) {
+			t.Errorf("a batch started %v after the latest possible local deadline", s.Sub(limit))
+		}
+	}
+	// a stop while the row is still locked: the stuck renewal and release
+	// give up after a lease duration, Run returns
+	w.stop(t)
+	tx.Rollback(context.Background())
+}
+
+// TestCheckpointRefusedIsLeaseLost: a fenced checkpoint the server refuses
+// (another owner took the lease) returns ErrLeaseLost, the processor gets
+// LeaseLost and no further batch.
+func TestCheckpointRefusedIsLeaseLost(t *testing.T) {
+	dsn, conn, rec := begin(t, "go-fence", "f1")
+	stolen := false
+	w := start(t, pglease.Config{ConnString: dsn, Stream: "go-fence", Owner: "go-fence-w", LeaseDuration: 3 * time.Second,
+		NewProcessor: func(shard string) pglease.Processor {
+			return &proc{rec: rec, shard: shard, hook: func(ctx context.Context, p *proc, cp pglease.Checkpointer) error {
+				if p.pos < 10 || stolen {
+					return nil
+				}
+				stolen = true
+				exec(t, conn, `SELECT lease.take_lease($1, 'go-fence', 'f1', 'thief',
+				    (SELECT lease_count FROM lease.shard_leases WHERE app_name = $1 AND stream_name = 'go-fence'))`, app)
+				err := cp.Checkpoint(ctx, "15")
+				rec.add("refused %v", errors.Is(err, pglease.ErrLeaseLost))
+				return err
+			}}
+		}})
+	waitFor(t, "LeaseLost", 10*time.Second, func() bool { return rec.has("lost f1") })
+	w.stop(t)
+	ev := rec.all()
+	i := indexOf(ev, "refused true")
+	if i < 0 || i+1 >= len(ev) || ev[i+1] != "lost f1" {
+		t.Fatalf("want the refusal then LeaseLost, got %v", ev)
+	}
+	if got := scalar(t, conn, "SELECT checkpoint FROM lease.shard_leases WHERE app_name = $1 AND stream_name = 'go-fence'", app); got != "10" {
+		t.Errorf("the server's checkpoint is %s, want 10 (the refused 15 not written)", got)
+	}
+}
+
+func indexOf(events []string, e string) int {
+	for i, x := range events {
+		if x == e {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestHandoffIsShutdownRequested: a worker joining asks for a share; the
+// holder's processor gets ShutdownRequested (no LeaseLost), checkpoints, and
+// the joiner starts from that checkpoint.  Stopping both releases every lease.
+func TestHandoffIsShutdownRequested(t *testing.T) {
+	dsn, conn, recA := begin(t, "go-handoff", "h1", "h2", "h3", "h4")
+	recB := &recorder{}
+	factory := func(rec *recorder) pglease.ProcessorFactory {
+		return func(shard string) pglease.Processor { return &proc{rec: rec, shard: shard} }
+	}
+	a := start(t, pglease.Config{ConnString: dsn, Stream: "go-handoff", Owner: "go-handoff-a", NewProcessor: factory(recA)})
+	waitFor(t, "a holding all four", 10*time.Second, func() bool {
+		return recA.has("process h1") && recA.has("process h2") && recA.has("process h3") && recA.has("process h4")
+	})
+	b := start(t, pglease.Config{ConnString: dsn, Stream: "go-handoff", Owner: "go-handoff-b", NewProcessor: factory(recB), MaxSteal: 2})
+	waitFor(t, "b getting two shards", 15*time.Second, func() bool {
+		n := 0
+		for _, e := range recB.all() {
+			if strings.HasPrefix(e, "init ") {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	a.stop(t)
+	b.stop(t)
+	for _, e := range recA.all() {
+		if strings.HasPrefix(e, "lost ") {
+			t.Errorf("a lost a lease: %v", recA.all())
+		}
+	}
+	handed := 0
+	for _, e := range recA.all() {
+		var shard string
+		var pos int
+		if n, _ := fmt.Sscanf(e, "shutdown %s at %d: <nil>", &shard, &pos); n == 2 && recB.has(fmt.Sprintf("init %s %d", shard, pos)) {
+			handed++
+		}
+	}
+	if handed < 2 {
+		t.Errorf("want two shards handed off, each started by b from a's last checkpoint: a %v, b %v", recA.all(), recB.all())
+	}
+	if n := scalar(t, conn, "SELECT count(*)::text FROM lease.shard_leases WHERE app_name = $1 AND stream_name = 'go-handoff' AND lease_owner IS NOT NULL", app); n != "0" {
+		t.Errorf("%s leases still owned after both workers stopped", n)
+	}
+}
+
+// TestShardEnd: ProcessRecords returns ErrShardEnd, ShardEnded closes the
+// shard through its Checkpointer, and the child starts from TRIM_HORIZON.
+func TestShardEnd(t *testing.T) {
+	dsn, conn, rec := begin(t, "go-end", "e1", "e2<e1")
+	w := start(t, pglease.Config{ConnString: dsn, Stream: "go-end", Owner: "go-end-w",
+		NewProcessor: func(shard string) pglease.Processor {
+			end := 0
+			if shard == "e1" {
+				end = 12
+			}
+			return &proc{rec: rec, shard: shard, end: end}
+		}})
+	waitFor(t, "the child started", 10*time.Second, func() bool { return rec.has("init e2 ") })
+	w.stop(t)
+	if !rec.has("ended e1 <nil>") || !rec.has("init e2 TRIM_HORIZON") || rec.has("lost ") {
+		t.Errorf("want e1 ended and closed, e2 started from TRIM_HORIZON, nothing lost: %v", rec.all())
+	}
+	if got := scalar(t, conn, "SELECT checkpoint FROM lease.shard_leases WHERE app_name = $1 AND stream_name = 'go-end' AND shard_id = 'e1'", app); got != pglease.ShardEnd {
+		t.Errorf("e1's checkpoint is %s, want SHARD_END", got)
+	}
+}
+
+// TestRefusedRoleFailsLoudly: a role the server refuses is not retried
+// forever: Run returns the server's error (28000) at once.
+func TestRefusedRoleFailsLoudly(t *testing.T) {
+	workerDSN(t)
+	t.Parallel()
+	w, err := pglease.NewWorker(pglease.Config{ConnString: "user=pglease_no_such_role", App: app, Stream: "go-none",
+		Owner: "go-none-w", NewProcessor: func(string) pglease.Processor { return nil },
+		Logger: pglease.NewLogger(os.Stderr, pglease.LevelError)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = w.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "28000") || ctx.Err() != nil {
+		t.Fatalf("Run returned %v, want the server's 28000 at once", err)
+	}
+}
