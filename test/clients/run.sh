@@ -109,7 +109,7 @@ $PY -c '
 import base64, json
 for code, message, kind in json.load(open("test/clients/rules_cases.json")):
     print(code or "-", kind, "-" if message is None else base64.b64encode(message.encode()).decode())' |
-    elixir -r $RULES_EX -e '
+    elixir -r clients/elixir/lib/pg_lease/rules.ex -e '
 cases = for line <- IO.stream(:stdio, :line), do: String.split(String.trim(line), " ")
 bad = for [code, kind, message] = c <- cases,
           PgLease.Rules.classify(if(code == "-", do: nil, else: code),

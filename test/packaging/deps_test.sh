@@ -28,6 +28,8 @@ EXPECTED="
 /usr/bin/npm                                                       nodejs
 /usr/bin/go                                                        golang-go
 /usr/share/gocode/src/github.com/jackc/pgx/v4/conn.go              golang-github-jackc-pgx-v4-dev
+/usr/lib/elixir/lib/ex_unit/ebin/Elixir.ExUnit.beam                elixir
+/usr/lib/erlang/lib/p1_pgsql-1.1.20/ebin/pgsql.beam                erlang-p1-pgsql
 /usr/bin/valgrind                                                  valgrind
 /usr/bin/cppcheck                                                  cppcheck
 /usr/bin/clang-tidy                                                clang-tidy
