@@ -12,7 +12,11 @@
 #      stays, a replacement that fails to start is restored;
 #   4. the fleet: Python and Node workers on one stream at the same time, one
 #      of each killed (SIGKILL) mid-run, one of each joining later, then a
-#      checker over what the workers recorded (test/clients/check.py).
+#      checker over what the workers recorded (test/clients/check.py);
+#   5. transactional mode;
+#   6. the clients installed from their packages, failing loudly on bad
+#      credentials, and creating a stream's leases from a shard-list callback
+#      (test/clients/packages.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -23,6 +27,9 @@ DB=pg_lease_clients
 LEASE_SECONDS=${CLIENTS_LEASE_SECONDS:-3}
 # when the harness starts looking for fair shares (then up to 8 s more)
 SETTLE_AT=${CLIENTS_SETTLE_AT:-18}
+# the example workers log lease changes at INFO; the harness prints their
+# stderr, so only warnings and errors here
+export PG_LEASE_LOG_LEVEL=${PG_LEASE_LOG_LEVEL:-WARNING}
 
 # shellcheck source=test/lib/tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
@@ -48,7 +55,7 @@ done
 
 # 2. One table of retry rules, followed by both clients.
 rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
-    grep -oE '\b(40001|40P01|55P03|55000|57014|53300|57P0[1-3]|25006|XX000)\b' "$1" | sort -u
+    grep -oE '\b(40001|40P01|55P03|55000|57014|53300|57P0[1-3]|25006|XX000|28P01|28000|3D000)\b' "$1" | sort -u
 }
 plproxy_pattern() {   # the regular expression a file gives for PL/Proxy's connection-loss XX000
     grep -oE '\^PL/Proxy function [^`"]*' "$1"
@@ -69,6 +76,14 @@ pattern=$(not_held_pattern docs/client-rules.md)
     [ "$(not_held_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
     [ "$(not_held_pattern clients/node/rules.js)" = "$pattern" ]
 ok $? "docs/client-rules.md, rules.py and rules.js recognise hold_lease's not-held 55000 by one pattern"
+refused_pattern() {   # the regular expression a file gives for a refused connection without a SQLSTATE
+    grep -oE "\(password authentication failed[^\`']*" "$1"
+}
+pattern=$(refused_pattern docs/client-rules.md)
+[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
+    [ "$(refused_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
+    [ "$(refused_pattern clients/node/rules.js)" = "$pattern" ]
+ok $? "docs/client-rules.md, rules.py and rules.js recognise a refused connection without a SQLSTATE by one pattern"
 $PY - <<'EOF'
 import sys
 sys.path.insert(0, "clients/python")
@@ -300,6 +315,10 @@ echo "# tx: $not_held batch(es) refused (not held), $failed transaction(s) faile
     "$diverged found by hold_lease's checkpoint to start past the server's (commits lost in the restart)"
 grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*node-.*py-' <<<"$verdict"
 ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python and Node workers"
+
+# 6. Installed from the packages; loud failures; shard discovery.
+# shellcheck source=test/clients/packages.sh
+. test/clients/packages.sh
 
 echo "1..$n"
 [ "$fails" -eq 0 ]

@@ -39,6 +39,10 @@ clients python3-psycopg2                            /usr/lib/python3/dist-packag
 clients nodejs                                      /usr/bin/node
 explore python3-psycopg2                            /usr/lib/python3/dist-packages/psycopg2/__init__.py
 clients nodejs                                      /usr/bin/npm
+clients python3.11-venv                             /usr/lib/python3.11/ensurepip/__init__.py
+clients python3-setuptools                          /usr/lib/python3/dist-packages/setuptools/build_meta.py
+clients python3-wheel                               /usr/lib/python3/dist-packages/wheel/bdist_wheel.py
+pgbouncer pgbouncer                                 /usr/sbin/pgbouncer
 sanitize valgrind                                   /usr/bin/valgrind
 lint    cppcheck                                    /usr/bin/cppcheck
 lint    clang-tidy                                  /usr/bin/clang-tidy
