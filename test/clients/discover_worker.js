@@ -8,11 +8,11 @@
 // reshard).  The processor has nothing to process.  SIGTERM stops it.
 'use strict';
 const fs = require('fs');
-const { RecordProcessor, Worker } = require('pg-lease-client');
+const { RecordProcessor, Worker, consoleLogger } = require('pg-lease-client');
 
 const [dsn, app, stream, owner, shards, journalPath] = process.argv.slice(2);
 console.error(`pg-lease-client from ${require.resolve('pg-lease-client')}`);
 const worker = new Worker(dsn, app, stream, owner, new RecordProcessor(),
-  { leaseDuration: 3, journalPath, shardLister: () => JSON.parse(fs.readFileSync(shards, 'utf8')), syncEvery: 0.3 });
+  { leaseDuration: 3, journalPath, logger: consoleLogger('info'), shardLister: () => JSON.parse(fs.readFileSync(shards, 'utf8')), syncEvery: 0.3 });
 process.on('SIGTERM', () => worker.stop());
 worker.run().catch((e) => { console.error(e.message); process.exit(1); });

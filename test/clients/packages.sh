@@ -37,7 +37,7 @@ HBA="$PGHOST/data/pg_hba.conf"
 if [ -f "$HBA" ]; then
     cp "$HBA" "$PKG/pg_hba.conf.orig"
     { echo "local all clients_pw scram-sha-256"; cat "$PKG/pg_hba.conf.orig"; } >"$HBA"
-    "$PSQL" -X -q -d $DB -c "DROP ROLE IF EXISTS clients_pw" -c "CREATE ROLE clients_pw LOGIN PASSWORD 'right'" \
+    PGOPTIONS="-c client_min_messages=warning" "$PSQL" -X -q -d $DB -c "DROP ROLE IF EXISTS clients_pw" -c "CREATE ROLE clients_pw LOGIN PASSWORD 'right'" \
         -c "SELECT pg_reload_conf()" >/dev/null
     bad_dsn="postgresql:///$DB?host=$PGHOST&port=$PGPORT&user=clients_pw&password=wrong"
     mkdir "$PKG/bad"
@@ -63,7 +63,9 @@ fi
 # 3. Shard discovery from a shard-list callback, both languages at once.
 "$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB \
     -c "GRANT EXECUTE ON FUNCTION lease.sync_shards(text, text, text[], text[]) TO clients_worker" >/dev/null
-echo '["d-1", "d-2"]' >"$PKG/shards.json"
+# Both list nothing until both have started (their journals say so), so
+# their first syncs of the real list run at about the same time.
+echo '[]' >"$PKG/shards.json"
 wdsn=$(url clients_worker)
 "$PKG_PY" test/clients/discover_worker.py "$wdsn" clients discovered py-d "$PKG/shards.json" "$PKG/py-d.journal" \
     2>"$PKG/py-d.log" &
@@ -76,6 +78,11 @@ leases() {
         || CASE WHEN lease_owner IS NULL THEN '' ELSE '@' || lease_owner END, ' ' ORDER BY shard_id)
         FROM lease.shard_leases WHERE app_name = 'clients' AND stream_name = 'discovered'"
 }
+for _ in $(seq 1 60); do
+    grep -qs '"started"' "$PKG/py-d.journal" && grep -qs '"started"' "$PKG/node-d.journal" && break
+    sleep 0.25
+done
+echo '["d-1", "d-2"]' >"$PKG/shards.json"
 for _ in $(seq 1 20); do
     case $(leases) in 'd-1{}@'*' d-2{}@'*) break ;; esac
     sleep 0.5

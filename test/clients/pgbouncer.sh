@@ -29,6 +29,8 @@ export PG_LEASE_LOG_LEVEL=${PG_LEASE_LOG_LEVEL:-WARNING}
 
 # shellcheck source=test/lib/tap.sh
 . test/lib/tap.sh
+# shellcheck source=test/clients/fleet.sh
+. test/clients/fleet.sh
 
 bash test/lib/deps.sh clients pgbouncer || { ok 1 "install the clients' Debian packages and pgbouncer"; echo "1..$n"; exit 1; }
 [ -n "${PGHOST:-}" ] || { ok 1 "PGHOST is set (run through test/run.sh)"; echo "1..$n"; exit 1; }
@@ -59,21 +61,9 @@ DO \$\$ BEGIN
     END IF;
 END \$\$;
 GRANT USAGE ON SCHEMA lease TO clients_worker;
-GRANT EXECUTE ON FUNCTION
-    lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
-    lease.release_lease(text, text, text, text),
-    lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer),
-    lease.renew_leases(text, text, text, interval),
-    lease.my_leases(text, text, text)
-    TO clients_worker;
+GRANT EXECUTE ON FUNCTION $FLEET_WORKER_FUNCTIONS TO clients_worker;
 SELECT lease.grant_app('clients', 'clients_worker');
-SELECT lease.create_lease('clients', 'orders', pg_catalog.format('s%s', pg_catalog.lpad(i::text, 2, '0')))
-  FROM pg_catalog.generate_series(1, 13) AS i;
-SELECT lease.create_lease('clients', 'orders', 'p-end40');
-SELECT lease.create_lease('clients', 'orders', 'q-end60');
-SELECT lease.create_lease('clients', 'orders', 'c1', '{p-end40}');
-SELECT lease.create_lease('clients', 'orders', 'c2', '{p-end40}');
+$(fleet_leases_sql)
 SQL
 ok $? "a database with pg_lease, the worker role and the fleet's 17 leases"
 
@@ -136,8 +126,6 @@ echo 0 >"$OUT/server_max"
 sample_servers &
 SAMPLER=$!
 
-# shellcheck source=test/clients/fleet.sh
-. test/clients/fleet.sh
 echo "# fleet through PgBouncer: py-1 py-2 node-1 node-2 start; py-1 killed at 4 s; py-3 and node-3 join at 6 s"
 t0=$SECONDS
 for w in py-1 py-2 node-1 node-2; do start_worker $w; done

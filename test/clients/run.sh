@@ -33,6 +33,8 @@ export PG_LEASE_LOG_LEVEL=${PG_LEASE_LOG_LEVEL:-WARNING}
 
 # shellcheck source=test/lib/tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
+# shellcheck source=test/clients/fleet.sh
+. test/clients/fleet.sh
 
 bash test/lib/deps.sh clients || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
 (cd clients/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
@@ -120,14 +122,7 @@ DO \$\$ BEGIN
     END IF;
 END \$\$;
 GRANT USAGE ON SCHEMA lease TO clients_worker, clients_app;
-GRANT EXECUTE ON FUNCTION
-    lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
-    lease.release_lease(text, text, text, text),
-    lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer),
-    lease.renew_leases(text, text, text, interval),
-    lease.my_leases(text, text, text)
-    TO clients_worker;
+GRANT EXECUTE ON FUNCTION $FLEET_WORKER_FUNCTIONS TO clients_worker;
 GRANT EXECUTE ON FUNCTION
     lease.start_conversation(text, text, text, text, text),
     lease.find_channel_conversation(text, text, text, text, text),
@@ -192,16 +187,7 @@ EOF
 ok $? "the SQL-only worker of docs/clients/sql.md: two on a stream, each record once, checkpoints fenced, all released"
 
 # 4. The fleet.
-"$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB <<'SQL' >/dev/null
-SELECT lease.create_lease('clients', 'orders', pg_catalog.format('s%s', pg_catalog.lpad(i::text, 2, '0')))
-  FROM pg_catalog.generate_series(1, 13) AS i;
-SELECT lease.create_lease('clients', 'orders', 'p-end40');                     -- ends after 40 records
-SELECT lease.create_lease('clients', 'orders', 'q-end60');                     -- ends after 60
-SELECT lease.create_lease('clients', 'orders', 'c1', '{p-end40}');             -- split child of p
-SELECT lease.create_lease('clients', 'orders', 'c2', '{p-end40}');
-SQL
-# shellcheck source=test/clients/fleet.sh
-. test/clients/fleet.sh
+fleet_leases_sql | "$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB >/dev/null
 
 echo "# fleet: py-1 py-2 node-1 node-2 start; py-1 killed at 5 s, node-1 at 7 s; py-3 and node-3 join at 10 s; stop once fair, from ${SETTLE_AT} s"
 t0=$SECONDS
