@@ -29,7 +29,7 @@ import time
 import psycopg2
 
 from . import rules
-from .session import Ambiguous, Fatal, Session, Unavailable, log
+from .session import Ambiguous, Session, Unavailable, log
 
 SHARD_END = "SHARD_END"
 LEASE_LOST = "lease lost"
