@@ -476,3 +476,15 @@ AS 'MODULE_PATHNAME', 'lease_import_kcl_dynamodb'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION lease.import_kcl_dynamodb(text, text, text) FROM PUBLIC;
+
+-- Shard discovery (issue 24, src/leases/shard_sync.c): creates the missing
+-- leases of the listed shards with their lineage ('created') and reports
+-- the leases of the stream that are not listed and not ended ('unlisted');
+-- ends nothing.
+CREATE FUNCTION lease.sync_shards(
+    app_name text, stream_name text, shard_ids text[], parent_ids text[] DEFAULT NULL)
+RETURNS TABLE(shard_id text, action text)
+AS 'MODULE_PATHNAME', 'lease_sync_shards'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION lease.sync_shards(text, text, text[], text[]) FROM PUBLIC;

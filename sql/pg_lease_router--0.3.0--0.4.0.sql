@@ -80,3 +80,13 @@ REVOKE ALL ON FUNCTION
     lease.set_tenant_limit(text, integer),
     lease.tenant_limit(text)
     FROM PUBLIC;
+
+-- Shard discovery (issue 24): the stream's partition creates the missing
+-- leases and reports the unlisted ones.
+CREATE FUNCTION lease.sync_shards(app_name text, stream_name text, shard_ids text[], parent_ids text[] DEFAULT NULL::text[])
+RETURNS TABLE(shard_id text, action text)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+REVOKE ALL ON FUNCTION lease.sync_shards(text, text, text[], text[]) FROM PUBLIC;

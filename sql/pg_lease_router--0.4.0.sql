@@ -526,6 +526,13 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.user_partition(user_id);
 $$;
 
+CREATE FUNCTION lease.sync_shards(app_name text, stream_name text, shard_ids text[], parent_ids text[] DEFAULT NULL::text[])
+RETURNS TABLE(shard_id text, action text)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 CREATE FUNCTION lease.take_lease(app_name text, stream_name text, shard_id text, new_owner text, lease_count bigint DEFAULT NULL::bigint, lease_duration interval DEFAULT NULL::interval)
 RETURNS bigint
 LANGUAGE plproxy AS $$

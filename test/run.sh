@@ -26,7 +26,7 @@ fi
 # install other builds of pg_lease (the archive's into PG_BINDIR's
 # PostgreSQL, the package into the system one) and put the installed files
 # back afterwards; they run last all the same.
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router torture explore bench upgrade dump sql-lint planted alerts metrics router scale dist deb}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore bench upgrade dump sql-lint planted alerts metrics router scale dist deb}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -237,6 +237,10 @@ for suite in $SUITES; do
             bash test/clients/run.sh ;;
         clients-router) suite_tap "clients-router (Python and Node workers through the router during a failover)" \
             clients-router '^(ok|not ok) |^#   |^  FAIL' bash test/clients/router.sh ;;
+        # the same fleet through PgBouncer in transaction pooling mode
+        # (test/clients/pgbouncer.sh, on test/run.sh's cluster)
+        clients-pgbouncer) suite_tap "clients-pgbouncer (Python and Node workers through PgBouncer, transaction pooling)" \
+            clients-pgbouncer "" bash test/clients/pgbouncer.sh ;;
         torture) suite_torture ;;
         # every interleaving of short programs, both protocols, and the
         # seeded defects it must find (test/explorer/run.sh)

@@ -8,6 +8,7 @@
 // DIR/OWNER.records; the worker's journal (what the server acknowledged to it:
 // takes, renewals with their epochs, checkpoints) goes to DIR/OWNER.journal.
 // SIGTERM stops the worker gracefully: it finishes its batch and releases its leases.
+// Bad credentials (or no such database): the cause is logged, the exit status is 1.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -62,4 +63,4 @@ async function main() {
   await worker.run();
 }
 
-main().catch((e) => { console.error(e); process.exit(1); });
+main().catch((e) => { console.error(`${e.code || ''} ${e.message}`); process.exit(1); });

@@ -12,9 +12,19 @@
 // writes its output through the client it is given, then the worker runs
 // hold_lease and the fenced checkpoint and commits, so output and checkpoint
 // commit together or not at all, and never from a worker that lost the lease.
+//
+// Shard discovery ({ shardLister: f }): the worker calls f() (it may return a
+// promise) when it starts and every syncEvery seconds, and passes the shards
+// it returns to lease.sync_shards, which creates the missing leases
+// (docs/shard-leases.md, "Who creates a stream's leases").
+//
+// Logging ({ logger }, default consoleLogger() of session.js): connection and
+// authentication failures at error, retries at warn, lease changes at info.
+// A refused connection (bad credentials, no such database) stops the worker
+// after the rules' tries: run() rejects with Fatal.
 const fs = require('fs');
 const { performance } = require('perf_hooks');
-const { Session, Ambiguous, Unavailable, sleep } = require('./session');
+const { Session, Ambiguous, Unavailable, Fatal, consoleLogger, sleep } = require('./session');
 const rules = require('./rules');
 const { rotateChannel } = require('./channels');
 
@@ -31,6 +41,7 @@ const CHECKPOINT = 'SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bi
 const RELEASE = 'SELECT lease.release_lease($1, $2, $3, $4)';
 const CLOSE = 'SELECT lease.close_shard($1, $2, $3, $4)';
 const HOLD = 'SELECT lease.hold_lease($1, $2, $3, $4, $5::bigint)';
+const SYNC = 'SELECT shard_id, action FROM lease.sync_shards($1, $2, $3::text[], $4::text[])';
 
 // Seconds on a monotonic clock, and its wall-clock equivalent.
 const now = () => performance.now() / 1000;
@@ -58,10 +69,32 @@ function journal(path, owner) {
   };
 }
 
+// sync_shards' shard_ids and parent_ids for a shard list: each item a shard
+// id, or a [shardId, parents] pair (parents: an array, e.g. Kinesis'
+// ParentShardId and AdjacentParentShardId; null entries ignored).
+// parent_ids is n x k, null-padded.
+function shardListArrays(shards) {
+  const ids = [];
+  const rows = [];
+  for (const item of shards) {
+    const [shard, parents] = typeof item === 'string' ? [item, []] : item;
+    ids.push(shard);
+    rows.push((parents || []).filter((p) => p !== null && p !== undefined));
+  }
+  const width = Math.max(0, ...rows.map((r) => r.length));
+  if (width === 0) return [ids, ids.map(() => null)];
+  return [ids, rows.map((r) => [...r, ...Array(width - r.length).fill(null)])];
+}
+
 class Worker {
   constructor(config, appName, streamName, owner, processor,
               { leaseDuration = 10, margin = null, balanceEvery = null, maxSteal = 1, journalPath = null,
-                transactional = false } = {}) {
+                transactional = false, logger = consoleLogger(), shardLister = null, syncEvery = 60 } = {}) {
+    this.log = logger;
+    this.shardLister = shardLister;   // () -> the stream's shards, for lease.sync_shards
+    this.syncEvery = syncEvery;
+    this.unlisted = new Set();
+    this.error = null;                // what stopped the renewer, thrown by run()
     this.key = [appName, streamName];
     this.owner = owner;
     this.processor = processor;
@@ -72,11 +105,11 @@ class Worker {
     this.interval = `${Math.round(leaseDuration * 1000)} milliseconds`;
     this.journal = journal(journalPath, owner);
     this.transactional = transactional;
-    this.db = new Session(config, owner);
+    this.db = new Session(config, owner, null, logger);
     // transactional: a renewal waits behind a batch transaction holding one of
     // its leases for at most a tenth of the lease duration (55P03: repeated)
     this.renewDb = new Session(config, `${owner} renewer`,
-      transactional ? `-c lock_timeout=${Math.round(leaseDuration * 100)}` : null);
+      transactional ? `-c lock_timeout=${Math.round(leaseDuration * 100)}` : null, logger);
     this.held = new Map();        // shardId -> { epoch, sent, learned, handoffTo, lost }
     this.forgotten = new Map();   // shardId -> when it was dropped here
     this.running = new Map();     // shardId -> epoch its processor was started with
@@ -123,7 +156,15 @@ class Worker {
   async renewer() {
     while (!this.stopping) {
       await sleep(this.leaseDuration * 1000 / 3);
-      if (!this.stopping) await this.renewOnce();
+      if (this.stopping) break;
+      try {
+        await this.renewOnce();
+      } catch (e) {   // an error the rules say to raise (a refused connection): stop the worker with it
+        this.log.error(`${this.owner}: renewals stopped, stopping the worker: ${e.message}`);
+        this.journal('renewer_failed', { error: e.message });
+        this.error = e;
+        this.stopping = true;
+      }
     }
   }
 
@@ -145,8 +186,39 @@ class Worker {
         const epoch = Number(epochText);
         this.held.set(shard, { epoch, sent, learned, handoffTo: null, lost: false });
         this.journal('taken', { shard, epoch, sent: wall(sent) });
+        this.log.info(`${this.owner}: took ${shard} (epoch ${epoch})`);
       }
     }
+  }
+
+  // Shard discovery: the lister's shards to lease.sync_shards.
+  async sync() {
+    let ids;
+    let parents;
+    try {
+      [ids, parents] = shardListArrays(await this.shardLister());
+    } catch (e) {   // the user's lister: log it, try again next time
+      this.log.error(`${this.owner}: the shard lister failed: ${e.stack || e}`);
+      return;
+    }
+    let rows;
+    try {
+      rows = await this.db.call(SYNC, [...this.key, ids, parents]);
+    } catch (e) {
+      if (!(e instanceof Unavailable || e instanceof Ambiguous)) throw e;
+      this.journal('sync_failed', { error: e.message });
+      return;
+    }
+    const created = rows.filter(([, action]) => action === 'created').map(([shard]) => shard).sort();
+    const unlisted = new Set(rows.filter(([, action]) => action === 'unlisted').map(([shard]) => shard));
+    for (const shard of created) this.log.info(`${this.owner}: created the lease of ${shard} (shard discovery)`);
+    for (const shard of [...unlisted].sort()) {
+      if (!this.unlisted.has(shard)) {
+        this.log.info(`${this.owner}: ${shard} is no longer listed (its lease is not ended: a worker ends it at its end)`);
+      }
+    }
+    this.unlisted = unlisted;
+    this.journal('synced', { created, unlisted: [...unlisted].sort() });
   }
 
   // Shuts the shard's processor down; forgets the lease unless keepLease.
@@ -161,6 +233,7 @@ class Worker {
       this.forgotten.set(shard, now());
     }
     this.journal('shutdown', { shard, reason, why });
+    this.log.info(`${this.owner}: stopped processing ${shard}: ${reason} (${why})`);
   }
 
   // Starts the processor from the checkpoint; false when my_leases disagrees.
@@ -330,8 +403,31 @@ class Worker {
   async run() {
     this.journal('started', { lease_duration: this.leaseDuration, margin: this.margin });
     const renewer = this.renewer();
+    try {
+      await this.loop();
+    } catch (e) {
+      // a refused connection (Fatal), or an error the rules say to raise
+      this.log.error(`${this.owner}: stopping the worker: ${e.message}`);
+      this.journal('worker_failed', { error: e.message });
+      this.stopping = true;
+      await renewer;
+      this.db.close();
+      this.renewDb.close();
+      throw e;
+    }
+    await renewer;
+    await this.release();
+    if (this.error !== null) throw this.error;
+  }
+
+  async loop() {
     let nextBalance = 0;
+    let nextSync = 0;
     while (!this.stopping) {
+      if (this.shardLister !== null && now() >= nextSync) {
+        await this.sync();
+        nextSync = now() + this.syncEvery;
+      }
       if (now() >= nextBalance) {
         await this.balance();
         nextBalance = now() + this.balanceEvery;
@@ -349,7 +445,10 @@ class Worker {
       // yield to the renewal timer even when every shard is busy
       await sleep(busy ? 0 : 20);
     }
-    await renewer;
+  }
+
+  // After stop(): shuts every processor down and releases every lease.
+  async release() {
     const held = [...this.held.keys()].sort();
     this.journal('stopping', { held });
     for (const shard of held) {
@@ -368,6 +467,7 @@ class Worker {
       }
       try {
         this.journal('released', { shard, ok: await this.db.one(RELEASE, [...this.key, shard, this.owner]) });
+        this.log.info(`${this.owner}: released ${shard}`);
       } catch (e) {
         this.journal('call_failed', { shard, error: e.message });
       }
@@ -378,6 +478,6 @@ class Worker {
 }
 
 module.exports = {
-  Worker, RecordProcessor, Session, Ambiguous, Unavailable, rotateChannel,
+  Worker, RecordProcessor, Session, Ambiguous, Unavailable, Fatal, consoleLogger, shardListArrays, rotateChannel,
   SHARD_END, LEASE_LOST, HANDED_OFF, SHARD_ENDED, WORKER_STOPPED,
 };

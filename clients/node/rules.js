@@ -23,12 +23,23 @@ const PLPROXY_CONNECTION_LOST = new RegExp(
 // 55000 is raised.
 const LEASE_NOT_HELD = new RegExp(String.raw`(^|REMOTE ERROR: )lease .+ is not held by `);
 
+// The server refused the credentials or the database (at connect): a
+// configuration error no retry fixes.  After the rules' tries the worker
+// stops, with the cause logged.  A driver that gives no SQLSTATE at connect
+// is matched by its message (only when there is no SQLSTATE).
+const FATAL = new Set(['28P01', '28000', '3D000']);
+const CONNECT_REFUSED = new RegExp(
+  String.raw`(password authentication failed|Peer authentication failed|Ident authentication failed|no pg_hba\.conf entry|role "[^"]+" does not exist|database "[^"]+" does not exist)`);
+
 const TRIES = 5;
 
-// 'repeat', 'reconnect', 'ambiguous', 'drop' or 'raise' for an error's SQLSTATE
-// (undefined, or a Node error code like ECONNRESET: no SQLSTATE) and
-// primary message.
+// 'repeat', 'reconnect', 'ambiguous', 'drop', 'fatal' or 'raise' for an
+// error's SQLSTATE (undefined, or a Node error code like ECONNRESET: no
+// SQLSTATE) and primary message.
 function classify(sqlstate, message) {
+  const hasState = typeof sqlstate === 'string' && /^[0-9A-Z]{5}$/.test(sqlstate);
+  if ((hasState && FATAL.has(sqlstate)) ||
+      (!hasState && typeof message === 'string' && CONNECT_REFUSED.test(message))) return 'fatal';
   if (typeof sqlstate !== 'string' || !/^[0-9A-Z]{5}$/.test(sqlstate) ||
       sqlstate.startsWith('08') || AMBIGUOUS.has(sqlstate)) return 'ambiguous';
   if (sqlstate === 'XX000' && typeof message === 'string' &&
@@ -45,4 +56,6 @@ function backoff(attempt) {
   return Math.min(1000, 20 * 2 ** attempt) * (0.5 + Math.random());
 }
 
-module.exports = { REPEAT, RECONNECT, AMBIGUOUS, PLPROXY_CONNECTION_LOST, LEASE_NOT_HELD, TRIES, classify, backoff };
+module.exports = {
+  REPEAT, RECONNECT, AMBIGUOUS, PLPROXY_CONNECTION_LOST, LEASE_NOT_HELD, FATAL, CONNECT_REFUSED, TRIES, classify, backoff,
+};

@@ -2,19 +2,42 @@
 // One autocommit connection that follows docs/client-rules.md.
 const { Client } = require('pg');
 const { performance } = require('perf_hooks');
+const util = require('util');
 const rules = require('./rules');
 
 // The connection was lost after the call was sent: it may or may not have committed.
 class Ambiguous extends Error {}
 // The call did not go through after its retries; nothing is known to have happened.
 class Unavailable extends Error {}
+// The server refused the credentials or the database after the rules' tries
+// (docs/client-rules.md: authentication): a configuration error, the worker stops.
+class Fatal extends Error {}
+
+const LEVELS = { error: 0, warn: 1, info: 2, debug: 3 };
+
+// A logger on the console (stderr), one line per message at or above
+// `level` ('error', 'warn', 'info' or 'debug'; PG_LEASE_LOG_LEVEL, default
+// 'info').  The clients log connection and authentication failures at
+// error, retries at warn, lease changes at info.  Any object with these four
+// methods can replace it (the worker's `logger` option).
+function consoleLogger(level = process.env.PG_LEASE_LOG_LEVEL || 'info', name = 'pg_lease') {
+  const wanted = String(level).toLowerCase();
+  const max = LEVELS[wanted === 'warning' ? 'warn' : wanted] ?? LEVELS.info;
+  const logger = {};
+  for (const [lvl, n] of Object.entries(LEVELS)) {
+    logger[lvl] = n > max ? () => {} : (...args) =>
+      console.error(`${new Date().toISOString()} ${lvl.toUpperCase()} ${name}: ${util.format(...args)}`);
+  }
+  return logger;
+}
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 class Session {
   // config: a node-postgres connection string or config object.
   // options: e.g. '-c lock_timeout=1000' (the renewer in transactional mode).
-  constructor(config, applicationName = 'pg_lease', options = null) {
+  constructor(config, applicationName = 'pg_lease', options = null, logger = consoleLogger()) {
+    this.log = logger;
     this.config = typeof config === 'string' ? { connectionString: config } : { ...config };
     this.config.application_name = applicationName;
     if (options) this.config.options = options;
@@ -44,6 +67,9 @@ class Session {
   // clock), if given.
   async call(sql, params = [], repeatSafe = true, until = null) {
     let last = 'not sent';
+    let refused = 0;
+    const name = sql.split('(')[0];
+    const who = this.config.application_name;
     for (let attempt = 0; attempt < rules.TRIES; attempt++) {
       if (attempt) {
         await sleep(rules.backoff(attempt));
@@ -54,7 +80,9 @@ class Session {
         client = await this.connect();
       } catch (e) {
         this.close();
-        last = e.message;
+        last = `${e.code || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
+        if (rules.classify(e.code, e.message) === 'fatal') refused++;
+        this.log.warn(`${who}: cannot connect (try ${attempt + 1} of ${rules.TRIES}): ${last}`);
         continue;                     // could not connect: nothing was sent
       }
       try {
@@ -63,12 +91,18 @@ class Session {
       } catch (e) {
         last = `${e.code || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
         const kind = rules.classify(e.code, e.message);
-        if (kind === 'raise' || kind === 'drop') throw e;
+        if (kind === 'raise' || kind === 'drop' || kind === 'fatal') throw e;
         if (kind !== 'repeat') this.close();
         if (kind === 'ambiguous' && !repeatSafe) throw new Ambiguous(e.message);
+        this.log.warn(`${who}: ${name} failed (${kind}, try ${attempt + 1} of ${rules.TRIES}), retrying: ${last}`);
       }
     }
-    throw new Unavailable(`${sql.split('(')[0]}: ${last}`);
+    if (refused > 0 && refused === rules.TRIES) {
+      this.log.error(`${who}: the server refused the connection ${refused} times, stopping: ${last}`);
+      throw new Fatal(last);
+    }
+    this.log.error(`${who}: ${name} did not go through after ${rules.TRIES} tries: ${last}`);
+    throw new Unavailable(`${name}: ${last}`);
   }
 
   // The first column of the only row.
@@ -77,4 +111,4 @@ class Session {
   }
 }
 
-module.exports = { Session, Ambiguous, Unavailable, sleep };
+module.exports = { Session, Ambiguous, Unavailable, Fatal, consoleLogger, sleep };

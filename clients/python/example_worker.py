@@ -8,14 +8,16 @@ ends.  Record i of a shard is "processed" by appending {"shard", "seq": i} to
 DIR/OWNER.records; the worker's journal (what the server acknowledged to it:
 takes, renewals with their epochs, checkpoints) goes to DIR/OWNER.journal.
 SIGTERM stops the worker gracefully: it finishes its batch and releases its leases.
+Bad credentials (or no such database): the cause is logged, the exit status is 1.
 """
 import json
+import logging
 import os
 import signal
 import sys
 import time
 
-from pg_lease import SHARD_END, RecordProcessor, Worker
+from pg_lease import SHARD_END, Fatal, RecordProcessor, Worker
 
 BATCH = 5          # records per batch; each batch is checkpointed
 
@@ -53,13 +55,18 @@ class AppendToLog(RecordProcessor):
 def main():
     dsn, app, stream, owner, out = sys.argv[1:6]
     lease_seconds = float(sys.argv[6]) if len(sys.argv) > 6 else 10.0
+    logging.basicConfig(level=os.environ.get("PG_LEASE_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     worker = Worker(dsn, app, stream, owner,
                     AppendToLog(os.path.join(out, owner + ".records"), owner),
                     lease_duration=lease_seconds, max_steal=2,
                     journal=os.path.join(out, owner + ".journal"))
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     signal.signal(signal.SIGINT, lambda *_: worker.stop())
-    worker.run()
+    try:
+        worker.run()
+    except Fatal:           # refused credentials or database: the log says why
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -419,6 +419,18 @@ AS 'MODULE_PATHNAME', 'lease_delete_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
+-- Shard discovery (src/leases/shard_sync.c): creates the missing leases of
+-- the listed shards with their lineage ('created') and reports the leases
+-- of the stream that are not listed and not ended ('unlisted'); ends
+-- nothing.  parent_ids: one parent per shard (NULL for none), or one row of
+-- parents per shard padded with NULLs (a merge has two).
+CREATE FUNCTION lease.sync_shards(
+    app_name text, stream_name text, shard_ids text[], parent_ids text[] DEFAULT NULL)
+RETURNS TABLE(shard_id text, action text)
+AS 'MODULE_PATHNAME', 'lease_sync_shards'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
 ----------------------------------------------------------------------------
 -- The taker: balanced take_leases, batch renewal, graceful handoff
 -- (src/leases/taker.c)

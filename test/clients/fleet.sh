@@ -1,12 +1,33 @@
 # shellcheck shell=bash
-# The fleet harness shared by test/clients/run.sh (one server) and
-# test/clients/router.sh (through the router during a failover): starting
-# an example worker, the SQL that judges fair shares, and stopping the
-# fleet once they are fair.  Uses PY, NODE, GO_WORKER (the Go example
-# worker's binary, built once by the sourcing script, for go-* workers),
-# WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and t0 of the sourcing script,
-# and for Elixir workers EX_EBIN (the compiled client) and EX_DSN (a TCP URL).
+# The fleet harness shared by test/clients/run.sh (one server),
+# test/clients/router.sh (through the router during a failover) and
+# test/clients/pgbouncer.sh (through PgBouncer): the worker role's functions
+# and the fleet's leases, starting an example worker, the SQL that judges
+# fair shares, and stopping the fleet once they are fair.  Uses PY, NODE,
+# GO_WORKER (the Go example worker's binary, built once by the sourcing
+# script, for go-* workers), WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and
+# t0 of the sourcing script, and for Elixir workers EX_EBIN (the compiled
+# client) and EX_DSN (a TCP URL).
 declare -A PIDS
+# The worker recipe's functions (docs/security.md), for GRANT EXECUTE ON
+# FUNCTION ... TO the worker role.
+FLEET_WORKER_FUNCTIONS="lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
+    lease.release_lease(text, text, text, text),
+    lease.close_shard(text, text, text, text),
+    lease.take_leases(text, text, text, interval, integer, integer),
+    lease.renew_leases(text, text, text, interval),
+    lease.my_leases(text, text, text)"
+# The fleet's 17 leases (app clients, stream orders), as SQL.
+fleet_leases_sql() {
+    cat <<'SQL'
+SELECT lease.create_lease('clients', 'orders', pg_catalog.format('s%s', pg_catalog.lpad(i::text, 2, '0')))
+  FROM pg_catalog.generate_series(1, 13) AS i;
+SELECT lease.create_lease('clients', 'orders', 'p-end40');                     -- ends after 40 records
+SELECT lease.create_lease('clients', 'orders', 'q-end60');                     -- ends after 60
+SELECT lease.create_lease('clients', 'orders', 'c1', '{p-end40}');             -- split child of p
+SELECT lease.create_lease('clients', 'orders', 'c2', '{p-end40}');
+SQL
+}
 start_worker() {   # name
     case $1 in
         py-*) (cd clients/python && exec $PY example_worker.py "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS") \

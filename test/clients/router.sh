@@ -54,31 +54,20 @@ router_sql() { "$PSQL" -X -q -At -v ON_ERROR_STOP=1 "$PG_LEASE_ROUTER_DSN" "$@";
 # The worker role on the router and on every partition (roles are per
 # cluster), per docs/scale-out.md: EXECUTE on what the worker calls there,
 # USAGE on the router's foreign server; grant_app once through the router.
-FUNCS="lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
-       lease.release_lease(text, text, text, text),
-       lease.close_shard(text, text, text, text),
-       lease.take_leases(text, text, text, interval, integer, integer),
-       lease.renew_leases(text, text, text, interval),
-       lease.my_leases(text, text, text)"
+# shellcheck source=test/clients/fleet.sh
+. test/clients/fleet.sh
 setup=0
 for dsn in "${PARTITIONS[@]}" "$PG_LEASE_ROUTER_DSN"; do
     "$PSQL" -X -q -v ON_ERROR_STOP=1 "$dsn" >/dev/null <<SQL || setup=1
 CREATE ROLE clients_worker LOGIN;
 GRANT USAGE ON SCHEMA lease TO clients_worker;
-GRANT EXECUTE ON FUNCTION $FUNCS TO clients_worker;
+GRANT EXECUTE ON FUNCTION $FLEET_WORKER_FUNCTIONS TO clients_worker;
 SQL
 done
 router_sql -c "GRANT USAGE ON FOREIGN SERVER pg_lease TO clients_worker" \
     -c "SELECT lease.grant_app('clients', 'clients_worker')" >/dev/null || setup=1
 # the leases of docs' fleet (test/clients/run.sh), created through the router
-router_sql >/dev/null <<'SQL' || setup=1
-SELECT lease.create_lease('clients', 'orders', pg_catalog.format('s%s', pg_catalog.lpad(i::text, 2, '0')))
-  FROM pg_catalog.generate_series(1, 13) AS i;
-SELECT lease.create_lease('clients', 'orders', 'p-end40');
-SELECT lease.create_lease('clients', 'orders', 'q-end60');
-SELECT lease.create_lease('clients', 'orders', 'c1', '{p-end40}');
-SELECT lease.create_lease('clients', 'orders', 'c2', '{p-end40}');
-SQL
+fleet_leases_sql | router_sql >/dev/null || setup=1
 # the partition of the stream (PL/Proxy: the hash's low bits, 2 partitions)
 K=$(router_sql -c "SELECT lease_router.stream_partition('clients', 'orders') & 1")
 PART_DSN=${PARTITIONS[$K]}
@@ -88,8 +77,6 @@ ok $? "the worker role on the router and both partitions; 17 leases through the 
     { echo "1..$n"; exit 1; }
 
 WORKER_DSN="postgresql:///pg_lease?host=$DIR&port=$router_port&user=clients_worker"
-# shellcheck source=test/clients/fleet.sh
-. test/clients/fleet.sh
 
 echo "# fleet through the router: py-1 py-2 node-1 node-2; partition $K's primary killed at 4 s, node-1 at 6 s;" \
      "the node rejoins once the standby is primary; py-3 and node-3 join then"

@@ -43,6 +43,10 @@ elixir  elixir                                      /usr/lib/elixir/lib/ex_unit/
 elixir  erlang-p1-pgsql                             /usr/lib/erlang/lib/p1_pgsql-1.1.20/ebin/pgsql.beam
 go      golang-go                                   /usr/bin/go
 go      golang-github-jackc-pgx-v4-dev              /usr/share/gocode/src/github.com/jackc/pgx/v4/conn.go
+clients python3.11-venv                             /usr/lib/python3.11/ensurepip/__init__.py
+clients python3-setuptools                          /usr/lib/python3/dist-packages/setuptools/build_meta.py
+clients python3-wheel                               /usr/lib/python3/dist-packages/wheel/bdist_wheel.py
+pgbouncer pgbouncer                                 /usr/sbin/pgbouncer
 sanitize valgrind                                   /usr/bin/valgrind
 lint    cppcheck                                    /usr/bin/cppcheck
 lint    clang-tidy                                  /usr/bin/clang-tidy

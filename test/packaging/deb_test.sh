@@ -151,6 +151,16 @@ missing=$(comm -23 <(sort -u <<<"$router_want") <(echo "$router_contents"))
 [ -z "$missing" ]
 ok $? "$ROUTER_PKG holds the router's control file, its install scripts and scale-out.md${missing:+ (missing: $(oneline "$missing"))}"
 
+# The Python client's package: the pg_lease package and its metadata, its
+# docs, nothing else; psycopg2 from Debian (dh_python3).
+PY_DEB=$OUT/deb/python3-pg-lease_${deb_version}_all.deb
+py_contents=$(deb_files "$PY_DEB" 2>/dev/null)
+py_depends=$(dpkg-deb -f "$PY_DEB" Depends 2>/dev/null)
+[ -f "$PY_DEB" ] && grep -qx 'usr/lib/python3/dist-packages/pg_lease/worker.py' <<<"$py_contents" &&
+    [ -z "$(grep -vE '^usr/(lib/python3/dist-packages/pg_lease(/|-[0-9.]+\.dist-info/)|share/(doc|lintian)/)' <<<"$py_contents")" ] &&
+    grep -q 'python3-psycopg2' <<<"$py_depends"
+ok $? "python3-pg-lease_${deb_version}_all.deb holds the Python client and nothing else, and depends on python3-psycopg2 ($py_depends)"
+
 # Each package's extension files are its own extension's, and nothing else.
 other=$(grep -E "^($EXT/|usr/lib/)" <<<"$contents" |
     grep -vE "^($EXT/pg_lease(\.control|--[^/]*\.sql)|usr/lib/postgresql/$PG_MAJOR/lib/(pg_lease\.so|bitcode/pg_lease(/.*|\.index\.bc)))$")

@@ -1,6 +1,6 @@
 -- pgTAP: the lease core's function signatures, return types and attributes.
 BEGIN;
-SELECT plan(26);
+SELECT plan(28);
 
 SELECT has_function('lease', 'create_lease', ARRAY['text', 'text', 'text', 'text[]', 'text']);
 SELECT function_returns('lease', 'create_lease', ARRAY['text', 'text', 'text', 'text[]', 'text'], 'boolean');
@@ -28,6 +28,12 @@ SELECT is((SELECT pg_get_function_arguments('lease.renew_lease(text,text,text,te
 SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,text,text,text,bigint)'::regprocedure)),
           'app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint DEFAULT 0',
           'update_checkpoint arguments');
+SELECT is((SELECT pg_get_function_arguments('lease.sync_shards(text,text,text[],text[])'::regprocedure)),
+          'app_name text, stream_name text, shard_ids text[], parent_ids text[] DEFAULT NULL::text[]',
+          'sync_shards arguments');
+SELECT is((SELECT pg_get_function_result('lease.sync_shards(text,text,text[],text[])'::regprocedure)),
+          'TABLE(shard_id text, action text)',
+          'sync_shards result');
 
 -- every lease function: C, not STRICT (NULL is an error, not a silent NULL),
 -- a pinned search_path; SECURITY DEFINER except exactly the functions that
@@ -62,6 +68,7 @@ SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
                 'lease.request_handoff(text,text,text,text)',
                 'lease.revoke_app(text,regrole)',
                 'lease.shard_leases_checkpointed()',
+                'lease.sync_shards(text,text,text[],text[])',
                 'lease.take_lease(text,text,text,text,bigint,interval)',
                 'lease.take_leases(text,text,text,interval,integer,integer)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',

@@ -26,6 +26,12 @@ SELECT lease.take_lease('ro-app', 'ro-s', 'b', 'w1') > 0 AS child_taken;
 SELECT lease.release_lease('ro-app', 'ro-s', 'b', 'w1') AS released_child;
 SELECT lease.delete_lease('ro-app', 'ro-s', 'b') AS deleted_child;
 SELECT lease.cleanup_ended('ro-app', 'ro-s') AS cleaned;
+-- shard discovery: a merge's 2-D parents pass through PL/Proxy; the
+-- child is blocked until both parents end; a second sync reports only
+SELECT * FROM lease.sync_shards('ro-app', 'ro-sync', ARRAY['p', 'q', 'm'],
+                                ARRAY[[NULL, NULL], [NULL, NULL], ['p', 'q']]);
+SELECT * FROM lease.sync_shards('ro-app', 'ro-sync', ARRAY['m'], ARRAY[['q', 'p']]);
+SELECT shard_id, state FROM lease.lease_status WHERE app_name = 'ro-app' AND stream_name = 'ro-sync' ORDER BY 1;
 
 -- cluster-wide: grants reach every partition, so any stream's partition agrees
 SELECT lease.grant_app('ro-app', 'lease_router_worker') AS granted;

@@ -179,14 +179,10 @@ defmodule PgLease.WorkerTest do
 
   test "the shard-list callback creates the listed shards through lease.sync_shards" do
     admin = PgLeaseTest.Db.session("postgres")
-    if PgLease.Session.one(admin, "SELECT to_regprocedure('lease.sync_shards(text,text,text[],text[])')::text") == nil do
-      IO.puts("SKIP (lease.sync_shards not installed): the worker's shard-list callback")
-    else
-      {:ok, pid} = PgLease.Worker.start_link(opts("clients_worker", shard_list: fn -> {["y0", "y1"], [nil, "y0"]} end))
-      Process.sleep(500)
-      :ok = PgLease.Worker.stop(pid)
-      rows = PgLease.Session.call(admin, "SELECT shard_id, parent_shard_ids::text FROM lease.shard_leases WHERE stream_name = 'ex-worker' ORDER BY 1")
-      assert rows == [["y0", "{}"], ["y1", "{y0}"]]
-    end
+    {:ok, pid} = PgLease.Worker.start_link(opts("clients_worker", shard_list: fn -> {["y0", "y1"], [nil, "y0"]} end))
+    Process.sleep(500)
+    :ok = PgLease.Worker.stop(pid)
+    rows = PgLease.Session.call(admin, "SELECT shard_id, parent_shard_ids::text FROM lease.shard_leases WHERE stream_name = 'ex-worker' ORDER BY 1")
+    assert rows == [["y0", "{}"], ["y1", "{y0}"]]
   end
 end

@@ -25,6 +25,9 @@ const (
 	ActionAmbiguous Action = "ambiguous"
 	// ActionDrop: hold_lease's "not held" (transactional mode): drop the shard, do not repeat.
 	ActionDrop Action = "drop"
+	// ActionFatal: the server refused the credentials or the database at
+	// connect: tried like any failed connection, then the worker stops, loudly.
+	ActionFatal Action = "fatal"
 	// ActionRaise: a bug in the caller, a privilege, or pg_lease: do not repeat.
 	ActionRaise Action = "raise"
 )
@@ -49,6 +52,12 @@ var (
 	// leaseNotHeld: transactional mode, hold_lease's 55000 (the lease is not
 	// held at the worker's epoch): drop the shard.  Any other 55000 is raised.
 	leaseNotHeld = regexp.MustCompile(`(^|REMOTE ERROR: )lease .+ is not held by `)
+	// the server refused these credentials or this database, at connect: a
+	// configuration error no retry fixes
+	fatalCodes = map[string]bool{"28P01": true, "28000": true, "3D000": true}
+	// connectRefused: the same refusal from a driver that gives no SQLSTATE
+	// at connect, matched only when there is none
+	connectRefused = regexp.MustCompile(`(password authentication failed|Peer authentication failed|Ident authentication failed|no pg_hba\.conf entry|role "[^"]+" does not exist|database "[^"]+" does not exist)`)
 )
 
 // Classify returns what to do after an error with the given SQLSTATE ("" when
@@ -56,6 +65,8 @@ var (
 // answer) and primary message.
 func Classify(sqlstate, message string) Action {
 	switch {
+	case fatalCodes[sqlstate] || (sqlstate == "" && connectRefused.MatchString(message)):
+		return ActionFatal
 	case sqlstate == "" || strings.HasPrefix(sqlstate, "08") || ambiguousCodes[sqlstate]:
 		return ActionAmbiguous
 	case sqlstate == "XX000" && plproxyConnectionLost.MatchString(message):

@@ -124,10 +124,22 @@ func (s *Session) call(ctx context.Context, repeatSafe bool, sql string, args ..
 		conn, err := s.connect(ctx)
 		if err != nil {
 			// Nothing was sent.  A server that refuses this role, password or
-			// database for good (28000, 28P01, 3D000, ...) is raised: loud failure.
-			code, _ := sqlState(err)
-			if code != "" && Classify(code, "") == ActionRaise {
-				return nil, err
+			// database (28000, 28P01, 3D000: fatal) is tried like any failed
+			// connection, then returned: loud failure.  Any other error the
+			// rules raise is returned at once.
+			code, message := sqlState(err)
+			if code == "" {
+				message = err.Error()
+			}
+			switch Classify(code, message) {
+			case ActionFatal:
+				if attempt == Tries-1 {
+					return nil, err
+				}
+			case ActionRaise:
+				if code != "" {
+					return nil, err
+				}
 			}
 			last = firstLine(err.Error())
 			continue
@@ -146,7 +158,7 @@ func (s *Session) call(ctx context.Context, repeatSafe bool, sql string, args ..
 		if conn.IsClosed() && kind != ActionReconnect {
 			kind = ActionAmbiguous // the driver lost the connection
 		}
-		if kind == ActionRaise || kind == ActionDrop {
+		if kind == ActionRaise || kind == ActionDrop || kind == ActionFatal {
 			return nil, err
 		}
 		if kind != ActionRepeat {

@@ -2,7 +2,6 @@ package pglease_test
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -15,15 +14,11 @@ import (
 // TestSyncShards: SyncShards creates the missing leases with their lineage
 // (a split's one parent, a merge's two), is idempotent, reports leases not
 // listed; a worker with ListShards creates and processes a stream's new
-// shards.  Runs only where lease.sync_shards exists (issue 24).
+// shards.
 func TestSyncShards(t *testing.T) {
 	workerDSN(t)
 	ctx := context.Background()
 	conn := admin(t)
-	if scalar(t, conn, "SELECT pg_catalog.to_regprocedure('lease.sync_shards(text, text, text[], text[])')::text") == "<null>" {
-		fmt.Println("SKIP (lease.sync_shards not installed): TestSyncShards")
-		t.Skip("SKIP (lease.sync_shards not installed)")
-	}
 	s := pglease.NewSession("", "go sync test") // the admin: sync_shards is the operator's call here
 	defer s.Close()
 	stream(t, conn, "go-sync")

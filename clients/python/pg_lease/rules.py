@@ -25,12 +25,22 @@ PLPROXY_CONNECTION_LOST = re.compile(
 # 55000 is raised.
 LEASE_NOT_HELD = re.compile(r"(^|REMOTE ERROR: )lease .+ is not held by ")
 
+# The server refused the credentials or the database (at connect): a
+# configuration error no retry fixes.  After the rules' tries the worker
+# stops, with the cause logged.  psycopg2 gives no SQLSTATE for an error at
+# connect, so the message is matched too (only when there is no SQLSTATE).
+FATAL = frozenset({"28P01", "28000", "3D000"})
+CONNECT_REFUSED = re.compile(
+    r'(password authentication failed|Peer authentication failed|Ident authentication failed|no pg_hba\.conf entry|role "[^"]+" does not exist|database "[^"]+" does not exist)')
+
 TRIES = 5
 
 
 def classify(sqlstate, message=None):
-    """'repeat', 'reconnect', 'ambiguous', 'drop' or 'raise' for an error's SQLSTATE
-    (None: no SQLSTATE) and primary message."""
+    """'repeat', 'reconnect', 'ambiguous', 'drop', 'fatal' or 'raise' for an error's
+    SQLSTATE (None: no SQLSTATE) and primary message."""
+    if sqlstate in FATAL or (sqlstate is None and message and CONNECT_REFUSED.search(message)):
+        return "fatal"
     if sqlstate is None or sqlstate.startswith("08") or sqlstate in AMBIGUOUS:
         return "ambiguous"
     if sqlstate == "XX000" and message and PLPROXY_CONNECTION_LOST.match(message):

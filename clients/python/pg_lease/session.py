@@ -1,9 +1,15 @@
 """One autocommit connection that follows docs/client-rules.md."""
+import logging
 import time
 
 import psycopg2
 
 from . import rules
+
+# The clients' one logger: connection and authentication failures at ERROR,
+# retries at WARNING, lease changes at INFO (worker.py).  The application
+# configures it (logging.basicConfig, or a handler on "pg_lease").
+log = logging.getLogger("pg_lease")
 
 
 class Ambiguous(Exception):
@@ -12,6 +18,11 @@ class Ambiguous(Exception):
 
 class Unavailable(Exception):
     """The call did not go through after its retries; nothing is known to have happened."""
+
+
+class Fatal(Exception):
+    """The server refused the credentials or the database after the rules' tries
+    (docs/client-rules.md: authentication): a configuration error, the worker stops."""
 
 
 class Session:
@@ -43,6 +54,8 @@ class Session:
         Unavailable, or the driver's error for anything the rules say to raise.
         No repeat starts after until (a time.monotonic() value), if given."""
         last = "not sent"
+        refused = 0
+        name = sql.split("(")[0]
         for attempt in range(rules.TRIES):
             if attempt:
                 time.sleep(rules.backoff(attempt))
@@ -51,7 +64,11 @@ class Session:
             try:
                 conn = self.connect()
             except psycopg2.OperationalError as e:
-                last = str(e).strip().split("\n")[0]
+                last = " ".join(str(e).split())
+                if rules.classify(e.pgcode, last) == "fatal":
+                    refused += 1
+                log.warning("%s: cannot connect (try %d of %d): %s", self.application_name,
+                            attempt + 1, rules.TRIES, last)
                 continue                  # could not connect: nothing was sent
             try:
                 with conn.cursor() as cur:
@@ -62,13 +79,21 @@ class Session:
                 kind = rules.classify(e.pgcode, e.diag.message_primary)
                 if conn.closed and kind != "reconnect":
                     kind = "ambiguous"    # the driver lost the connection
-                if kind in ("raise", "drop"):
+                if kind in ("raise", "drop", "fatal"):
                     raise
                 if kind != "repeat":
                     self.close()
                 if kind == "ambiguous" and not repeat_safe:
                     raise Ambiguous(str(e).strip()) from e
-        raise Unavailable("%s: %s" % (sql.split("(")[0], last))
+                log.warning("%s: %s failed (%s, try %d of %d), retrying: %s", self.application_name,
+                            name, kind, attempt + 1, rules.TRIES, last)
+        if refused and refused == rules.TRIES:
+            log.error("%s: the server refused the connection %d times, stopping: %s",
+                      self.application_name, refused, last)
+            raise Fatal(last)
+        log.error("%s: %s did not go through after %d tries: %s", self.application_name, name,
+                  rules.TRIES, last)
+        raise Unavailable("%s: %s" % (name, last))
 
     def one(self, sql, params=(), repeat_safe=True, until=None):
         """The first column of the only row."""

@@ -10,6 +10,16 @@ each batch is one transaction on the processing connection: the processor
 writes its output through the cursor it is given, then the worker runs
 hold_lease and the fenced checkpoint and commits, so output and checkpoint
 commit together or not at all, and never from a worker that lost the lease.
+
+Shard discovery (Worker(..., shard_lister=f)): the worker calls f() when it
+starts and every sync_every seconds, and passes the shards it returns to
+lease.sync_shards, which creates the missing leases (docs/shard-leases.md,
+"Who creates a stream's leases").
+
+Logging (the "pg_lease" logger, session.py): connection and authentication
+failures at ERROR, retries at WARNING, lease changes at INFO.  A refused
+connection (bad credentials, no such database) stops the worker after the
+rules' tries: run() raises Fatal.
 """
 import json
 import os
@@ -19,7 +29,7 @@ import time
 import psycopg2
 
 from . import rules
-from .session import Ambiguous, Session, Unavailable
+from .session import Ambiguous, Session, Unavailable, log
 
 SHARD_END = "SHARD_END"
 LEASE_LOST = "lease lost"
@@ -35,6 +45,7 @@ CHECKPOINT = "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s)"
 RELEASE = "SELECT lease.release_lease(%s, %s, %s, %s)"
 CLOSE = "SELECT lease.close_shard(%s, %s, %s, %s)"
 HOLD = "SELECT lease.hold_lease(%s, %s, %s, %s, %s)"
+SYNC = "SELECT shard_id, action FROM lease.sync_shards(%s, %s, %s::text[], %s::text[])"
 
 
 class RecordProcessor:
@@ -81,12 +92,27 @@ def _wall(mono):
     return time.time() - (time.monotonic() - mono)
 
 
+def shard_list_arrays(shards):
+    """sync_shards' shard_ids and parent_ids for a shard list: each item a shard id,
+    or a (shard_id, parents) pair (parents: a list, e.g. Kinesis' ParentShardId and
+    AdjacentParentShardId, None entries ignored).  parent_ids is n x k, NULL-padded."""
+    ids, rows = [], []
+    for item in shards:
+        shard, parents = (item, ()) if isinstance(item, str) else item
+        ids.append(shard)
+        rows.append([p for p in (parents or ()) if p is not None])
+    width = max((len(r) for r in rows), default=0)
+    if width == 0:
+        return ids, [None] * len(ids)
+    return ids, [r + [None] * (width - len(r)) for r in rows]
+
+
 class Worker:
     """Runs the loop for one owner on one stream until stop() (or SIGTERM, if the caller wires it)."""
 
     def __init__(self, dsn, app_name, stream_name, owner, processor,
                  lease_duration=10.0, margin=None, balance_every=None,
-                 max_steal=1, journal=None, transactional=False):
+                 max_steal=1, journal=None, transactional=False, shard_lister=None, sync_every=60.0):
         self.key = (app_name, stream_name)
         self.owner = owner
         self.processor = processor
@@ -97,6 +123,9 @@ class Worker:
         self.interval = "%d milliseconds" % int(self.lease_duration * 1000)
         self.journal = Journal(journal, owner)
         self.transactional = transactional
+        self.shard_lister = shard_lister    # () -> the stream's shards, for lease.sync_shards
+        self.sync_every = float(sync_every)
+        self.unlisted = set()
         self.db = Session(dsn, owner)
         # transactional: a renewal waits behind a batch transaction holding one of
         # its leases for at most a tenth of the lease duration (55P03: repeated)
@@ -146,6 +175,7 @@ class Worker:
             try:
                 self._renew_once()
             except Exception as e:    # an error the rules say to raise: stop the worker with it
+                log.error("%s: renewals stopped, stopping the worker: %r", self.owner, e)
                 self.journal("renewer_failed", error=repr(e))
                 self.error = e
                 self.stopping.set()
@@ -165,6 +195,29 @@ class Worker:
                 if action == "taken":
                     self.held[shard] = _Lease(epoch, sent, learned)
                     self.journal("taken", shard=shard, epoch=epoch, sent=_wall(sent))
+                    log.info("%s: took %s (epoch %s)", self.owner, shard, epoch)
+
+    def _sync(self):
+        """Shard discovery: the lister's shards to lease.sync_shards."""
+        try:
+            ids, parents = shard_list_arrays(self.shard_lister())
+        except Exception as e:        # the user's lister: log it, try again next time
+            log.error("%s: the shard lister failed: %r", self.owner, e)
+            return
+        try:
+            rows = self.db.call(SYNC, self.key + (ids, parents))
+        except (Unavailable, Ambiguous) as e:
+            self.journal("sync_failed", error=str(e))
+            return
+        created = sorted(s for s, action in rows if action == "created")
+        unlisted = {s for s, action in rows if action == "unlisted"}
+        for shard in created:
+            log.info("%s: created the lease of %s (shard discovery)", self.owner, shard)
+        for shard in sorted(unlisted - self.unlisted):
+            log.info("%s: %s is no longer listed (its lease is not ended: a worker ends it at "
+                     "its end)", self.owner, shard)
+        self.unlisted = unlisted
+        self.journal("synced", created=created, unlisted=sorted(unlisted))
 
     def _drop(self, shard, reason, why, keep_lease=False):
         """Shuts the shard's processor down; forgets the lease unless keep_lease."""
@@ -177,6 +230,7 @@ class Worker:
                 self.held.pop(shard, None)
                 self.forgotten[shard] = time.monotonic()
         self.journal("shutdown", shard=shard, reason=reason, why=why)
+        log.info("%s: stopped processing %s: %s (%s)", self.owner, shard, reason, why)
 
     def _start(self, shard, epoch):
         """Starts the processor from the checkpoint; False when my_leases disagrees."""
@@ -336,8 +390,26 @@ class Worker:
         self.journal("started", lease_duration=self.lease_duration, margin=self.margin)
         renewer = threading.Thread(target=self._renewer, daemon=True)
         renewer.start()
+        try:
+            self._loop()
+        except Exception as e:
+            # a refused connection (Fatal), or an error the rules say to raise
+            log.error("%s: stopping the worker: %r", self.owner, e)
+            self.journal("worker_failed", error=repr(e))
+            self.stopping.set()
+            renewer.join()
+            self.db.close()
+            self.renew_db.close()
+            raise
+        self._stop(renewer)
+
+    def _loop(self):
         next_balance = 0.0
+        next_sync = 0.0
         while not self.stopping.is_set():
+            if self.shard_lister is not None and time.monotonic() >= next_sync:
+                self._sync()
+                next_sync = time.monotonic() + self.sync_every
             if time.monotonic() >= next_balance:
                 self._balance()
                 next_balance = time.monotonic() + self.balance_every
@@ -353,6 +425,9 @@ class Worker:
                     self.journal("call_failed", shard=shard, error=str(e))
             if not busy:
                 time.sleep(0.02)
+
+    def _stop(self, renewer):
+        """After stop(): shut every processor down and release every lease."""
         renewer.join()
         with self.lock:
             held = sorted(self.held)
@@ -367,6 +442,7 @@ class Worker:
                 self.processor.shutdown(shard, WORKER_STOPPED)
             try:
                 self.journal("released", shard=shard, ok=self.db.one(RELEASE, self.key + (shard, self.owner)))
+                log.info("%s: released %s", self.owner, shard)
             except (Unavailable, Ambiguous) as e:
                 self.journal("call_failed", shard=shard, error=str(e))
         self.db.close()

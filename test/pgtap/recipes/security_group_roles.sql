@@ -15,6 +15,7 @@ $$;
 GRANT USAGE ON SCHEMA lease TO lease_worker;
 GRANT EXECUTE ON FUNCTION
     lease.create_lease(text, text, text, text[], text),
+    lease.sync_shards(text, text, text[], text[]),
     lease.take_lease(text, text, text, text, bigint, interval),
     lease.renew_lease(text, text, text, text, bigint, interval),
     lease.update_checkpoint(text, text, text, text, text, bigint),

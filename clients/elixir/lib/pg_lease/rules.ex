@@ -22,16 +22,24 @@ defmodule PgLease.Rules do
   # worker's epoch; its transaction is aborted): drop the shard.  Any other
   # 55000 is raised.
   @lease_not_held ~S"(^|REMOTE ERROR: )lease .+ is not held by "
+  # The server refused these credentials or this database, at connect: a
+  # configuration error no retry fixes; tried like any failed connection,
+  # then the worker stops, loudly.  A driver that gives no SQLSTATE at
+  # connect is matched by its message (only when there is none).
+  @fatal ~w(28P01 28000 3D000)
+  @connect_refused ~S'(password authentication failed|Peer authentication failed|Ident authentication failed|no pg_hba\.conf entry|role "[^"]+" does not exist|database "[^"]+" does not exist)'
 
   @doc "How many times a call is tried before it counts as a lost connection."
   def tries, do: 5
 
   @doc """
-  `:repeat`, `:reconnect`, `:ambiguous`, `:drop` or `:raise` for an error's
+  `:repeat`, `:reconnect`, `:ambiguous`, `:drop`, `:fatal` or `:raise` for an error's
   SQLSTATE (nil: no SQLSTATE) and primary message.
   """
   def classify(sqlstate, message \\ nil) do
     cond do
+      sqlstate in @fatal -> :fatal
+      sqlstate == nil and matches?(@connect_refused, message) -> :fatal
       not (is_binary(sqlstate) and sqlstate =~ ~r/^[0-9A-Z]{5}$/) -> :ambiguous
       String.starts_with?(sqlstate, "08") or sqlstate in @ambiguous -> :ambiguous
       sqlstate == "XX000" and matches?(@plproxy_connection_lost, message) -> :ambiguous

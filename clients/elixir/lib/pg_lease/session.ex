@@ -98,10 +98,10 @@ defmodule PgLease.Session do
         last = "#{code || "no SQLSTATE"} #{message}"
 
         case Rules.classify(code, message) do
-          kind when kind in [:raise, :drop] ->
+          kind when kind in [:raise, :drop, :fatal] ->
             # a connection that was refused (bad credentials, no such database) is
             # retried like any other before it is reported, loudly
-            if Map.get(error, :connecting) && kind == :raise && tries + 1 < Rules.tries() do
+            if Map.get(error, :connecting) && kind in [:raise, :fatal] && tries + 1 < Rules.tries() do
               Logger.warning("pg_lease: could not connect: #{last}")
               attempt(session, sql, params, repeat_safe, until, tries + 1, last)
             else
