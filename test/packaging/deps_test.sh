@@ -26,6 +26,10 @@ EXPECTED="
 /usr/lib/python3/dist-packages/psycopg2/__init__.py                python3-psycopg2
 /usr/bin/node                                                      nodejs
 /usr/bin/npm                                                       nodejs
+/usr/lib/python3.11/ensurepip/__init__.py                          python3.11-venv
+/usr/lib/python3/dist-packages/setuptools/build_meta.py            python3-setuptools
+/usr/lib/python3/dist-packages/wheel/bdist_wheel.py                python3-wheel
+/usr/sbin/pgbouncer                                                pgbouncer
 /usr/bin/go                                                        golang-go
 /usr/share/gocode/src/github.com/jackc/pgx/v4/conn.go              golang-github-jackc-pgx-v4-dev
 /usr/lib/elixir/lib/ex_unit/ebin/Elixir.ExUnit.beam                elixir

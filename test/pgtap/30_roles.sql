@@ -36,6 +36,7 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.release_lease(text,text,text,text)',
                 'lease.renew_lease(text,text,text,text,bigint,interval)',
                 'lease.renew_leases(text,text,text,interval)',
+                'lease.sync_shards(text,text,text[],text[])',
                 'lease.take_lease(text,text,text,text,bigint,interval)',
                 'lease.take_leases(text,text,text,interval,integer,integer)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',
