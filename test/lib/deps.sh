@@ -58,6 +58,8 @@ deb     dpkg-dev                                    /usr/bin/dpkg-buildpackage
 deb     postgresql-server-dev-all                   /usr/share/perl5/Debian/Debhelper/Sequence/pgxs.pm
 deb     postgresql-common                           /usr/bin/pg_buildext
 deb     lintian                                     /usr/bin/lintian
+deb     dh-python                                   /usr/bin/pybuild
+deb     pybuild-plugin-pyproject                    /usr/share/doc/pybuild-plugin-pyproject/copyright
 debtest postgresql-$PG_MAJOR-plproxy                $PGSHARE/extension/plproxy.control
 dist    git                                         /usr/bin/git
 dist    unzip                                       /usr/bin/unzip
@@ -144,7 +146,7 @@ fi
 # Should a service of a package installed just now have started anyway (a
 # policy-rc.d of the machine's own that allows it), it is stopped: the
 # tests start their own exporter on a loopback port.
-for svc in prometheus-postgres-exporter prometheus; do
+for svc in prometheus-postgres-exporter prometheus pgbouncer; do
     case " ${need[*]} " in *" $svc "*) ;; *) continue ;; esac
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
         "${sudo[@]}" systemctl stop "$svc" || true

@@ -57,8 +57,12 @@ echo "pg_lease: building pg-lease $version-$revision in $SRC (log: $OUT/build.lo
 mkdir -p "$OUT"
 rm -f "$OUT"/*
 # Called from make (make deb), the build must not inherit its flags: a
-# `make -s deb` would silence the compile lines of the build log.
-(cd "$SRC" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL dpkg-buildpackage "${build_opts[@]}") \
+# `make -s deb` would silence the compile lines of the build log.  Nor the
+# caller's PATH: Debian's tools, Debian's python3 (pybuild builds the
+# python3-pg-lease wheel with it; a pyenv or venv python3 first on PATH
+# lacks Debian's build module), as a build daemon has them.
+(cd "$SRC" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+    dpkg-buildpackage "${build_opts[@]}") \
     >"$OUT/build.log" 2>&1
 status=$?
 cp "$WORK"/*.deb "$WORK"/*.dsc "$WORK"/*.changes "$WORK"/*.buildinfo \

@@ -45,6 +45,8 @@ EXPECTED="
 /usr/share/perl5/Debian/Debhelper/Sequence/pgxs.pm                 postgresql-server-dev-all
 /usr/bin/pg_buildext                                               postgresql-common
 /usr/bin/lintian                                                   lintian
+/usr/bin/pybuild                                                   dh-python
+/usr/share/doc/pybuild-plugin-pyproject/copyright                  pybuild-plugin-pyproject
 /usr/bin/prometheus-postgres-exporter                              prometheus-postgres-exporter
 /usr/bin/promtool                                                  prometheus
 /usr/bin/curl                                                      curl
