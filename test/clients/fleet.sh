@@ -2,7 +2,7 @@
 # The fleet harness shared by test/clients/run.sh (one server) and
 # test/clients/router.sh (through the router during a failover): starting
 # an example worker, the SQL that judges fair shares, and stopping the
-# fleet once they are fair.  Uses PY, NODE,
+# fleet once they are fair.  Uses PY, NODE, JAVA and JAVA_CP (run.sh only),
 # WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and t0 of the sourcing script.
 declare -A PIDS
 start_worker() {   # name
@@ -11,6 +11,9 @@ start_worker() {   # name
                   2>"$OUT/$1.stderr" & ;;
         node-*) $NODE clients/node/example_worker.js "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
                   2>"$OUT/$1.stderr" & ;;
+        # the library from its jar; it logs lease changes at INFO, the fleet shows only warnings
+        java-*) $JAVA -Djava.util.logging.config.file=test/clients/java-logging.properties -cp "$JAVA_CP" \
+                  ExampleWorker "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" 2>"$OUT/$1.stderr" & ;;
     esac
     PIDS[$1]=$!
 }

@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# The clients suite (make test, PG_LEASE_SUITES=clients): the Python and Node
-# clients against the running throwaway cluster (PGHOST, PGPORT from
+# The clients suite (make test, PG_LEASE_SUITES=clients): the Python, Node
+# and Java clients against the running throwaway cluster (PGHOST, PGPORT from
 # test/lib/cluster.sh).  Prints TAP ("ok N - ...", "not ok N - ..."); exits
 # non-zero on any failure.
 #
 #   1. the docs show the tested code: each "write a worker" page's code block
 #      is byte-for-byte the example worker the fleet runs;
-#   2. both clients' retry tables name the SQLSTATEs of docs/client-rules.md,
+#   2. the clients' retry tables name the SQLSTATEs of docs/client-rules.md,
 #      and the same pattern for PL/Proxy's connection-loss XX000;
+#      the Java client's JUnit 5 tests (one TAP line each) against the server;
 #   3. the channel-rotation helper of each client: a started replacement
 #      stays, a replacement that fails to start is restored;
-#   4. the fleet: Python and Node workers on one stream at the same time, one
-#      of each killed (SIGKILL) mid-run, one of each joining later, then a
+#   4. the fleet: Python, Node and Java workers on one stream at the same time,
+#      one of each killed (SIGKILL) mid-run, one of each joining later, then a
 #      checker over what the workers recorded (test/clients/check.py).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 PY=/usr/bin/python3          # Debian's python3-psycopg2 is for Debian's python3
 NODE=/usr/bin/node
+JDK=/usr/lib/jvm/default-java    # Debian's default-jdk-headless, whatever java the PATH has
+JAVA=$JDK/bin/java
+JDBC=/usr/share/java/postgresql.jar
+JUNIT=/usr/share/java/junit-platform-console-standalone.jar
 PSQL="${PG_BINDIR:-/usr/lib/postgresql/15/bin}/psql"
 DB=pg_lease_clients
 LEASE_SECONDS=${CLIENTS_LEASE_SECONDS:-3}
@@ -27,17 +32,24 @@ SETTLE_AT=${CLIENTS_SETTLE_AT:-18}
 # shellcheck source=test/lib/tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
 
-bash test/lib/deps.sh clients || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
+bash test/lib/deps.sh clients java || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
 (cd clients/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 ok $? "npm ci installs node-postgres from clients/node/package-lock.json" || true
 [ -d clients/node/node_modules/pg ] || { echo "1..$n"; exit 1; }
+# The Java client: compiled once (library jar, example, tests), offline.
+java_build=$(JAVA_HOME=$JDK sh clients/java/build.sh --tests 2>&1)
+ok $? "clients/java/build.sh builds $(tail -n 1 <<<"$java_build") offline from Debian's packages" ||
+    sed 's/^/#   /' <<<"$java_build"
+JAR=clients/java/$(tail -n 1 <<<"$java_build")
+JAVA_CP=$JAR:clients/java/build/examples     # the jar's manifest adds Debian's postgresql.jar
 
 # 1. The pages show exactly the code that runs.
 doc_block() {   # the first fenced block of the given language in a page
     awk -v lang="$2" '$0 == "```" lang { inside = 1; next } inside && $0 == "```" { exit } inside { print }' "$1"
 }
 for pair in "docs/clients/python.md python clients/python/example_worker.py" \
-            "docs/clients/node.md js clients/node/example_worker.js"; do
+            "docs/clients/node.md js clients/node/example_worker.js" \
+            "docs/clients/java.md java clients/java/examples/ExampleWorker.java"; do
     set -- $pair
     diff <(doc_block "$1" "$2") "$3" >/dev/null
     ok $? "$1 shows $3 verbatim"
@@ -51,24 +63,31 @@ rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
     grep -oE '\b(40001|40P01|55P03|55000|57014|53300|57P0[1-3]|25006|XX000)\b' "$1" | sort -u
 }
 plproxy_pattern() {   # the regular expression a file gives for PL/Proxy's connection-loss XX000
-    grep -oE '\^PL/Proxy function [^`"]*' "$1"
+    grep -oE '\^PL/Proxy function [^`"]*' "$1" | unescape_java "$1"
 }
+unescape_java() {   # a Java string literal's \\ is one backslash of the pattern
+    case $1 in *.java) sed 's/\\\\/\\/g' ;; *) cat ;; esac
+}
+RULES_JAVA=clients/java/src/main/java/org/pglease/Rules.java
 diff <(rules_codes docs/client-rules.md) <(rules_codes clients/python/pg_lease/rules.py) >/dev/null &&
-    diff <(rules_codes docs/client-rules.md) <(rules_codes clients/node/rules.js) >/dev/null
-ok $? "docs/client-rules.md, rules.py and rules.js name the same SQLSTATEs"
+    diff <(rules_codes docs/client-rules.md) <(rules_codes clients/node/rules.js) >/dev/null &&
+    diff <(rules_codes docs/client-rules.md) <(rules_codes $RULES_JAVA) >/dev/null
+ok $? "docs/client-rules.md, rules.py, rules.js and Rules.java name the same SQLSTATEs"
 pattern=$(plproxy_pattern docs/client-rules.md)
 [ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
     [ "$(plproxy_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
-    [ "$(plproxy_pattern clients/node/rules.js)" = "$pattern" ]
-ok $? "docs/client-rules.md, rules.py and rules.js recognise PL/Proxy's lost connection by one pattern"
+    [ "$(plproxy_pattern clients/node/rules.js)" = "$pattern" ] &&
+    [ "$(plproxy_pattern $RULES_JAVA)" = "$pattern" ]
+ok $? "docs/client-rules.md, rules.py, rules.js and Rules.java recognise PL/Proxy's lost connection by one pattern"
 not_held_pattern() {   # the regular expression a file gives for hold_lease's "not held"
     grep -oE '\(\^\|REMOTE ERROR: \)lease [^`"]*' "$1"
 }
 pattern=$(not_held_pattern docs/client-rules.md)
 [ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] &&
     [ "$(not_held_pattern clients/python/pg_lease/rules.py)" = "$pattern" ] &&
-    [ "$(not_held_pattern clients/node/rules.js)" = "$pattern" ]
-ok $? "docs/client-rules.md, rules.py and rules.js recognise hold_lease's not-held 55000 by one pattern"
+    [ "$(not_held_pattern clients/node/rules.js)" = "$pattern" ] &&
+    [ "$(not_held_pattern $RULES_JAVA)" = "$pattern" ]
+ok $? "docs/client-rules.md, rules.py, rules.js and Rules.java recognise hold_lease's not-held 55000 by one pattern"
 $PY - <<'EOF'
 import sys
 sys.path.insert(0, "clients/python")
@@ -140,6 +159,31 @@ ok $? "Node rotateChannel: started replacement kept and confirmed, failed one re
 OUT=$(mktemp -d /tmp/pg_lease_clients.XXXXXX)
 trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$OUT"' EXIT
 
+# The Java client's JUnit 5 tests (clients/java/src/test), run offline by
+# Debian's console launcher against this database: every case of
+# rules_cases.json, the local deadline, a refused checkpoint -> leaseLost, a
+# handoff -> shutdownRequested, shard end -> shardEnded, the stop, bad
+# credentials, sync_shards.  One TAP line per test, from the XML report.
+$JAVA -Dpglease.dsn="$WORKER_DSN" -Dpglease.admin="$ADMIN_DSN" -Dpglease.rules=test/clients/rules_cases.json \
+    -jar $JUNIT -cp "clients/java/build/test-classes:$JAR:$JDBC" --select-package org.pglease \
+    --disable-banner --details=none --reports-dir "$OUT/junit" >"$OUT/junit.log" 2>&1
+junit=$?
+grep '^SKIP (' "$OUT/junit.log"
+[ "$junit" -eq 0 ] || grep -vE '^(INFO|WARNING|SEVERE|[A-Z][a-z]{2} [0-9]{2}, )' "$OUT/junit.log" | head -40 | sed 's/^/#   /'
+while read -r status what; do
+    ok "$status" "Java: $what"
+done < <($PY test/clients/junit_tap.py "$OUT/junit")
+
+# Loud failure: the example worker, from the jar, with a role that does not
+# exist exits non-zero after the rules' retries and logs why.
+$JAVA -cp "$JAVA_CP" ExampleWorker "$(url no_such_role)" clients orders java-bad "$OUT" "$LEASE_SECONDS" \
+    >"$OUT/java-bad.log" 2>&1
+status=$?
+[ "$status" -eq 1 ] && grep -q 'SEVERE: java-bad failed: .*28000' "$OUT/java-bad.log"
+ok $? "the Java example worker exits 1 on bad credentials and logs the cause (exit $status)" ||
+    sed 's/^/#   /' "$OUT/java-bad.log" | head -10
+rm -f "$OUT"/java-bad.*
+
 # The SQL-only worker of docs/clients/sql.md, as the page shows it: two on
 # one stream, the second joining later; every record exactly once, the
 # server's checkpoints are the last records processed, all released at the stop.
@@ -188,33 +232,35 @@ SQL
 # shellcheck source=test/clients/fleet.sh
 . test/clients/fleet.sh
 
-echo "# fleet: py-1 py-2 node-1 node-2 start; py-1 killed at 5 s, node-1 at 7 s; py-3 and node-3 join at 10 s; stop once fair, from ${SETTLE_AT} s"
+echo "# fleet: py-1 py-2 node-1 node-2 java-1 java-2 start; py-1 killed at 5 s, node-1 and java-1 at 7 s;" \
+    "py-3, node-3 and java-3 join at 10 s; stop once fair, from ${SETTLE_AT} s"
 t0=$SECONDS
-for w in py-1 py-2 node-1 node-2; do start_worker $w; done
+for w in py-1 py-2 node-1 node-2 java-1 java-2; do start_worker $w; done
 sleep 5
 kill -KILL "${PIDS[py-1]}"; wait "${PIDS[py-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: py-1 killed"
 sleep 2
-kill -KILL "${PIDS[node-1]}"; wait "${PIDS[node-1]}" 2>/dev/null
-echo "# $((SECONDS - t0)) s: node-1 killed"
+kill -KILL "${PIDS[node-1]}" "${PIDS[java-1]}"; wait "${PIDS[node-1]}" "${PIDS[java-1]}" 2>/dev/null
+echo "# $((SECONDS - t0)) s: node-1 and java-1 killed"
 sleep 3
 start_worker py-3
 start_worker node-3
-echo "# $((SECONDS - t0)) s: py-3 and node-3 joined"
-LIVE="node-2 node-3 py-2 py-3"
+start_worker java-3
+echo "# $((SECONDS - t0)) s: py-3, node-3 and java-3 joined"
+LIVE="java-2 java-3 node-2 node-3 py-2 py-3"
 sleep $((SETTLE_AT - 10))
 # fair shares at the end: wait up to 8 s for the fleet to settle
 settle_and_stop 16 -d "$DB"
-[ "$stopped" -eq 4 ]
-ok $? "the four live workers stopped gracefully on SIGTERM"
-$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1 --joined py-3,node-3
+[ "$stopped" -eq 6 ]
+ok $? "the six live workers stopped gracefully on SIGTERM"
+$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1,java-1 --joined py-3,node-3,java-3
 ok $? "fleet invariants (test/clients/check.py over the workers' journals and record logs)"
 
 # The checker can fail: the same history with a record processed again by a
 # live worker, a refused checkpoint, and two owners of one shard at once.
 mkdir "$OUT/tampered" && cp "$OUT"/*.journal "$OUT"/*.records "$OUT/fairness" "$OUT/tampered/" &&
     $PY test/clients/tamper.py "$OUT/tampered"
-verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1 --joined py-3,node-3 2>&1)
+verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1,java-1 --joined py-3,node-3,java-3 2>&1)
 status=$?
 [ "$status" -eq 1 ] && grep -q 'FAIL nothing processed twice' <<<"$verdict" &&
     grep -q 'FAIL no checkpoint refused' <<<"$verdict" && grep -q 'FAIL no two owners at once' <<<"$verdict"

@@ -26,6 +26,9 @@ EXPECTED="
 /usr/lib/python3/dist-packages/psycopg2/__init__.py                python3-psycopg2
 /usr/bin/node                                                      nodejs
 /usr/bin/npm                                                       nodejs
+/usr/share/doc/default-jdk-headless                                default-jdk-headless
+/usr/share/java/postgresql.jar                                     libpostgresql-jdbc-java
+/usr/share/java/junit-platform-console-standalone.jar              junit5
 /usr/bin/valgrind                                                  valgrind
 /usr/bin/cppcheck                                                  cppcheck
 /usr/bin/clang-tidy                                                clang-tidy

@@ -582,7 +582,8 @@ public final class Worker {
             failed = true;
             stopping = true;
             renewer.interrupt();
-            LOG.log(Level.SEVERE, owner + " failed: " + e, e);
+            LOG.log(Level.SEVERE, owner + " failed: "
+                    + (e instanceof SQLException ? Session.describe((SQLException) e) : e.toString()), e);
             throw e;
         } finally {
             db.close();
