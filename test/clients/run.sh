@@ -163,8 +163,10 @@ trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$OUT"' EXI
 # Debian's console launcher against this database: every case of
 # rules_cases.json, the local deadline, a refused checkpoint -> leaseLost, a
 # handoff -> shutdownRequested, shard end -> shardEnded, the stop, bad
-# credentials, sync_shards.  One TAP line per test, from the XML report.
-$JAVA -Dpglease.dsn="$WORKER_DSN" -Dpglease.admin="$ADMIN_DSN" -Dpglease.rules=test/clients/rules_cases.json \
+# credentials, sync_shards, the channel-rotation helper (as the Python and
+# Node ones above).  One TAP line per test, from the XML report.
+$JAVA -Dpglease.dsn="$WORKER_DSN" -Dpglease.app="$APP_DSN" -Dpglease.admin="$ADMIN_DSN" \
+    -Dpglease.rules=test/clients/rules_cases.json \
     -jar $JUNIT -cp "clients/java/build/test-classes:$JAR:$JDBC" --select-package org.pglease \
     --disable-banner --details=none --reports-dir "$OUT/junit" >"$OUT/junit.log" 2>&1
 junit=$?

@@ -237,7 +237,10 @@ public final class Session implements AutoCloseable {
                     }
                 }
                 List<Object[]> rows = new ArrayList<>();
-                try (ResultSet rs = ps.executeQuery()) {
+                if (!ps.execute()) {
+                    return rows;                // a statement without a result (GRANT, ...)
+                }
+                try (ResultSet rs = ps.getResultSet()) {
                     int n = rs.getMetaData().getColumnCount();
                     while (rs.next()) {
                         Object[] row = new Object[n];
