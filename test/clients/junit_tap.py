@@ -18,7 +18,9 @@ for path in sorted(glob.glob(sys.argv[1] + "/TEST-*.xml")):
         bad = tc.find("failure")
         if bad is None:
             bad = tc.find("error")
-        name = "%s %s" % (tc.get("classname").rsplit(".", 1)[-1], tc.get("name"))
+        out = tc.findtext("system-out") or ""
+        shown = [l[len("display-name: "):] for l in out.splitlines() if l.startswith("display-name: ")]
+        name = "%s %s" % (tc.get("classname").rsplit(".", 1)[-1], shown[0] if shown else tc.get("name"))
         why = "" if bad is None else " -- " + " ".join((bad.get("message") or bad.get("type") or "").split())[:200]
         print(0 if bad is None else 1, name + why)
 if not cases:

@@ -331,8 +331,10 @@ public final class Worker {
         Running r = running.remove(shard);
         unacked.remove(shard);
         if (!keepLease) {
-            held.remove(shard);
-            forgotten.put(shard, System.nanoTime());
+            synchronized (held) {            // not between the renewer's reading and its updating
+                forgotten.put(shard, System.nanoTime());
+                held.remove(shard);
+            }
         }
         LOG.log(reason.equals(LEASE_LOST) ? Level.WARNING : Level.INFO, shard + ": " + reason + " (" + why + ")");
         journal.write("shutdown", "shard", shard, "reason", reason, "why", why);
