@@ -136,9 +136,13 @@ class WorkerTest {
         public void processRecords(List<StreamRecord> records, Checkpointer checkpointer) {
             event("process " + records.get(records.size() - 1).sequenceNumber());
             beforeCheckpoint.run();
-            if (!checkpoints) {
-                return;
+            if (checkpoints) {
+                checkpoint(checkpointer);
             }
+        }
+
+        /** A checkpoint; a refused one is an event. */
+        void checkpoint(Checkpointer checkpointer) {
             try {
                 checkpointer.checkpoint();
             } catch (LeaseLostException e) {
@@ -154,21 +158,13 @@ class WorkerTest {
         @Override
         public void shardEnded(Checkpointer checkpointer) {
             event("shardEnded");
-            try {
-                checkpointer.checkpoint();
-            } catch (LeaseLostException e) {
-                event("refused");
-            }
+            checkpoint(checkpointer);
         }
 
         @Override
         public void shutdownRequested(Checkpointer checkpointer) {
             event("shutdownRequested");
-            try {
-                checkpointer.checkpoint();
-            } catch (LeaseLostException e) {
-                event("refused");
-            }
+            checkpoint(checkpointer);
         }
     }
 
