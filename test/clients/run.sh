@@ -244,6 +244,9 @@ sleep 5
 kill -KILL "${PIDS[py-1]}"; wait "${PIDS[py-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: py-1 killed"
 sleep 2
+# a JVM is the slowest to start (seconds on a busy machine): java-1 is killed
+# once it has processed something, at most 5 s later
+for _ in $(seq 1 20); do [ -s "$OUT/java-1.records" ] && break; sleep 0.25; done
 kill -KILL "${PIDS[node-1]}" "${PIDS[java-1]}"; wait "${PIDS[node-1]}" "${PIDS[java-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: node-1 and java-1 killed"
 sleep 3
