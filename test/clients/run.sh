@@ -161,15 +161,24 @@ ok $? "Node rotateChannel: started replacement kept and confirmed, failed one re
 OUT=$(mktemp -d /tmp/pg_lease_clients.XXXXXX)
 trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$OUT"' EXIT
 
+# Loud failure: the example worker, from the jar, with a role that does not
+# exist exits non-zero after the rules' retries and logs why (in the
+# background, while the JUnit tests run).
+$JAVA -cp "$JAVA_CP" ExampleWorker "$(url no_such_role)" clients orders java-bad "$OUT" "$LEASE_SECONDS" \
+    >"$OUT/java-bad.log" 2>&1 &
+java_bad=$!
 # The Java client's JUnit 5 tests (clients/java/src/test), run offline by
-# Debian's console launcher against this database: every case of
-# rules_cases.json, the local deadline, a refused checkpoint -> leaseLost, a
-# handoff -> shutdownRequested, shard end -> shardEnded, the stop, bad
-# credentials, sync_shards, the channel-rotation helper (as the Python and
-# Node ones above).  One TAP line per test, from the XML report.
+# Debian's console launcher against this database, concurrently (each test
+# its own streams): every case of rules_cases.json, the local deadline, a
+# refused checkpoint -> leaseLost, a handoff -> shutdownRequested, shard end
+# -> shardEnded, the stop, bad credentials, sync_shards, the channel-rotation
+# helper (as the Python and Node ones above).  One TAP line per test, from
+# the XML report.
 $JAVA -Dpglease.dsn="$WORKER_DSN" -Dpglease.app="$APP_DSN" -Dpglease.admin="$ADMIN_DSN" \
     -Dpglease.rules=test/clients/rules_cases.json \
     -jar $JUNIT -cp "clients/java/build/test-classes:$JAR:$JDBC" --select-package org.pglease \
+    --config junit.jupiter.execution.parallel.enabled=true \
+    --config junit.jupiter.execution.parallel.mode.default=concurrent \
     --disable-banner --details=none --reports-dir "$OUT/junit" >"$OUT/junit.log" 2>&1
 junit=$?
 grep '^SKIP (' "$OUT/junit.log"
@@ -177,11 +186,7 @@ grep '^SKIP (' "$OUT/junit.log"
 while read -r status what; do
     ok "$status" "Java: $what"
 done < <($PY test/clients/junit_tap.py "$OUT/junit")
-
-# Loud failure: the example worker, from the jar, with a role that does not
-# exist exits non-zero after the rules' retries and logs why.
-$JAVA -cp "$JAVA_CP" ExampleWorker "$(url no_such_role)" clients orders java-bad "$OUT" "$LEASE_SECONDS" \
-    >"$OUT/java-bad.log" 2>&1
+wait $java_bad
 status=$?
 [ "$status" -eq 1 ] && grep -q 'SEVERE: java-bad failed: .*28000' "$OUT/java-bad.log"
 ok $? "the Java example worker exits 1 on bad credentials and logs the cause (exit $status)" ||

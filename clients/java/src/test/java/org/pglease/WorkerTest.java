@@ -21,6 +21,8 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
 import java.util.logging.Handler;
 import java.util.logging.LogRecord;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
@@ -69,7 +71,7 @@ class WorkerTest {
         admin.close();
     }
 
-    static Object sql(String q, Object... params) throws Exception {
+    static synchronized Object sql(String q, Object... params) throws Exception {
         List<Object[]> rows = admin.call(q, params, true, 0);
         return rows.isEmpty() ? null : rows.get(0)[0];
     }
@@ -111,19 +113,21 @@ class WorkerTest {
     /** Records every callback as "shard event detail", with its time; checkpoints every batch. */
     static final class Recorder implements ShardRecordProcessor {
         final ConcurrentLinkedQueue<String> events;
-        final ConcurrentLinkedQueue<Long> times;
+        final ConcurrentLinkedQueue<Double> times;
         volatile Runnable beforeCheckpoint = () -> { };
         volatile boolean checkpoints = true;
         String shard;
 
-        Recorder(ConcurrentLinkedQueue<String> events, ConcurrentLinkedQueue<Long> times) {
+        Recorder(ConcurrentLinkedQueue<String> events, ConcurrentLinkedQueue<Double> times) {
             this.events = events;
             this.times = times;
         }
 
         void event(String e) {
-            events.add(shard + " " + e);
-            times.add(System.nanoTime());
+            synchronized (events) {
+                events.add(shard + " " + e);
+                times.add(System.currentTimeMillis() / 1000.0); // wall clock, as the journal
+            }
         }
 
         @Override
@@ -171,7 +175,7 @@ class WorkerTest {
     /** A worker on its own thread. */
     final class Running implements AutoCloseable {
         final ConcurrentLinkedQueue<String> events = new ConcurrentLinkedQueue<>();
-        final ConcurrentLinkedQueue<Long> times = new ConcurrentLinkedQueue<>();
+        final ConcurrentLinkedQueue<Double> times = new ConcurrentLinkedQueue<>();
         final List<Recorder> processors = new ArrayList<>();
         final Worker worker;
         final Thread thread;
@@ -268,23 +272,40 @@ class WorkerTest {
         try (Running w = new Running("java-deadline-1", "java-deadline", new Worker.Options())) {
             waitFor("processing", 8, () -> w.saw("d1 process 10"));
             w.processors.get(0).checkpoints = false;      // only the renewals touch the lease row now
-            long locked;
+            waitFor("a renewal", 4, () -> {
+                try {
+                    return w.journalText().contains("\"leases\": {\"d1\"");
+                } catch (Exception e) {
+                    return false;
+                }
+            });
             String url = Session.jdbcUrl(ADMIN);
+            double lost;
+            double lastBatch;
             try (Connection c = DriverManager.getConnection(url); Statement st = c.createStatement()) {
                 c.setAutoCommit(false);
                 // renew_leases waits behind this row lock: no renewal is acknowledged
                 st.execute("SELECT * FROM lease.shard_leases WHERE stream_name = 'java-deadline' FOR UPDATE");
-                locked = System.nanoTime();
                 waitFor("leaseLost", 4, () -> w.saw("d1 leaseLost"));
-                long lost = lastTime(w, "d1 leaseLost");
-                // the last acknowledged renewal was sent before the lock: the deadline is
-                // at most lease duration - margin (1.6 s) after it
-                assertTrue(lost - locked < 1.9e9, "lease lost " + (lost - locked) / 1e9 + " s after the lock");
                 Thread.sleep(500);
                 assertEquals("d1 leaseLost", new ArrayList<>(w.events).get(w.events.size() - 1),
                              "nothing processed after the local deadline");
+                lost = lastTime(w, "d1 leaseLost");
+                lastBatch = lastTime(w, "d1 process");
                 c.rollback();
             }
+            // every batch started before the last acknowledged renewal's send time + lease
+            // duration - margin (1.6 s), by the journal's clock
+            double lastSent = 0;
+            Matcher m = Pattern.compile("\\{\"sent\": ([0-9.E]+), \"leases\": \\{[^}]*\"d1\"[^\n]*\"t\": ([0-9.E]+)\\}")
+                .matcher(w.journalText());
+            while (m.find()) {
+                if (Double.parseDouble(m.group(2)) < lost) {
+                    lastSent = Double.parseDouble(m.group(1));
+                }
+            }
+            assertTrue(lastSent > 0 && lastBatch <= lastSent + 1.6 + 0.05,
+                       "last batch " + lastBatch + ", deadline " + (lastSent + 1.6));
             assertTrue(w.journalText().contains("local deadline"));
             waitFor("the restart from the checkpoint", 6, () -> countOf(w, "d1 initialize") == 2);
         }
@@ -387,10 +408,20 @@ class WorkerTest {
         }
     }
 
-    static long lastTime(Running w, String event) {
-        List<String> es = new ArrayList<>(w.events);
-        List<Long> ts = new ArrayList<>(w.times);
-        return ts.get(es.lastIndexOf(event));
+    /** When the last event starting with prefix happened (wall-clock seconds). */
+    static double lastTime(Running w, String prefix) {
+        List<String> es;
+        List<Double> ts;
+        synchronized (w.events) {
+            es = new ArrayList<>(w.events);
+            ts = new ArrayList<>(w.times);
+        }
+        for (int i = es.size() - 1; i >= 0; i--) {
+            if (es.get(i).startsWith(prefix)) {
+                return ts.get(i);
+            }
+        }
+        return 0;
     }
 
     static long countOf(Running w, String prefix) {
