@@ -58,7 +58,9 @@ public class ExampleWorker {
                 checkpointer.checkpoint();       // fenced with the lease's epoch
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
-            } catch (InterruptedException | LeaseLostException e) {
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (LeaseLostException e) {
                 // the lease is lost: leaseLost() follows
             }
         }
