@@ -15,7 +15,9 @@ JDBC=/usr/share/java/postgresql.jar
 JUNIT=/usr/share/java/junit-platform-console-standalone.jar
 VERSION=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" ../../pg_lease.control)
 JAR=build/pg-lease-$VERSION.jar
-JAVAC="$JDK/bin/javac -Xlint:all -Werror --release 17 -encoding UTF-8"
+# C1 only and the serial collector: half the CPU of a default javac for a build this small
+FAST="-J-XX:TieredStopAtLevel=1 -J-XX:+UseSerialGC"
+JAVAC="$JDK/bin/javac $FAST -Xlint:all -Werror --release 17 -encoding UTF-8"
 
 rm -rf build/classes build/examples build/test-classes "$JAR"
 mkdir -p build/classes build/examples
@@ -26,7 +28,7 @@ Implementation-Title: pg_lease worker
 Implementation-Version: $VERSION
 Class-Path: $JDBC
 MF
-"$JDK/bin/jar" --create --file "$JAR" --manifest build/MANIFEST.MF -C build/classes .
+"$JDK/bin/jar" $FAST --create --file "$JAR" --manifest build/MANIFEST.MF -C build/classes .
 $JAVAC -cp "$JAR:$JDBC" -d build/examples examples/ExampleWorker.java
 if [ "${1:-}" = --tests ]; then
     mkdir -p build/test-classes

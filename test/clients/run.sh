@@ -39,10 +39,12 @@ bash test/lib/deps.sh clients java || { ok 1 "install the clients' Debian packag
 ok $? "npm ci installs node-postgres from clients/node/package-lock.json" || true
 [ -d clients/node/node_modules/pg ] || { echo "1..$n"; exit 1; }
 # The Java client: compiled once (library jar, example, tests), offline.
+t_java=$SECONDS
 java_build=$(JAVA_HOME=$JDK sh clients/java/build.sh --tests 2>&1)
 ok $? "clients/java/build.sh builds $(tail -n 1 <<<"$java_build") offline from Debian's packages" ||
     sed 's/^/#   /' <<<"$java_build"
 JAR=clients/java/$(tail -n 1 <<<"$java_build")
+echo "# Java build: $((SECONDS - t_java)) s"
 JAVA_CP=$JAR:clients/java/build/examples     # the jar's manifest adds Debian's postgresql.jar
 
 # 1. The pages show exactly the code that runs.
@@ -167,6 +169,7 @@ trap 'for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; rm -rf "$OUT"' EXI
 $JAVA -cp "$JAVA_CP" ExampleWorker "$(url no_such_role)" clients orders java-bad "$OUT" "$LEASE_SECONDS" \
     >"$OUT/java-bad.log" 2>&1 &
 java_bad=$!
+t_java=$SECONDS
 # The Java client's JUnit 5 tests (clients/java/src/test), run offline by
 # Debian's console launcher against this database, concurrently (each test
 # its own streams): every case of rules_cases.json, the local deadline, a
@@ -181,6 +184,7 @@ $JAVA -Dpglease.dsn="$WORKER_DSN" -Dpglease.app="$APP_DSN" -Dpglease.admin="$ADM
     --config junit.jupiter.execution.parallel.mode.default=concurrent \
     --disable-banner --details=none --reports-dir "$OUT/junit" >"$OUT/junit.log" 2>&1
 junit=$?
+echo "# Java JUnit tests: $((SECONDS - t_java)) s"
 grep '^SKIP (' "$OUT/junit.log"
 [ "$junit" -eq 0 ] || grep -vE '^(INFO|WARNING|SEVERE|[A-Z][a-z]{2} [0-9]{2}, )' "$OUT/junit.log" | head -40 | sed 's/^/#   /'
 while read -r status what; do
