@@ -230,10 +230,10 @@ for suite in $SUITES; do
         docs-coverage) suite_counted docs-coverage test/docs/coverage.sh ;;
         docs-examples) suite_counted docs-examples test/docs/examples.sh ;;
         demo) suite_demo ;;
-        # the Python, Node and Go clients (test/clients/run.sh), and the same
+        # the Python, Node, Java, Go and Elixir clients (test/clients/run.sh), and the same
         # through the router during a failover (test/clients/router.sh, its
         # own cluster: test/scale/cluster.sh)
-        clients) suite_tap "clients (Python, Node, Go and Elixir workers on one stream)" clients "" \
+        clients) suite_tap "clients (Python, Node, Java, Go and Elixir workers on one stream)" clients "" \
             bash test/clients/run.sh ;;
         clients-router) suite_tap "clients-router (Python and Node workers through the router during a failover)" \
             clients-router '^(ok|not ok) |^#   |^  FAIL' bash test/clients/router.sh ;;

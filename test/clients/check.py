@@ -31,7 +31,7 @@ Invariants:
     duration after the send time of an acknowledged take/renewal of that
     shard by that worker;
   - ended shards closed, their children processed from the start;
-  - every language's workers (by name: py-*, node-*, go-*, ...) and every
+  - every language's workers (the name's prefix: py, node, java, go, ex) and every
     joining worker processed records;
   - fair shares at the end, no takeable lease unheld.
 """
@@ -236,8 +236,8 @@ check(not deadline_bad, "every record processed within a lease duration of an ac
 # -- both languages, joiners, fairness ------------------------------------------------
 per_worker = {w: len(records.get(w, [])) for w in workers}
 print("# records per worker: %s" % per_worker)
-languages = sorted({w.split("-")[0] for w in workers})
-check(all(any(per_worker[w] for w in workers if w.split("-")[0] == lang) for lang in languages),
+languages = sorted({w.split("-", 1)[0] for w in workers})
+check(len(languages) > 1 and all(any(per_worker[w] for w in workers if w.startswith(lang + "-")) for lang in languages),
       "the workers of every language (%s) processed the stream" % ", ".join(languages))
 check(all(per_worker.get(w, 0) > 0 for w in joined), "the joining workers %s got leases and processed" % sorted(joined))
 handoffs = [e for j in journals.values() for e in j if e["ev"] == "released" and e.get("to")]

@@ -4,6 +4,7 @@
 # test/clients/pgbouncer.sh (through PgBouncer): the worker role's functions
 # and the fleet's leases, starting an example worker, the SQL that judges
 # fair shares, and stopping the fleet once they are fair.  Uses PY, NODE,
+# JAVA and JAVA_CP (the Java worker's command and classpath, run.sh only),
 # GO_WORKER (the Go example worker's binary, built once by the sourcing
 # script, for go-* workers), WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and
 # t0 of the sourcing script, and for Elixir workers EX_EBIN (the compiled
@@ -38,6 +39,9 @@ start_worker() {   # name
                   "$EX_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" >"$OUT/$1.stderr" 2>&1 & ;;
         go-*) PG_LEASE_LOG_LEVEL=warn "$GO_WORKER" "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
                   2>"$OUT/$1.stderr" & ;;
+        # the library from its jar; it logs lease changes at INFO, the fleet shows only warnings
+        java-*) $JAVA -Djava.util.logging.config.file=test/clients/java-logging.properties -cp "$JAVA_CP" \
+                  ExampleWorker "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" 2>"$OUT/$1.stderr" & ;;
     esac
     PIDS[$1]=$!
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The clients suite (make test, PG_LEASE_SUITES=clients): the Python, Node,
-# Go and Elixir clients against the running throwaway cluster (PGHOST, PGPORT from
+# Java, Go and Elixir clients against the running throwaway cluster (PGHOST, PGPORT from
 # test/lib/cluster.sh).  Prints TAP ("ok N - ...", "not ok N - ..."); exits
 # non-zero on any failure.
 #
@@ -8,13 +8,16 @@
 #      is byte-for-byte the example worker the fleet runs;
 #   2. every client's retry table names the SQLSTATEs of docs/client-rules.md,
 #      and the same pattern for PL/Proxy's connection-loss XX000;
+#      the Java client's JUnit 5 tests (one TAP line each) against the server;
 #   3. the channel-rotation helper of each client: a started replacement
 #      stays, a replacement that fails to start is restored;
+#   The Java client's JUnit 5 tests and the Go client's go test count one
+#   TAP line per test.
 #   4. the Go client, built offline from Debian's packages (GOPATH mode, no
 #      module proxy): go vet, and its go test against this cluster, one TAP
 #      line per test (the rules cases, the local deadline, fenced checkpoints,
 #      handoff, shard end, rotation, sync_shards);
-#   5. the fleet: Python, Node, Go and Elixir workers on one stream at the
+#   5. the fleet: Python, Node, Java, Go and Elixir workers on one stream at the
 #      same time, one of each killed (SIGKILL) mid-run, one of each joining
 #      later, then a checker over what the workers recorded
 #      (test/clients/check.py).
@@ -32,6 +35,12 @@ ROOT=$(pwd)
 PY=/usr/bin/python3          # Debian's python3-psycopg2 is for Debian's python3
 NODE=/usr/bin/node
 GO=/usr/bin/go               # Debian's golang-go, with pgx v4 from /usr/share/gocode
+JDK=/usr/lib/jvm/default-java    # Debian's default-jdk-headless, whatever java the PATH has
+# C1 only and the serial collector: about a third less CPU for a short-lived JVM (the
+# fleet starts three on a busy machine)
+JAVA="$JDK/bin/java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+JDBC=/usr/share/java/postgresql.jar
+JUNIT=/usr/share/java/junit-platform-console-standalone.jar
 PSQL="${PG_BINDIR:-/usr/lib/postgresql/15/bin}/psql"
 DB=pg_lease_clients
 LEASE_SECONDS=${CLIENTS_LEASE_SECONDS:-3}
@@ -46,10 +55,18 @@ export PG_LEASE_LOG_LEVEL=${PG_LEASE_LOG_LEVEL:-WARNING}
 # shellcheck source=test/clients/fleet.sh
 . test/clients/fleet.sh
 
-bash test/lib/deps.sh clients go elixir || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
+bash test/lib/deps.sh clients java go elixir || { ok 1 "install the clients' Debian packages"; echo "1..$n"; exit 1; }
 (cd clients/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 ok $? "npm ci installs node-postgres from clients/node/package-lock.json" || true
 [ -d clients/node/node_modules/pg ] || { echo "1..$n"; exit 1; }
+# The Java client: compiled once (library jar, example, tests), offline.
+t_java=$SECONDS
+java_build=$(JAVA_HOME=$JDK sh clients/java/build.sh --tests 2>&1)
+ok $? "clients/java/build.sh builds $(tail -n 1 <<<"$java_build") offline from Debian's packages" ||
+    sed 's/^/#   /' <<<"$java_build"
+JAR=clients/java/$(tail -n 1 <<<"$java_build")
+echo "# Java build: $((SECONDS - t_java)) s"
+JAVA_CP=$JAR:clients/java/build/examples     # the jar's manifest adds Debian's postgresql.jar
 
 # 1. The pages show exactly the code that runs.
 doc_block() {   # the first fenced block of the given language in a page
@@ -58,6 +75,7 @@ doc_block() {   # the first fenced block of the given language in a page
 # (Go's limit is 120: its imports and error checks take the difference)
 for pair in "docs/clients/python.md python clients/python/example_worker.py 100" \
             "docs/clients/node.md js clients/node/example_worker.js 100" \
+            "docs/clients/java.md java clients/java/examples/ExampleWorker.java 100" \
             "docs/clients/go.md go clients/go/cmd/example_worker/main.go 120" \
             "docs/clients/elixir.md elixir clients/elixir/example_worker.exs 100"; do
     set -- $pair
@@ -73,19 +91,22 @@ rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
     grep -oE '\b(40001|40P01|55P03|55000|57014|53300|57P0[1-3]|25006|XX000|28P01|28000|3D000)\b' "$1" | sort -u
 }
 plproxy_pattern() {   # the regular expression a file gives for PL/Proxy's connection-loss XX000
-    grep -oE '\^PL/Proxy function [^`"]*' "$1"
+    grep -oE '\^PL/Proxy function [^`"]*' "$1" | unescape_java "$1"
 }
-RULES_FILES="clients/python/pg_lease/rules.py clients/node/rules.js clients/go/pglease/rules.go clients/elixir/lib/pg_lease/rules.ex"
+unescape_java() {   # a Java string literal's \\ is one backslash of the pattern
+    case $1 in *.java) sed 's/\\\\/\\/g' ;; *) cat ;; esac
+}
+RULES_FILES="clients/python/pg_lease/rules.py clients/node/rules.js clients/go/pglease/rules.go clients/elixir/lib/pg_lease/rules.ex clients/java/src/main/java/org/pglease/Rules.java"
 same=0
 for f in $RULES_FILES; do
     diff <(rules_codes docs/client-rules.md) <(rules_codes "$f") >/dev/null || { echo "# $f names other SQLSTATEs"; same=1; }
 done
-ok $same "docs/client-rules.md, rules.py, rules.js, rules.go and rules.ex name the same SQLSTATEs"
+ok $same "docs/client-rules.md, rules.py, rules.js, Rules.java, rules.go and rules.ex name the same SQLSTATEs"
 pattern=$(plproxy_pattern docs/client-rules.md)
 same=0
 [ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] || same=1
 for f in $RULES_FILES; do [ "$(plproxy_pattern "$f")" = "$pattern" ] || same=1; done
-ok $same "docs/client-rules.md, rules.py, rules.js, rules.go and rules.ex recognise PL/Proxy's lost connection by one pattern"
+ok $same "docs/client-rules.md, rules.py, rules.js, Rules.java, rules.go and rules.ex recognise PL/Proxy's lost connection by one pattern"
 not_held_pattern() {   # the regular expression a file gives for hold_lease's "not held"
     grep -oE '\(\^\|REMOTE ERROR: \)lease [^`"]*' "$1"
 }
@@ -93,15 +114,15 @@ pattern=$(not_held_pattern docs/client-rules.md)
 same=0
 [ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] || same=1
 for f in $RULES_FILES; do [ "$(not_held_pattern "$f")" = "$pattern" ] || same=1; done
-ok $same "docs/client-rules.md, rules.py, rules.js, rules.go and rules.ex recognise hold_lease's not-held 55000 by one pattern"
+ok $same "docs/client-rules.md, rules.py, rules.js, Rules.java, rules.go and rules.ex recognise hold_lease's not-held 55000 by one pattern"
 refused_pattern() {   # the regular expression a file gives for a refused connection without a SQLSTATE
-    grep -oE "\(password authentication failed[^\`']*" "$1"
+    grep -oE "\(password authentication failed[^\`']*" "$1" | unescape_java "$1"
 }
 pattern=$(refused_pattern docs/client-rules.md)
 same=0
 [ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] || same=1
 for f in $RULES_FILES; do [ "$(refused_pattern "$f")" = "$pattern" ] || same=1; done
-ok $same "docs/client-rules.md, rules.py, rules.js, rules.go and rules.ex recognise a refused connection without a SQLSTATE by one pattern"
+ok $same "docs/client-rules.md, rules.py, rules.js, Rules.java, rules.go and rules.ex recognise a refused connection without a SQLSTATE by one pattern"
 $PY - <<'EOF'
 import sys
 sys.path.insert(0, "clients/python")
@@ -250,6 +271,40 @@ grep -E '^[0-9]+ tests?, [0-9]+ failures?' "$OUT/exunit.log" | sed 's/^/# ExUnit
 [ "$status" -eq 0 ] && [ "$(grep -c "^ok " "$OUT/exunit.tap")" -ge 12 ]
 ok $? "the Elixir client's ExUnit run passed, every test reported" || sed 's/^/#   /' "$OUT/exunit.log" | tail -60
 
+# Loud failure: the example worker, from the jar, with a role that does not
+# exist exits non-zero after the rules' retries and logs why (in the
+# background, while the JUnit tests run).
+$JAVA -cp "$JAVA_CP" ExampleWorker "$(url no_such_role)" clients orders java-bad "$OUT" "$LEASE_SECONDS" \
+    >"$OUT/java-bad.log" 2>&1 &
+java_bad=$!
+t_java=$SECONDS
+# The Java client's JUnit 5 tests (clients/java/src/test), run offline by
+# Debian's console launcher against this database, concurrently (each test
+# its own streams): every case of rules_cases.json, the local deadline, a
+# refused checkpoint -> leaseLost, a handoff -> shutdownRequested, shard end
+# -> shardEnded, the stop, bad credentials, sync_shards, the channel-rotation
+# helper (as the Python and Node ones above).  One TAP line per test, from
+# the XML report.
+$JAVA -Dpglease.dsn="$WORKER_DSN" -Dpglease.app="$APP_DSN" -Dpglease.admin="$ADMIN_DSN" \
+    -Dpglease.rules=test/clients/rules_cases.json \
+    -jar $JUNIT -cp "clients/java/build/test-classes:$JAR:$JDBC" --select-package org.pglease \
+    --config junit.jupiter.execution.parallel.enabled=true \
+    --config junit.jupiter.execution.parallel.mode.default=concurrent \
+    --disable-banner --details=none --reports-dir "$OUT/junit" >"$OUT/junit.log" 2>&1
+junit=$?
+echo "# Java JUnit tests: $((SECONDS - t_java)) s"
+grep '^SKIP (' "$OUT/junit.log"
+[ "$junit" -eq 0 ] || grep -vE '^(INFO|WARNING|SEVERE|[A-Z][a-z]{2} [0-9]{2}, )' "$OUT/junit.log" | head -40 | sed 's/^/#   /'
+while read -r status what; do
+    ok "$status" "Java: $what"
+done < <($PY test/clients/junit_tap.py "$OUT/junit")
+wait $java_bad
+status=$?
+[ "$status" -eq 1 ] && grep -q 'SEVERE: java-bad failed: .*28000' "$OUT/java-bad.log"
+ok $? "the Java example worker exits 1 on bad credentials and logs the cause (exit $status)" ||
+    sed 's/^/#   /' "$OUT/java-bad.log" | head -10
+rm -f "$OUT"/java-bad.*
+
 # The SQL-only worker of docs/clients/sql.md, as the page shows it: two on
 # one stream, the second joining later; every record exactly once, the
 # server's checkpoints are the last records processed, all released at the stop.
@@ -289,39 +344,43 @@ ok $? "the SQL-only worker of docs/clients/sql.md: two on a stream, each record 
 # 5. The fleet.
 fleet_leases_sql | "$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB >/dev/null
 
-echo "# fleet: py-1 py-2 node-1 node-2 go-1 go-2 ex-1 start; py-1 killed at 5 s, node-1 and ex-1 at 7 s, go-1 at 8 s;" \
-    "py-3, node-3, go-3 and ex-2 join at 10 s; stop once fair, from ${SETTLE_AT} s"
+echo "# fleet: py-1 py-2 node-1 node-2 java-1 java-2 go-1 go-2 ex-1 start; py-1 killed at 5 s, node-1, java-1 and ex-1 at 7 s, go-1 at 8 s;" \
+    "py-3, node-3, java-3, go-3 and ex-2 join at 10 s; stop once fair, from ${SETTLE_AT} s"
 t0=$SECONDS
-for w in py-1 py-2 node-1 node-2 go-1 go-2 ex-1; do start_worker $w; done
+for w in java-1 java-2 py-1 py-2 node-1 node-2 go-1 go-2 ex-1; do start_worker $w; done     # the JVMs first: the slowest to start
 sleep 5
 kill -KILL "${PIDS[py-1]}"; wait "${PIDS[py-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: py-1 killed"
 sleep 2
-kill -KILL "${PIDS[node-1]}" "${PIDS[ex-1]}"; wait "${PIDS[node-1]}" "${PIDS[ex-1]}" 2>/dev/null
-echo "# $((SECONDS - t0)) s: node-1 and ex-1 killed"
+# a JVM is the slowest to start (seconds on a busy machine): java-1 is killed
+# once it has processed something, at most 5 s later
+for _ in $(seq 1 20); do [ -s "$OUT/java-1.records" ] && break; sleep 0.25; done
+kill -KILL "${PIDS[node-1]}" "${PIDS[java-1]}" "${PIDS[ex-1]}"; wait "${PIDS[node-1]}" "${PIDS[java-1]}" "${PIDS[ex-1]}" 2>/dev/null
+echo "# $((SECONDS - t0)) s: node-1, java-1 and ex-1 killed"
 sleep 1
 kill -KILL "${PIDS[go-1]}"; wait "${PIDS[go-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: go-1 killed"
 sleep 2
 start_worker py-3
 start_worker node-3
+start_worker java-3
 start_worker go-3
 start_worker ex-2
-echo "# $((SECONDS - t0)) s: py-3, node-3, go-3 and ex-2 joined"
-LIVE="ex-2 go-2 go-3 node-2 node-3 py-2 py-3"
+echo "# $((SECONDS - t0)) s: py-3, node-3, java-3, go-3 and ex-2 joined"
+LIVE="ex-2 go-2 go-3 java-2 java-3 node-2 node-3 py-2 py-3"
 sleep $((SETTLE_AT - 10))
 # fair shares at the end: wait up to 8 s for the fleet to settle
 settle_and_stop 16 -d "$DB"
-[ "$stopped" -eq 7 ]
-ok $? "the seven live workers stopped gracefully on SIGTERM"
-$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1,go-1,ex-1 --joined py-3,node-3,go-3,ex-2
+[ "$stopped" -eq 9 ]
+ok $? "the nine live workers stopped gracefully on SIGTERM"
+$PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1,java-1,go-1,ex-1 --joined py-3,node-3,java-3,go-3,ex-2
 ok $? "fleet invariants (test/clients/check.py over the workers' journals and record logs)"
 
 # The checker can fail: the same history with a record processed again by a
 # live worker, a refused checkpoint, and two owners of one shard at once.
 mkdir "$OUT/tampered" && cp "$OUT"/*.journal "$OUT"/*.records "$OUT/fairness" "$OUT/tampered/" &&
     $PY test/clients/tamper.py "$OUT/tampered"
-verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1,go-1,ex-1 --joined py-3,node-3,go-3,ex-2 2>&1)
+verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1,java-1,go-1,ex-1 --joined py-3,node-3,java-3,go-3,ex-2 2>&1)
 status=$?
 [ "$status" -eq 1 ] && grep -q 'FAIL nothing processed twice' <<<"$verdict" &&
     grep -q 'FAIL no checkpoint refused' <<<"$verdict" && grep -q 'FAIL no two owners at once' <<<"$verdict"

@@ -22,6 +22,8 @@ PGLIB=/usr/lib/postgresql/$PG_MAJOR
 PGSHARE=/usr/share/postgresql/$PG_MAJOR
 
 # group  package  proving file
+# (default-jdk-headless is a metapackage: its doc directory is all it ships; the JDK
+# it pulls in is what the java group's tests run, as /usr/lib/jvm/default-java.)
 DEPS_TABLE="
 build   postgresql-client-$PG_MAJOR                 $PGLIB/lib/pgxs/src/makefiles/pgxs.mk
 build   postgresql-server-dev-$PG_MAJOR             /usr/include/postgresql/$PG_MAJOR/server/postgres.h
@@ -47,6 +49,9 @@ clients python3.11-venv                             /usr/lib/python3.11/ensurepi
 clients python3-setuptools                          /usr/lib/python3/dist-packages/setuptools/build_meta.py
 clients python3-wheel                               /usr/lib/python3/dist-packages/wheel/bdist_wheel.py
 pgbouncer pgbouncer                                 /usr/sbin/pgbouncer
+java    default-jdk-headless                        /usr/lib/jvm/default-java/bin/javac
+java    libpostgresql-jdbc-java                     /usr/share/java/postgresql.jar
+java    junit5                                      /usr/share/java/junit-platform-console-standalone.jar
 sanitize valgrind                                   /usr/bin/valgrind
 lint    cppcheck                                    /usr/bin/cppcheck
 lint    clang-tidy                                  /usr/bin/clang-tidy

@@ -34,6 +34,9 @@ EXPECTED="
 /usr/share/gocode/src/github.com/jackc/pgx/v4/conn.go              golang-github-jackc-pgx-v4-dev
 /usr/lib/elixir/lib/ex_unit/ebin/Elixir.ExUnit.beam                elixir
 /usr/lib/erlang/lib/p1_pgsql-1.1.20/ebin/pgsql.beam                erlang-p1-pgsql
+/usr/lib/jvm/default-java/bin/javac                                default-jdk-headless
+/usr/share/java/postgresql.jar                                     libpostgresql-jdbc-java
+/usr/share/java/junit-platform-console-standalone.jar              junit5
 /usr/bin/valgrind                                                  valgrind
 /usr/bin/cppcheck                                                  cppcheck
 /usr/bin/clang-tidy                                                clang-tidy

@@ -1,0 +1,430 @@
+package org.pglease;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BooleanSupplier;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The worker against the real extension (test/clients/run.sh's database, app "clients"):
+ * the KCL callbacks each map to the pg_lease outcome docs/clients/java.md says.
+ * System properties: pglease.dsn (the worker role), pglease.admin (a superuser).
+ */
+class WorkerTest {
+    static final String DSN = System.getProperty("pglease.dsn");
+    static final String ADMIN = System.getProperty("pglease.admin");
+    static final double LEASE = 2.0;
+    static final ConcurrentLinkedQueue<String> LOGGED = new ConcurrentLinkedQueue<>();
+    static final Handler CAPTURE = new Handler() {
+        @Override
+        public void publish(LogRecord r) {
+            LOGGED.add(r.getLevel() + " " + r.getMessage());
+        }
+
+        @Override
+        public void flush() {
+        }
+
+        @Override
+        public void close() {
+        }
+    };
+    static Session admin;
+
+    @TempDir
+    Path dir;
+
+    @BeforeAll
+    static void setUp() {
+        assertNotNull(DSN, "-Dpglease.dsn");
+        admin = new Session(ADMIN, "java test admin", null);
+        Session.LOG.addHandler(CAPTURE);
+    }
+
+    @AfterAll
+    static void tearDown() {
+        Session.LOG.removeHandler(CAPTURE);
+        admin.close();
+    }
+
+    static synchronized Object sql(String q, Object... params) throws Exception {
+        List<Object[]> rows = admin.call(q, params, true, 0);
+        return rows.isEmpty() ? null : rows.get(0)[0];
+    }
+
+    static void createLeases(String stream, String... shards) throws Exception {
+        for (String s : shards) {
+            String[] parts = s.split("<");
+            sql("SELECT lease.create_lease('clients', ?, ?, coalesce(?::text[], '{}'))", stream, parts[0],
+                parts.length > 1 ? new Object[] {parts[1]} : null);
+        }
+    }
+
+    static void waitFor(String what, double seconds, BooleanSupplier cond) throws InterruptedException {
+        long until = System.nanoTime() + (long) (seconds * 1e9);
+        while (!cond.getAsBoolean()) {
+            assertTrue(System.nanoTime() < until, "timed out waiting for " + what);
+            Thread.sleep(20);
+        }
+    }
+
+    /** Synthetic records as in ExampleWorker: record i is i; "<name>-end<N>" ends after N. */
+    static List<StreamRecord> records(String shard, String after) {
+        long first = after.equals("TRIM_HORIZON") ? 1 : Long.parseLong(after) + 1;
+        long last = first + 4;
+        if (shard.contains("-end")) {
+            long end = Long.parseLong(shard.substring(shard.lastIndexOf("-end") + 4));
+            if (first > end) {
+                return null;
+            }
+            last = Math.min(last, end);
+        }
+        List<StreamRecord> out = new ArrayList<>();
+        for (long i = first; i <= last; i++) {
+            out.add(new StreamRecord(Long.toString(i), null));
+        }
+        return out;
+    }
+
+    /** Records every callback as "shard event detail", with its time; checkpoints every batch. */
+    static final class Recorder implements ShardRecordProcessor {
+        final ConcurrentLinkedQueue<String> events;
+        final ConcurrentLinkedQueue<Double> times;
+        volatile Runnable beforeCheckpoint = () -> { };
+        volatile boolean checkpoints = true;
+        String shard;
+
+        Recorder(ConcurrentLinkedQueue<String> events, ConcurrentLinkedQueue<Double> times) {
+            this.events = events;
+            this.times = times;
+        }
+
+        void event(String e) {
+            synchronized (events) {
+                events.add(shard + " " + e);
+                times.add(System.currentTimeMillis() / 1000.0); // wall clock, as the journal
+            }
+        }
+
+        @Override
+        public void initialize(String shardId, String checkpoint) {
+            shard = shardId;
+            event("initialize " + checkpoint);
+        }
+
+        @Override
+        public void processRecords(List<StreamRecord> records, Checkpointer checkpointer) {
+            event("process " + records.get(records.size() - 1).sequenceNumber());
+            beforeCheckpoint.run();
+            if (checkpoints) {
+                checkpoint(checkpointer);
+            }
+        }
+
+        /** A checkpoint; a refused one is an event. */
+        void checkpoint(Checkpointer checkpointer) {
+            try {
+                checkpointer.checkpoint();
+            } catch (LeaseLostException e) {
+                event("refused");
+            }
+        }
+
+        @Override
+        public void leaseLost() {
+            event("leaseLost");
+        }
+
+        @Override
+        public void shardEnded(Checkpointer checkpointer) {
+            event("shardEnded");
+            checkpoint(checkpointer);
+        }
+
+        @Override
+        public void shutdownRequested(Checkpointer checkpointer) {
+            event("shutdownRequested");
+            checkpoint(checkpointer);
+        }
+    }
+
+    /** A worker on its own thread. */
+    final class Running implements AutoCloseable {
+        final ConcurrentLinkedQueue<String> events = new ConcurrentLinkedQueue<>();
+        final ConcurrentLinkedQueue<Double> times = new ConcurrentLinkedQueue<>();
+        final List<Recorder> processors = new ArrayList<>();
+        final Worker worker;
+        final Thread thread;
+        final AtomicReference<Exception> failure = new AtomicReference<>();
+        final Path journal;
+
+        Running(String owner, String stream, Worker.Options options) {
+            journal = dir.resolve(owner + ".journal");
+            worker = new Worker(DSN, "clients", stream, owner, () -> {
+                Recorder r = new Recorder(events, times);
+                synchronized (processors) {
+                    processors.add(r);
+                }
+                return r;
+            }, WorkerTest::records, options.leaseDuration(LEASE).journal(journal.toString()));
+            thread = new Thread(() -> {
+                try {
+                    worker.run();
+                } catch (Exception e) {
+                    failure.set(e);
+                }
+            });
+            thread.start();
+        }
+
+        boolean saw(String event) {
+            return events.contains(event);
+        }
+
+        String journalText() throws Exception {
+            return Files.readString(journal);
+        }
+
+        @Override
+        public void close() throws Exception {
+            worker.stop();
+            thread.join(10_000);
+            if (failure.get() != null) {
+                throw failure.get();
+            }
+        }
+    }
+
+    @Test
+    void shardEndClosesTheShardAndItsChildStartsFromTheBeginning() throws Exception {
+        createLeases("java-end", "p-end7", "c<p-end7");
+        try (Running w = new Running("java-end-1", "java-end", new Worker.Options())) {
+            waitFor("the child shard", 8, () -> w.saw("c process 5"));
+            List<String> p = new ArrayList<>();
+            for (String e : w.events) {
+                if (e.startsWith("p-end7 ")) {
+                    p.add(e.substring(7));
+                }
+            }
+            assertEquals(List.of("initialize TRIM_HORIZON", "process 5", "process 7", "shardEnded"), p);
+            assertEquals("SHARD_END", sql("SELECT checkpoint FROM lease.shard_leases WHERE stream_name = 'java-end'"
+                                          + " AND shard_id = 'p-end7'"));
+            assertTrue(w.saw("c initialize TRIM_HORIZON"));
+            assertTrue(w.journalText().contains("\"ev\": \"closed\""));
+        }
+        assertTrue(LOGGED.stream().anyMatch(l -> l.startsWith("INFO took lease p-end7")), "lease changes are logged");
+        assertNull(sql("SELECT lease_owner FROM lease.shard_leases WHERE stream_name = 'java-end' AND shard_id = 'c'"),
+                   "released at the stop");
+    }
+
+    @Test
+    void aRefusedCheckpointThrowsAndLeaseLostFollows() throws Exception {
+        createLeases("java-fenced", "f1");
+        try (Running w = new Running("java-fenced-1", "java-fenced", new Worker.Options())) {
+            waitFor("the processor", 8, () -> !w.processors.isEmpty());
+            Recorder r = w.processors.get(0);
+            // before its next checkpoint, another owner takes the lease (a new epoch)
+            r.beforeCheckpoint = () -> {
+                r.beforeCheckpoint = () -> { };
+                try {
+                    sql("SELECT lease.take_lease('clients', 'java-fenced', 'f1', 'thief',"
+                        + " (SELECT lease_count FROM lease.shard_leases WHERE stream_name = 'java-fenced'))");
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            };
+            waitFor("leaseLost", 8, () -> w.saw("f1 leaseLost"));
+            List<String> tail = new ArrayList<>(w.events);
+            int refused = tail.indexOf("f1 refused");
+            assertTrue(refused > 0 && tail.get(refused + 1).equals("f1 leaseLost"), tail.toString());
+            assertTrue(w.journalText().contains("\"ok\": false"), "the refused checkpoint is in the journal");
+            assertEquals("thief", sql("SELECT lease_owner FROM lease.shard_leases WHERE stream_name = 'java-fenced'"));
+        }
+    }
+
+    @Test
+    void theLocalDeadlineStopsProcessingWhileRenewalsHang() throws Exception {
+        createLeases("java-deadline", "d1");
+        try (Running w = new Running("java-deadline-1", "java-deadline", new Worker.Options())) {
+            waitFor("processing", 8, () -> w.saw("d1 process 10"));
+            w.processors.get(0).checkpoints = false;      // only the renewals touch the lease row now
+            waitFor("a renewal", 4, () -> {
+                try {
+                    return w.journalText().contains("\"leases\": {\"d1\"");
+                } catch (Exception e) {
+                    return false;
+                }
+            });
+            String url = Session.jdbcUrl(ADMIN);
+            double lost;
+            double lastBatch;
+            try (Connection c = DriverManager.getConnection(url); Statement st = c.createStatement()) {
+                c.setAutoCommit(false);
+                // renew_leases waits behind this row lock: no renewal is acknowledged
+                st.execute("SELECT * FROM lease.shard_leases WHERE stream_name = 'java-deadline' FOR UPDATE");
+                waitFor("leaseLost", 4, () -> w.saw("d1 leaseLost"));
+                Thread.sleep(500);
+                assertEquals("d1 leaseLost", new ArrayList<>(w.events).get(w.events.size() - 1),
+                             "nothing processed after the local deadline");
+                lost = lastTime(w, "d1 leaseLost");
+                lastBatch = lastTime(w, "d1 process");
+                c.rollback();
+            }
+            // every batch started before the last acknowledged renewal's send time + lease
+            // duration - margin (1.6 s), by the journal's clock
+            double lastSent = 0;
+            Matcher m = Pattern.compile("\\{\"sent\": ([0-9.E]+), \"leases\": \\{[^}]*\"d1\"[^\n]*\"t\": ([0-9.E]+)\\}")
+                .matcher(w.journalText());
+            while (m.find()) {
+                if (Double.parseDouble(m.group(2)) < lost) {
+                    lastSent = Double.parseDouble(m.group(1));
+                }
+            }
+            assertTrue(lastSent > 0 && lastBatch <= lastSent + 1.6 + 0.05,
+                       "last batch " + lastBatch + ", deadline " + (lastSent + 1.6));
+            assertTrue(w.journalText().contains("local deadline"));
+            waitFor("the restart from the checkpoint", 6, () -> countOf(w, "d1 initialize") == 2);
+        }
+    }
+
+    @Test
+    void aHandoffIsShutdownRequestedThenLeaseLost() throws Exception {
+        createLeases("java-handoff", "h1", "h2");
+        try (Running w = new Running("java-handoff-1", "java-handoff", new Worker.Options())) {
+            waitFor("both shards", 8, () -> w.saw("h1 process 5") && w.saw("h2 process 5"));
+            Object asked = sql("SELECT string_agg(shard_id || ' ' || action, ',') FROM lease.take_leases("
+                               + "'clients', 'java-handoff', 'java-handoff-2', '2 seconds', NULL, 1)");
+            assertTrue(String.valueOf(asked).endsWith("handoff_requested"), String.valueOf(asked));
+            waitFor("the handoff", 4, () -> w.events.stream().anyMatch(e -> e.endsWith(" shutdownRequested")));
+            waitFor("leaseLost after it", 4, () -> w.events.stream().anyMatch(e -> e.endsWith(" leaseLost")));
+            String shard = w.events.stream().filter(e -> e.endsWith(" shutdownRequested")).findFirst().get().split(" ")[0];
+            List<String> mine = new ArrayList<>();
+            for (String e : w.events) {
+                if (e.startsWith(shard + " ")) {
+                    mine.add(e.substring(shard.length() + 1));
+                }
+            }
+            assertEquals(List.of("shutdownRequested", "leaseLost"), mine.subList(mine.size() - 2, mine.size()));
+            String lastProcessed = mine.get(mine.size() - 3).replace("process ", "");
+            Object[] row = admin.call("SELECT lease_owner, checkpoint FROM lease.shard_leases"
+                                      + " WHERE stream_name = 'java-handoff' AND shard_id = ?",
+                                      new Object[] {shard}, true, 0).get(0);
+            assertEquals("java-handoff-2", row[0], "released straight to the requester");
+            assertEquals(lastProcessed, row[1], "every record processed was checkpointed before the release");
+        }
+    }
+
+    @Test
+    void theStopIsShutdownRequestedAndReleasesEveryLease() throws Exception {
+        createLeases("java-stop", "t1", "t2");
+        Running w = new Running("java-stop-1", "java-stop", new Worker.Options());
+        waitFor("both shards", 8, () -> w.saw("t1 process 5") && w.saw("t2 process 5"));
+        w.close();
+        for (String s : new String[] {"t1", "t2"}) {
+            List<String> mine = new ArrayList<>();
+            for (String e : w.events) {
+                if (e.startsWith(s + " ")) {
+                    mine.add(e.substring(3));
+                }
+            }
+            assertEquals(List.of("shutdownRequested", "leaseLost"), mine.subList(mine.size() - 2, mine.size()));
+        }
+        assertEquals(0L, sql("SELECT count(*) FROM lease.shard_leases WHERE stream_name = 'java-stop'"
+                             + " AND lease_owner IS NOT NULL"));
+    }
+
+    @Test
+    void badCredentialsFailLoudlyAfterTheRetries() {
+        String bad = DSN.replaceAll("user=[^&]*", "user=no_such_role");
+        Worker w = new Worker(bad, "clients", "java-none", "java-bad", () -> new Recorder(new ConcurrentLinkedQueue<>(), new ConcurrentLinkedQueue<>()), WorkerTest::records,
+                              new Worker.Options().leaseDuration(LEASE));
+        SQLException e = assertThrows(SQLException.class, w::run);
+        assertEquals("28000", e.getSQLState(), e.getMessage());
+        assertTrue(LOGGED.stream().anyMatch(l -> l.startsWith("WARNING cannot connect (try 5 of 5): 28000")),
+                   "each refused connection is logged");
+        assertTrue(LOGGED.stream().anyMatch(l -> l.startsWith("SEVERE java-bad failed")), "the failure is logged");
+    }
+
+    @Test
+    void textArraysReachTheServerAsOneAndTwoDimensions() throws Exception {
+        assertEquals("[1:3] [1:2][1:2] {a,NULL,b}",
+                     sql("SELECT array_dims(?::text[]) || ' ' || array_dims(?::text[]) || ' ' || (?::text[])::text",
+                         new Object[] {"x", null, "y"}, new String[][] {{"a", null}, {"b", "c"}},
+                         new Object[] {"a", null, "b"}));
+    }
+
+    @Test
+    void syncShardsKeepsTheLeasesInStepWithTheShardList() throws Exception {
+        if (sql("SELECT to_regprocedure('lease.sync_shards(text, text, text[], text[])')") == null) {
+            System.out.println("SKIP (lease.sync_shards not installed): WorkerTest.syncShards");
+            Assumptions.abort("lease.sync_shards not installed");
+        }
+        sql("GRANT EXECUTE ON FUNCTION lease.sync_shards(text, text, text[], text[]) TO clients_worker");
+        createLeases("java-sync", "gone");
+        Map<String, List<String>> shards = new ConcurrentSkipListMap<>();
+        shards.put("a", List.of());
+        shards.put("b", List.of());
+        shards.put("m", List.of("a", "b"));           // a merge: two parents, sent as a 2-D array
+        try (Running w = new Running("java-sync-1", "java-sync", new Worker.Options().shardLister(() -> shards, 1))) {
+            waitFor("a and b processed", 8, () -> w.saw("a process 5") && w.saw("b process 5"));
+            assertEquals("{a,b}", sql("SELECT parent_shard_ids::text FROM lease.shard_leases"
+                                      + " WHERE stream_name = 'java-sync' AND shard_id = 'm'"));
+            assertTrue(w.journalText().contains("\"unlisted\": \"gone\""), "the unlisted lease is reported");
+            assertTrue(LOGGED.stream().anyMatch(l -> l.startsWith("WARNING sync_shards: leases not listed")
+                                                     && l.contains("gone")));
+            shards.put("c", List.of("m"));            // the stream reshards: one parent, a 1-D array
+            waitFor("c created", 4, () -> {
+                try {
+                    return "{m}".equals(sql("SELECT parent_shard_ids::text FROM lease.shard_leases"
+                                            + " WHERE stream_name = 'java-sync' AND shard_id = 'c'"));
+                } catch (Exception e) {
+                    return false;
+                }
+            });
+        }
+    }
+
+    /** When the last event starting with prefix happened (wall-clock seconds). */
+    static double lastTime(Running w, String prefix) {
+        List<String> es;
+        List<Double> ts;
+        synchronized (w.events) {
+            es = new ArrayList<>(w.events);
+            ts = new ArrayList<>(w.times);
+        }
+        for (int i = es.size() - 1; i >= 0; i--) {
+            if (es.get(i).startsWith(prefix)) {
+                return ts.get(i);
+            }
+        }
+        return 0;
+    }
+
+    static long countOf(Running w, String prefix) {
+        return w.events.stream().filter(e -> e.startsWith(prefix)).count();
+    }
+}
