@@ -462,3 +462,83 @@ AS 'MODULE_PATHNAME', 'lease_hold_lease'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION lease.hold_lease(text, text, text, text, bigint) FROM PUBLIC;
+
+-- Issue 22, balancing inputs (src/leases/leases.sql, src/leases/balancing.c):
+-- a lease's weight and measured work rate, a worker's declared capacity, a
+-- stream's tolerance; the measured update_checkpoint, the take_leases that
+-- declares a capacity, set_weight and set_balance_tolerance.
+ALTER TABLE lease.shard_leases
+    ADD COLUMN weight double precision,
+    ADD COLUMN work_rate double precision,
+    ADD CONSTRAINT shard_leases_load_check
+        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<) 'Infinity'
+               AND work_rate OPERATOR(pg_catalog.>=) 0 AND work_rate OPERATOR(pg_catalog.<) 'Infinity');
+
+CREATE TABLE lease.worker_capacities (
+    app_name    text             NOT NULL,
+    stream_name text             NOT NULL,
+    worker      text             NOT NULL,
+    capacity    double precision NOT NULL,
+    PRIMARY KEY (app_name, stream_name, worker),
+    CONSTRAINT worker_capacities_capacity_check
+        CHECK (capacity OPERATOR(pg_catalog.>) 0 AND capacity OPERATOR(pg_catalog.<) 'Infinity')
+);
+
+COMMENT ON TABLE lease.worker_capacities IS
+    'Per worker and stream: the capacity the worker declared in take_leases (1 when absent).';
+
+CREATE TABLE lease.stream_balancing (
+    app_name    text             NOT NULL,
+    stream_name text             NOT NULL,
+    tolerance   double precision NOT NULL,
+    PRIMARY KEY (app_name, stream_name),
+    CONSTRAINT stream_balancing_tolerance_check
+        CHECK (tolerance OPERATOR(pg_catalog.>=) 0 AND tolerance OPERATOR(pg_catalog.<=) 1)
+);
+
+COMMENT ON TABLE lease.stream_balancing IS
+    'Per stream: the balancing tolerance set by lease.set_balance_tolerance (0.1 when absent).';
+
+SELECT pg_catalog.pg_extension_config_dump('lease.worker_capacities', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_balancing', '');
+
+REVOKE ALL ON lease.worker_capacities, lease.stream_balancing FROM PUBLIC;
+
+CREATE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint, fencing_token bigint, records bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_measured'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.take_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval, max_leases integer, max_steal integer,
+    capacity double precision)
+RETURNS TABLE(shard_id text, lease_count bigint, action text,
+              previous_owner text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.set_weight(
+    app_name text, stream_name text, shard_id text, weight double precision)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_weight'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.set_balance_tolerance(
+    app_name text, stream_name text, tolerance double precision)
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'lease_set_balance_tolerance'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision),
+    lease.set_weight(text, text, text, double precision),
+    lease.set_balance_tolerance(text, text, double precision)
+    FROM PUBLIC;

@@ -70,3 +70,41 @@ REVOKE ALL ON FUNCTION
     lease.set_tenant_limit(text, integer),
     lease.tenant_limit(text)
     FROM PUBLIC;
+
+-- Issue 22, the balancing inputs: set_weight, set_balance_tolerance, the
+-- take_leases that declares a capacity and the measured update_checkpoint,
+-- each run on the stream's partition.
+CREATE FUNCTION lease.set_balance_tolerance(app_name text, stream_name text, tolerance double precision)
+RETURNS double precision
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.set_weight(app_name text, stream_name text, shard_id text, weight double precision)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval, max_leases integer, max_steal integer, capacity double precision)
+RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint, records bigint)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+REVOKE ALL ON FUNCTION
+    lease.set_balance_tolerance(text, text, double precision),
+    lease.set_weight(text, text, text, double precision),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision),
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint)
+    FROM PUBLIC;

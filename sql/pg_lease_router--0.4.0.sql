@@ -505,11 +505,25 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.user_partition(user_id);
 $$;
 
+CREATE FUNCTION lease.set_balance_tolerance(app_name text, stream_name text, tolerance double precision)
+RETURNS double precision
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 CREATE FUNCTION lease.set_tenant_limit(user_id text, sandbox_limit integer)
 RETURNS integer
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.user_partition(user_id);
+$$;
+
+CREATE FUNCTION lease.set_weight(app_name text, stream_name text, shard_id text, weight double precision)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
 CREATE FUNCTION lease.start_conversation(user_id text, agent_id text, vault_id text, environment_id text, channel_id text)
@@ -533,6 +547,13 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
+CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval, max_leases integer, max_steal integer, capacity double precision)
+RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 CREATE FUNCTION lease.tenant_limit(user_id text)
 RETURNS TABLE(sandbox_limit integer, own_limit boolean, active_sandboxes bigint)
 LANGUAGE plproxy AS $$
@@ -548,6 +569,13 @@ LANGUAGE plproxy AS $$
 $$;
 
 CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint, records bigint)
 RETURNS boolean
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';

@@ -38,6 +38,13 @@ CREATE TABLE lease.shard_leases (
     -- longer checkpoints (docs/monitoring.md).  Last, so a fresh table
     -- equals one upgraded from 0.2.0 (ALTER TABLE ... ADD COLUMN).
     checkpointed_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- the lease's load for balancing (src/leases/balancing.c): the
+    -- operator's weight (lease.set_weight) or, when none, the rate of work
+    -- update_checkpoint's records argument measured (records per second,
+    -- exponentially decayed).  Last, so a fresh table equals one upgraded
+    -- from 0.3.0.
+    weight                          double precision,
+    work_rate                       double precision,
     PRIMARY KEY (app_name, stream_name, shard_id),
     CONSTRAINT shard_leases_lease_count_check CHECK (lease_count OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT shard_leases_owner_expiry_check
@@ -58,7 +65,10 @@ CREATE TABLE lease.shard_leases (
     CONSTRAINT shard_leases_times_check
         CHECK (pg_catalog.isfinite(lease_expires_at) AND pg_catalog.isfinite(handoff_requested_at)
                AND pg_catalog.isfinite(handoff_deadline) AND pg_catalog.isfinite(created_at)
-               AND pg_catalog.isfinite(updated_at) AND pg_catalog.isfinite(checkpointed_at))
+               AND pg_catalog.isfinite(updated_at) AND pg_catalog.isfinite(checkpointed_at)),
+    CONSTRAINT shard_leases_load_check
+        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<) 'Infinity'
+               AND work_rate OPERATOR(pg_catalog.>=) 0 AND work_rate OPERATOR(pg_catalog.<) 'Infinity')
 )
 -- Renewals and checkpoints touch no indexed column: leave room on each page
 -- so they stay HOT updates.
@@ -147,6 +157,45 @@ CREATE TABLE lease.stream_takeable (
 
 COMMENT ON TABLE lease.stream_takeable IS
     'Per stream: the takeable leases counted by the last balancing round, valid while lease.lineage_changes has no row for the stream.';
+
+
+-- What a worker declared as its capacity in its last take_leases call
+-- (the seven-argument form; src/leases/balancing.c): the share of a
+-- stream's load it should carry is its capacity over the sum of its
+-- workers' capacities.  A worker with no row has capacity 1.
+CREATE TABLE lease.worker_capacities (
+    app_name    text             NOT NULL,
+    stream_name text             NOT NULL,
+    worker      text             NOT NULL,
+    capacity    double precision NOT NULL,
+    PRIMARY KEY (app_name, stream_name, worker),
+    CONSTRAINT worker_capacities_capacity_check
+        CHECK (capacity OPERATOR(pg_catalog.>) 0 AND capacity OPERATOR(pg_catalog.<) 'Infinity')
+);
+
+COMMENT ON TABLE lease.worker_capacities IS
+    'Per worker and stream: the capacity the worker declared in take_leases (1 when absent).';
+
+-- Dumped (marked in src/common/finish.sql, after the tables marked before
+-- it, in the order the 0.3.0--0.4.0 upgrade marks them).
+
+-- A stream's balancing tolerance (lease.set_balance_tolerance): how far
+-- above its target, as a fraction of the target, a worker may carry before
+-- a move is worth making.  A stream with no row has the default, 0.1.
+CREATE TABLE lease.stream_balancing (
+    app_name    text             NOT NULL,
+    stream_name text             NOT NULL,
+    tolerance   double precision NOT NULL,
+    PRIMARY KEY (app_name, stream_name),
+    CONSTRAINT stream_balancing_tolerance_check
+        CHECK (tolerance OPERATOR(pg_catalog.>=) 0 AND tolerance OPERATOR(pg_catalog.<=) 1)
+);
+
+COMMENT ON TABLE lease.stream_balancing IS
+    'Per stream: the balancing tolerance set by lease.set_balance_tolerance (0.1 when absent).';
+
+-- Dumped (marked in src/common/finish.sql, after the tables marked before
+-- it, in the order the 0.3.0--0.4.0 upgrade marks them).
 
 
 CREATE TABLE lease.lineage_changes (
@@ -387,6 +436,19 @@ AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
+-- The measured checkpoint: as either function above (fenced unless
+-- fencing_token is null), and records, the work the checkpoint covers
+-- (records or bytes, as the application counts), feeds the lease's decayed
+-- work rate (src/leases/leases.c).  Eight arguments and no defaults, so a
+-- call is never ambiguous with the six- and seven-argument functions.
+CREATE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint, fencing_token bigint, records bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_measured'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
 -- The fenced-transaction contract (docs/exactly-once.md): inside the
 -- caller's transaction, locks the lease row FOR SHARE until the transaction
 -- ends and returns its checkpoint, or raises 55000 when owner does not hold
@@ -431,6 +493,36 @@ CREATE FUNCTION lease.take_leases(
 RETURNS TABLE(shard_id text, lease_count bigint, action text,
               previous_owner text, lease_epoch bigint)
 AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- take_leases for a worker that declares its capacity (1: like every
+-- other worker, the six-argument form).  No defaults, so a call is never
+-- ambiguous with the function above.
+CREATE FUNCTION lease.take_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval, max_leases integer, max_steal integer,
+    capacity double precision)
+RETURNS TABLE(shard_id text, lease_count bigint, action text,
+              previous_owner text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- Balancing inputs for operators (src/leases/balancing.c): a lease's
+-- weight (null: its measured rate counts) and a stream's tolerance (null:
+-- the default, 0.1).
+CREATE FUNCTION lease.set_weight(
+    app_name text, stream_name text, shard_id text, weight double precision)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_weight'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.set_balance_tolerance(
+    app_name text, stream_name text, tolerance double precision)
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'lease_set_balance_tolerance'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 

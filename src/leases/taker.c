@@ -50,6 +50,7 @@
 
 #include "common/args.h"
 #include "common/config.h"
+#include "leases/balancing.h"
 #include "leases/events.h"
 #include "leases/leases.h"
 #include "leases/privileges.h"
@@ -624,6 +625,8 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	int32		max_leases = 0;
 	bool		capped;
 	int32		max_steal;
+	bool		declares_capacity;
+	double		capacity = 1;
 	LeaseCaller caller;
 
 	r.stream[0] = lease_arg_ident(fcinfo, 0, "app_name");
@@ -632,10 +635,16 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	r.duration = lease_arg_duration(fcinfo, 3, "lease_duration");
 	capped = lease_arg_opt_positive_int32(fcinfo, 4, "max_leases", &max_leases);
 	max_steal = lease_arg_nonneg_int32(fcinfo, 5, "max_steal");
+	/* the seven-argument form (0.4.0) declares the caller's capacity */
+	declares_capacity = PG_NARGS() > 6;
+	if (declares_capacity)
+		capacity = lease_arg_capacity(fcinfo, 6, "capacity");
 
 	InitMaterializedSRF(fcinfo, 0);
 	r.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	lease_app_begin(fcinfo, schema, r.stream[0], &caller);
+	if (declares_capacity)
+		lease_record_capacity(r.stream, capacity);
 
 	read_loads(&r);
 	r.target = (r.takeable + r.workers - 1) / r.workers;
