@@ -542,3 +542,26 @@ REVOKE ALL ON FUNCTION
     lease.set_weight(text, text, text, double precision),
     lease.set_balance_tolerance(text, text, double precision)
     FROM PUBLIC;
+
+-- lease.worker_loads shows each owner's load, capacity and target after the
+-- columns it had (CREATE OR REPLACE keeps its grants).
+CREATE OR REPLACE VIEW lease.worker_loads WITH (security_barrier = true) AS
+SELECT g.app_name, g.stream_name, g.lease_owner, g.live_leases, g.load,
+       COALESCE(c.capacity, 1) AS capacity,
+       pg_catalog.sum(g.load) OVER s OPERATOR(pg_catalog.*) COALESCE(c.capacity, 1)
+           OPERATOR(pg_catalog./) pg_catalog.sum(COALESCE(c.capacity, 1)) OVER s AS target
+  FROM (SELECT l.app_name, l.stream_name, l.lease_owner, pg_catalog.count(*) AS live_leases,
+               pg_catalog.sum(COALESCE(l.weight, l.work_rate, 1)) AS load
+          FROM lease.shard_leases AS l
+         WHERE l.lease_owner IS NOT NULL
+           AND lease.has_app_access(l.app_name)
+           AND l.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+         GROUP BY l.app_name, l.stream_name, l.lease_owner) AS g
+  LEFT JOIN lease.worker_capacities AS c
+    ON c.app_name OPERATOR(pg_catalog.=) g.app_name
+   AND c.stream_name OPERATOR(pg_catalog.=) g.stream_name
+   AND c.worker OPERATOR(pg_catalog.=) g.lease_owner
+WINDOW s AS (PARTITION BY g.app_name, g.stream_name);
+
+COMMENT ON VIEW lease.worker_loads IS
+    'Live (unexpired) leases per owner and stream, their load (the sum of their weights: the operator''s weight, else the measured work rate, else 1), the owner''s capacity and its target (the stream''s load shared in proportion to the capacities of the owners listed).';

@@ -108,3 +108,21 @@ REVOKE ALL ON FUNCTION
     lease.take_leases(text, text, text, interval, integer, integer, double precision),
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint)
     FROM PUBLIC;
+
+-- lease.worker_loads gains load, capacity and target after its columns: the
+-- view and the function it reads are made again as a fresh router has them
+-- (a grant of SELECT on the view must be given again).
+DROP VIEW lease.worker_loads;
+DROP FUNCTION lease_router.worker_loads_on_all();
+
+CREATE FUNCTION lease_router.worker_loads_on_all()
+RETURNS TABLE (app_name text, stream_name text, lease_owner text, live_leases bigint, load double precision, capacity double precision, target double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+    SELECT v.app_name, v.stream_name, v.lease_owner, v.live_leases, v.load, v.capacity, v.target FROM lease.worker_loads AS v;
+$$;
+
+CREATE VIEW lease.worker_loads AS SELECT * FROM lease_router.worker_loads_on_all();
+
+REVOKE ALL ON lease.worker_loads FROM PUBLIC;

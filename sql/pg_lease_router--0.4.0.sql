@@ -593,11 +593,11 @@ $$;
 CREATE VIEW lease.lease_status AS SELECT * FROM lease_router.lease_status_on_all();
 
 CREATE FUNCTION lease_router.worker_loads_on_all()
-RETURNS TABLE (app_name text, stream_name text, lease_owner text, live_leases bigint)
+RETURNS TABLE (app_name text, stream_name text, lease_owner text, live_leases bigint, load double precision, capacity double precision, target double precision)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON ALL;
-    SELECT v.app_name, v.stream_name, v.lease_owner, v.live_leases FROM lease.worker_loads AS v;
+    SELECT v.app_name, v.stream_name, v.lease_owner, v.live_leases, v.load, v.capacity, v.target FROM lease.worker_loads AS v;
 $$;
 
 CREATE VIEW lease.worker_loads AS SELECT * FROM lease_router.worker_loads_on_all();

@@ -638,16 +638,28 @@ SELECT l.app_name,
 COMMENT ON VIEW lease.lease_status IS
     'One row per lease: state (owned, expired, unowned, ended, blocked, handoff_pending), time to expiry, checkpoint, fencing epoch, pending handoff.';
 
+-- The first four columns as in 0.1.0; load, capacity and target (issue
+-- 22) show why a balancing round moves leases.
 CREATE VIEW lease.worker_loads WITH (security_barrier = true) AS
-SELECT app_name, stream_name, lease_owner, pg_catalog.count(*) AS live_leases
-  FROM lease.shard_leases
- WHERE lease_owner IS NOT NULL
-   AND lease.has_app_access(app_name)
-   AND lease_expires_at > pg_catalog.clock_timestamp()
- GROUP BY app_name, stream_name, lease_owner;
+SELECT g.app_name, g.stream_name, g.lease_owner, g.live_leases, g.load,
+       COALESCE(c.capacity, 1) AS capacity,
+       pg_catalog.sum(g.load) OVER s OPERATOR(pg_catalog.*) COALESCE(c.capacity, 1)
+           OPERATOR(pg_catalog./) pg_catalog.sum(COALESCE(c.capacity, 1)) OVER s AS target
+  FROM (SELECT l.app_name, l.stream_name, l.lease_owner, pg_catalog.count(*) AS live_leases,
+               pg_catalog.sum(COALESCE(l.weight, l.work_rate, 1)) AS load
+          FROM lease.shard_leases AS l
+         WHERE l.lease_owner IS NOT NULL
+           AND lease.has_app_access(l.app_name)
+           AND l.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+         GROUP BY l.app_name, l.stream_name, l.lease_owner) AS g
+  LEFT JOIN lease.worker_capacities AS c
+    ON c.app_name OPERATOR(pg_catalog.=) g.app_name
+   AND c.stream_name OPERATOR(pg_catalog.=) g.stream_name
+   AND c.worker OPERATOR(pg_catalog.=) g.lease_owner
+WINDOW s AS (PARTITION BY g.app_name, g.stream_name);
 
 COMMENT ON VIEW lease.worker_loads IS
-    'Live (unexpired) leases per owner and stream.';
+    'Live (unexpired) leases per owner and stream, their load (the sum of their weights: the operator''s weight, else the measured work rate, else 1), the owner''s capacity and its target (the stream''s load shared in proportion to the capacities of the owners listed).';
 
 ----------------------------------------------------------------------------
 -- Switching over from the Elixir kcl_ex Ecto adapter (src/leases/import.c)

@@ -28,7 +28,8 @@ SELECT ok((SELECT 'lease.lease_events'::regclass::oid = ANY (extconfig)
 
 SELECT has_view('lease', 'lease_status', 'lease.lease_status exists');
 SELECT has_view('lease', 'worker_loads', 'lease.worker_loads exists');
-SELECT columns_are('lease', 'worker_loads', ARRAY['app_name', 'stream_name', 'lease_owner', 'live_leases'],
+SELECT columns_are('lease', 'worker_loads', ARRAY['app_name', 'stream_name', 'lease_owner', 'live_leases',
+                                                   'load', 'capacity', 'target'],
                    'worker_loads columns');
 
 SELECT function_returns('lease', 'take_leases', ARRAY['text', 'text', 'text', 'interval', 'integer', 'integer'], 'setof record');

@@ -105,3 +105,11 @@ SELECT lease_test.try($$SELECT lease.set_balance_tolerance('wt', 's', 'NaN')$$);
 SELECT lease_test.try($$SELECT lease.set_balance_tolerance('wt', NULL, 0.1)$$);
 SELECT lease_test.digest() = :'before' AS nothing_written;
 SELECT lease.set_balance_tolerance('wt', 's', NULL);
+
+-- worker_loads: load (weight, else measured rate, else 1), capacity, target
+-- (the stream's load in proportion to the listed owners' capacities)
+SELECT lease_owner, live_leases, load, capacity, target
+  FROM lease.worker_loads WHERE app_name = 'wt' ORDER BY lease_owner;
+SELECT lease.set_weight('wt', 's', 'a', NULL);
+SELECT lease_owner, live_leases, round(load::numeric, 4) AS load, capacity, round(target::numeric, 4) AS target
+  FROM lease.worker_loads WHERE app_name = 'wt' ORDER BY lease_owner;
