@@ -21,6 +21,8 @@
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "nodes/parsenodes.h"
+#include "utils/builtins.h"
 
 #include "common/args.h"
 #include "common/spi_util.h"
@@ -102,15 +104,16 @@ lease_arg_capacity(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	double		value;
 
-	if (!arg_opt_finite_float8(fcinfo, argno, name, &value))
+	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be null", name),
 				 errhint("Pass 1 for a worker like every other.")));
-	if (value <= 0)
+	value = PG_GETARG_FLOAT8(argno);
+	if (isnan(value) || isinf(value) || value <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be positive", name),
+				 errmsg("%s must be a positive finite number", name),
 				 errdetail("The value given is %g.", value),
 				 errhint("Pass 1 for a worker like every other, 2 for one that can carry twice as much.")));
 	return value;
@@ -190,4 +193,267 @@ lease_set_balance_tolerance(PG_FUNCTION_ARGS)
 
 	lease_spi_exec_for_app(fcinfo, LEASE_SCHEMA_0_4, &set_tolerance_stmt, values, nulls);
 	PG_RETURN_FLOAT8(tolerance);
+}
+
+/* The stream's tolerance, if an operator set one. */
+static LeaseStatement tolerance_stmt = {
+	.name = "take_leases: the stream's tolerance",
+	.sql =
+	"SELECT b.tolerance FROM lease.stream_balancing AS b"
+	" WHERE b.app_name OPERATOR(pg_catalog.=) $1"
+	"   AND b.stream_name OPERATOR(pg_catalog.=) $2",
+	.nargs = 2,
+	.argtypes = {TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN
+};
+
+double
+lease_stream_tolerance(Datum *stream)
+{
+	bool		isnull;
+
+	if (lease_spi_run(&tolerance_stmt, stream, NULL, 0) == 0)
+		return LEASE_DEFAULT_BALANCE_TOLERANCE;
+	return DatumGetFloat8(lease_spi_value(0, 1, &isnull));
+}
+
+/* Byte order of two text Datums (the "C" collation). */
+static int
+text_order(Datum a, Datum b)
+{
+	text	   *ta = DatumGetTextPP(a);
+	text	   *tb = DatumGetTextPP(b);
+	int			la = VARSIZE_ANY_EXHDR(ta);
+	int			lb = VARSIZE_ANY_EXHDR(tb);
+	int			cmp = memcmp(VARDATA_ANY(ta), VARDATA_ANY(tb), Min(la, lb));
+
+	return cmp != 0 ? cmp : (la > lb) - (la < lb);
+}
+
+/* Heaviest first, then by shard id: the order free leases are placed in. */
+static int
+free_lease_order(const void *a, const void *b)
+{
+	const BalanceLease *la = (const BalanceLease *) a;
+	const BalanceLease *lb = (const BalanceLease *) b;
+
+	if (la->weight != lb->weight)
+		return la->weight > lb->weight ? -1 : 1;
+	return text_order(la->shard_id, lb->shard_id);
+}
+
+/* A worker's load per unit of capacity. */
+static double
+per_capacity(const BalanceWorker *w)
+{
+	return w->load / w->capacity;
+}
+
+void
+balance_plan_start(BalancePlan *plan)
+{
+	bool		changed = true;
+
+	plan->total = 0;
+	plan->capacity = 0;
+	for (int w = 0; w < plan->nworkers; w++)
+	{
+		plan->total += plan->workers[w].load;
+		plan->capacity += plan->workers[w].capacity;
+		plan->workers[w].pinned = false;
+	}
+	for (int i = 0; i < plan->nfree; i++)
+		plan->total += plan->leases[i].weight;
+	if (plan->nfree > 1)
+		qsort(plan->leases, plan->nfree, sizeof(BalanceLease), free_lease_order);
+	plan->next_free = 0;
+
+	/*
+	 * A worker holding one lease heavier than its share carries that lease
+	 * alone: it is left where it is, and the others share the rest.
+	 */
+	while (changed)
+	{
+		double		load = plan->total;
+		double		capacity = plan->capacity;
+
+		for (int w = 0; w < plan->nworkers; w++)
+			if (plan->workers[w].pinned)
+			{
+				load -= plan->workers[w].load;
+				capacity -= plan->workers[w].capacity;
+			}
+		plan->fair = capacity > 0 && load > 0 ? load / capacity : 0;
+		changed = false;
+		for (int w = 0; w < plan->nworkers; w++)
+		{
+			BalanceWorker *worker = &plan->workers[w];
+
+			if (!worker->pinned && worker->leases == 1 &&
+				worker->load > plan->fair * worker->capacity)
+				worker->pinned = changed = true;
+		}
+	}
+}
+
+bool
+balance_out_of_tolerance(const BalancePlan *plan)
+{
+	for (int w = 0; w < plan->nworkers; w++)
+	{
+		const BalanceWorker *worker = &plan->workers[w];
+		double		target = plan->fair * worker->capacity;
+
+		if (worker->pinned || plan->fair <= 0)
+			continue;
+		if (worker->load > target * (1 + plan->tolerance) ||
+			worker->load < target * (1 - plan->tolerance))
+			return true;
+	}
+	return false;
+}
+
+bool
+balance_is_donor(const BalancePlan *plan, int w)
+{
+	return !plan->workers[w].pinned && per_capacity(&plan->workers[w]) > plan->fair;
+}
+
+double
+balance_imbalance(const BalancePlan *plan)
+{
+	double		worst = 0;
+
+	if (plan->total <= 0 || plan->capacity <= 0)
+		return 0;
+	for (int w = 0; w < plan->nworkers; w++)
+	{
+		double		ratio = plan->workers[w].load /
+			(plan->total * plan->workers[w].capacity / plan->capacity);
+
+		worst = Max(worst, ratio);
+	}
+	return worst;
+}
+
+/* Moves lease `l` to worker `to` in the plan, filling in *move. */
+static void
+apply_move(BalancePlan *plan, int l, int to, BalanceMove *move)
+{
+	BalanceLease *lease = &plan->leases[l];
+
+	move->lease = l;
+	move->from = lease->owner;
+	move->to = to;
+	move->imbalance_before = balance_imbalance(plan);
+	if (lease->owner >= 0)
+	{
+		plan->workers[lease->owner].load -= lease->weight;
+		plan->workers[lease->owner].leases--;
+	}
+	plan->workers[to].load += lease->weight;
+	plan->workers[to].leases++;
+	lease->owner = to;
+	lease->moved = true;
+	move->imbalance_after = balance_imbalance(plan);
+}
+
+/*
+ * The next step: first every free lease, heaviest first, goes to the worker
+ * whose load over capacity would be least with it; then, while some worker
+ * is outside the tolerance, the move of one lease from a worker above its
+ * share to another that lowers the stream's spread the most.  A move must
+ * narrow the gap between the two workers' loads per unit of capacity by
+ * more than the tolerance times the fair load per unit (so a move never
+ * undoes an earlier one, and a lease heavier than the gap stays), and each
+ * lease moves at most once in a plan.
+ */
+bool
+balance_plan_next(BalancePlan *plan, BalanceMove *move)
+{
+	int			best_lease = -1;
+	int			best_to = -1;
+	double		best_score = 0;
+
+	while (plan->next_free < plan->nfree)
+	{
+		int			l = plan->next_free++;
+		double		x = plan->leases[l].weight;
+
+		for (int w = 0; w < plan->nworkers; w++)
+		{
+			const BalanceWorker *worker = &plan->workers[w];
+			double		after;
+
+			if (worker->full)
+				continue;
+			after = (worker->load + x) / worker->capacity;
+			if (best_to < 0 || after < (plan->workers[best_to].load + x) / plan->workers[best_to].capacity ||
+				(after == (plan->workers[best_to].load + x) / plan->workers[best_to].capacity &&
+				 text_order(worker->name, plan->workers[best_to].name) < 0))
+				best_to = w;
+		}
+		if (best_to >= 0)
+		{
+			apply_move(plan, l, best_to, move);
+			return true;
+		}
+	}
+
+	if (!balance_out_of_tolerance(plan))
+		return false;
+	for (int l = plan->nfree; l < plan->nleases; l++)
+	{
+		const BalanceLease *lease = &plan->leases[l];
+		const BalanceWorker *from;
+		double		x = lease->weight;
+
+		if (lease->moved || lease->owner < 0 || !balance_is_donor(plan, lease->owner))
+			continue;
+		from = &plan->workers[lease->owner];
+		for (int w = 0; w < plan->nworkers; w++)
+		{
+			const BalanceWorker *to = &plan->workers[w];
+			double		gain;
+			double		score;
+
+			if (w == lease->owner || to->pinned || to->full)
+				continue;
+			gain = per_capacity(from) - per_capacity(to) -
+				x * (1 / from->capacity + 1 / to->capacity) / 2;
+			if (gain <= plan->tolerance * plan->fair)
+				continue;
+			score = x * gain;
+			if (best_lease < 0 || score > best_score ||
+				(score == best_score &&
+				 (text_order(lease->shard_id, plan->leases[best_lease].shard_id) < 0 ||
+				  (best_lease == l && text_order(to->name, plan->workers[best_to].name) < 0))))
+			{
+				best_lease = l;
+				best_to = w;
+				best_score = score;
+			}
+		}
+	}
+	if (best_lease < 0)
+		return false;
+	apply_move(plan, best_lease, best_to, move);
+	return true;
+}
+
+char *
+balance_move_reason(const BalancePlan *plan, const BalanceMove *move)
+{
+	const BalanceWorker *to = &plan->workers[move->to];
+
+	if (move->from < 0)
+		return psprintf("balance: free lease of weight %g to the least loaded worker (load %g of target %g)",
+						plan->leases[move->lease].weight, to->load, plan->fair * to->capacity);
+	return psprintf("balance: weight %g from %s to %s; loads after the move %g and %g, targets %g and %g; imbalance %g to %g",
+					plan->leases[move->lease].weight,
+					TextDatumGetCString(plan->workers[move->from].name), TextDatumGetCString(to->name),
+					plan->workers[move->from].load, to->load,
+					plan->fair * plan->workers[move->from].capacity, plan->fair * to->capacity,
+					move->imbalance_before, move->imbalance_after);
 }

@@ -32,4 +32,75 @@ extern double lease_arg_capacity(FunctionCallInfo fcinfo, int argno, const char 
  */
 extern void lease_record_capacity(Datum *stream, double capacity);
 
+
+/*
+ * The weighted balancing plan (src/leases/balancing.c), shared by
+ * take_leases' weighted round and lease.plan_rebalance so that the dry run
+ * and the rounds decide with one piece of code.
+ */
+typedef struct BalanceWorker
+{
+	Datum		name;			/* text */
+	double		load;			/* effective load (promised leases count for
+								 * the worker they are promised to) */
+	double		capacity;
+	int64		leases;			/* effective number of leases */
+	bool		pinned;			/* one lease heavier than its share: left alone */
+	bool		full;			/* may take no more (max_leases) */
+} BalanceWorker;
+
+typedef struct BalanceLease
+{
+	Datum		shard_id;		/* text */
+	Datum		from_owner;		/* text: the holder, or an expired lease's owner */
+	bool		has_from;
+	int			owner;			/* index of the live holder in workers, -1 when free */
+	double		weight;
+	bool		moved;			/* already placed by this plan */
+} BalanceLease;
+
+typedef struct BalanceMove
+{
+	int			lease;			/* index in leases */
+	int			from;			/* worker index, -1 for a free lease */
+	int			to;
+	double		imbalance_before;
+	double		imbalance_after;
+} BalanceMove;
+
+typedef struct BalancePlan
+{
+	BalanceWorker *workers;
+	int			nworkers;
+	BalanceLease *leases;		/* free leases first (nfree), then movable ones */
+	int			nfree;
+	int			nleases;
+	double		tolerance;
+	double		total;			/* the stream's load, free leases included */
+	double		capacity;		/* the sum of the workers' capacities */
+	double		fair;			/* load per unit of capacity, pinned workers aside */
+	int			next_free;		/* free leases placed so far (heaviest first) */
+} BalancePlan;
+
+/* Fixes total, capacity, the pinned workers and fair; sorts the free leases. */
+extern void balance_plan_start(BalancePlan *plan);
+
+/* True when some worker is outside the tolerance of its share. */
+extern bool balance_out_of_tolerance(const BalancePlan *plan);
+
+/* True when worker w holds more than its share (its leases may move). */
+extern bool balance_is_donor(const BalancePlan *plan, int w);
+
+/* The next step of the plan, applied to it; false when there is none. */
+extern bool balance_plan_next(BalancePlan *plan, BalanceMove *move);
+
+/* The stream's imbalance: the largest load over target among the workers. */
+extern double balance_imbalance(const BalancePlan *plan);
+
+/* The tolerance of a stream (lease.stream_balancing or the default). */
+extern double lease_stream_tolerance(Datum *stream);
+
+/* Text of an event's reason for a move. */
+extern char *balance_move_reason(const BalancePlan *plan, const BalanceMove *move);
+
 #endif							/* LEASE_BALANCING_H */

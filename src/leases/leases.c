@@ -148,8 +148,8 @@ static LeaseStatement checkpoint_fenced_stmt = {
 };
 
 /*
- * Measured checkpoint: as above (fenced when $7 is not null), and the
- * lease's work rate moves toward $8 records over the seconds since the
+ * Measured checkpoint: as the fenced one above, and the lease's work rate
+ * moves toward $8 (the work reported) over the seconds since the
  * previous checkpoint, `dt`, by 1 - exp(-dt / tau) of the way (an
  * exponentially decayed rate starting from 0; for a short dt the step is
  * about records / tau, so back-to-back checkpoints do not inflate it; the
@@ -159,7 +159,7 @@ static LeaseStatement checkpoint_fenced_stmt = {
 	"GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) l.checkpointed_at), 0.001)"
 
 static LeaseStatement checkpoint_measured_stmt = {
-	.name = "update_checkpoint (records)",
+	.name = "update_checkpoint (work)",
 	.sql = CHECKPOINT_SET ","
 	"     work_rate = COALESCE(l.work_rate, 0) OPERATOR(pg_catalog.+)"
 	"       ((1 OPERATOR(pg_catalog.-) (1 OPERATOR(pg_catalog./)"
@@ -168,7 +168,7 @@ static LeaseStatement checkpoint_measured_stmt = {
 	"        (($8::pg_catalog.float8 OPERATOR(pg_catalog./) " CHECKPOINT_DT ")"
 	"         OPERATOR(pg_catalog.-) COALESCE(l.work_rate, 0)))"
 	CHECKPOINT_WHERE
-	"   AND ($7 IS NULL OR l.lease_epoch OPERATOR(pg_catalog.=) $7)"
+	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
 	" RETURNING true",
 	.nargs = 8,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID},
@@ -402,44 +402,27 @@ LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint, update_checkpoint, LEASE_S
 
 /*
  * lease.update_checkpoint with a fencing token: true when written by the
- * current owner while lease_epoch still equals the token.
+ * current owner while lease_epoch still equals the token; work (0.4.0,
+ * optional) feeds the lease's measured work rate.
  */
 static Datum
 update_checkpoint_fenced(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	Datum		values[7];
+
+	Datum		values[8];
+	bool		measured = PG_NARGS() > 7 && !PG_ARGISNULL(7);
 
 	checkpoint_args(fcinfo, values);
 	values[6] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 6, "fencing_token"));
+	if (measured)
+		values[7] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 7, "work"));
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &checkpoint_fenced_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema,
+										  measured ? &checkpoint_measured_stmt : &checkpoint_fenced_stmt,
+										  values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint_fenced, update_checkpoint_fenced, LEASE_SCHEMA_0_3)
-
-/*
- * lease.update_checkpoint with the work the checkpoint covers (records):
- * true when written by the current owner (and, when fencing_token is not
- * null, while lease_epoch still equals it); the lease's work rate follows
- * the records reported.
- */
-PG_FUNCTION_INFO_V1(lease_update_checkpoint_measured);
-Datum
-lease_update_checkpoint_measured(PG_FUNCTION_ARGS)
-{
-	Datum		values[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-
-	checkpoint_args(fcinfo, values);
-	values[6] = (Datum) 0;
-	if (PG_ARGISNULL(6))
-		nulls[6] = 'n';
-	else
-		values[6] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 6, "fencing_token"));
-	values[7] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 7, "records"));
-
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, LEASE_SCHEMA_0_4, &checkpoint_measured_stmt, values, nulls) > 0);
-}
 
 /* lease.prepare_checkpoint: true when the owner recorded its intended checkpoint. */
 static Datum

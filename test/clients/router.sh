@@ -54,10 +54,10 @@ router_sql() { "$PSQL" -X -q -At -v ON_ERROR_STOP=1 "$PG_LEASE_ROUTER_DSN" "$@";
 # The worker role on the router and on every partition (roles are per
 # cluster), per docs/scale-out.md: EXECUTE on what the worker calls there,
 # USAGE on the router's foreign server; grant_app once through the router.
-FUNCS="lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
+FUNCS="lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
        lease.release_lease(text, text, text, text),
        lease.close_shard(text, text, text, text),
-       lease.take_leases(text, text, text, interval, integer, integer),
+       lease.take_leases(text, text, text, interval, integer, integer, double precision),
        lease.renew_leases(text, text, text, interval),
        lease.my_leases(text, text, text)"
 setup=0

@@ -106,10 +106,10 @@ DO \$\$ BEGIN
 END \$\$;
 GRANT USAGE ON SCHEMA lease TO clients_worker, clients_app;
 GRANT EXECUTE ON FUNCTION
-    lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision),
     lease.renew_leases(text, text, text, interval),
     lease.my_leases(text, text, text)
     TO clients_worker;

@@ -27,11 +27,11 @@ GRANT EXECUTE ON FUNCTION
     lease.take_lease(text, text, text, text, bigint, interval),
     lease.renew_lease(text, text, text, text, bigint, interval),
     lease.update_checkpoint(text, text, text, text, text, bigint),
-    lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
     lease.prepare_checkpoint(text, text, text, text, text),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision),
     lease.renew_leases(text, text, text, interval),
     lease.my_leases(text, text, text)
     TO lease_worker;
@@ -117,11 +117,11 @@ GRANT EXECUTE ON FUNCTION
     lease.take_lease(text, text, text, text, bigint, interval),
     lease.renew_lease(text, text, text, text, bigint, interval),
     lease.update_checkpoint(text, text, text, text, text, bigint),
-    lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
     lease.prepare_checkpoint(text, text, text, text, text),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision),
     lease.renew_leases(text, text, text, interval),
     lease.my_leases(text, text, text)
     TO lease_worker;
@@ -206,9 +206,9 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.renew_lease(text,text,text,text,bigint,interval)',
                 'lease.renew_leases(text,text,text,interval)',
                 'lease.take_lease(text,text,text,text,bigint,interval)',
-                'lease.take_leases(text,text,text,interval,integer,integer)',
+                'lease.take_leases(text,text,text,interval,integer,integer,double precision)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',
-                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint)'],
+                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint)'],
           'the worker role executes exactly the lease functions')
   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
    AND has_function_privilege('tap_rm_w1', p.oid, 'EXECUTE');
