@@ -71,9 +71,18 @@ REVOKE ALL ON FUNCTION
     lease.tenant_limit(text)
     FROM PUBLIC;
 
--- Issue 22, the balancing inputs: set_weight, set_balance_tolerance, the
--- take_leases that declares a capacity and the measured update_checkpoint,
--- each run on the stream's partition.
+-- Issue 22, balancing by load: set_weight, set_balance_tolerance and
+-- plan_rebalance, each run on the stream's partition.  take_leases gains
+-- capacity and the fenced update_checkpoint gains work, last and with
+-- defaults: each is dropped and made again as a fresh router has it (a
+-- grant of EXECUTE on them must be given again, as on pg_lease).
+CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL::text)
+RETURNS TABLE(shard_id text, from_owner text, to_owner text, weight double precision, imbalance_before double precision, imbalance_after double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 CREATE FUNCTION lease.set_balance_tolerance(app_name text, stream_name text, tolerance double precision)
 RETURNS double precision
 LANGUAGE plproxy AS $$
@@ -88,14 +97,17 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
-CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval, max_leases integer, max_steal integer, capacity double precision)
+DROP FUNCTION lease.take_leases(text, text, text, interval, integer, integer);
+DROP FUNCTION lease.update_checkpoint(text, text, text, text, text, bigint, bigint);
+
+CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1)
 RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
-CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint, records bigint)
+CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint, work bigint DEFAULT NULL::bigint)
 RETURNS boolean
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
@@ -103,6 +115,7 @@ LANGUAGE plproxy AS $$
 $$;
 
 REVOKE ALL ON FUNCTION
+    lease.plan_rebalance(text, text, text),
     lease.set_balance_tolerance(text, text, double precision),
     lease.set_weight(text, text, text, double precision),
     lease.take_leases(text, text, text, interval, integer, integer, double precision),

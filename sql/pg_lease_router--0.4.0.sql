@@ -421,6 +421,13 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
+CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL::text)
+RETURNS TABLE(shard_id text, from_owner text, to_owner text, weight double precision, imbalance_before double precision, imbalance_after double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 CREATE FUNCTION lease.prepare_checkpoint(app_name text, stream_name text, shard_id text, owner text, pending_checkpoint text)
 RETURNS boolean
 LANGUAGE plproxy AS $$
@@ -540,14 +547,7 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
-CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1)
-RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)
-LANGUAGE plproxy AS $$
-    CLUSTER 'pg_lease';
-    RUN ON lease_router.stream_partition(app_name, stream_name);
-$$;
-
-CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval, max_leases integer, max_steal integer, capacity double precision)
+CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1)
 RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
@@ -568,14 +568,7 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
-CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint)
-RETURNS boolean
-LANGUAGE plproxy AS $$
-    CLUSTER 'pg_lease';
-    RUN ON lease_router.stream_partition(app_name, stream_name);
-$$;
-
-CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint, records bigint)
+CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint, work bigint DEFAULT NULL::bigint)
 RETURNS boolean
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
