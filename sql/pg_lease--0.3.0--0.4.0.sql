@@ -678,7 +678,7 @@ COMMENT ON VIEW lease.worker_loads IS
 ALTER TABLE lease.lease_events ADD COLUMN reason text;
 
 CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL)
-RETURNS TABLE(shard_id text, from_owner text, to_owner text, weight double precision,
+RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision,
               imbalance_before double precision, imbalance_after double precision)
 AS 'MODULE_PATHNAME', 'lease_plan_rebalance'
 LANGUAGE C VOLATILE SECURITY INVOKER

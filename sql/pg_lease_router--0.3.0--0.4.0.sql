@@ -77,7 +77,7 @@ REVOKE ALL ON FUNCTION
 -- defaults: each is dropped and made again as a fresh router has it (a
 -- grant of EXECUTE on them must be given again, as on pg_lease).
 CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL::text)
-RETURNS TABLE(shard_id text, from_owner text, to_owner text, weight double precision, imbalance_before double precision, imbalance_after double precision)
+RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision, imbalance_before double precision, imbalance_after double precision)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.stream_partition(app_name, stream_name);

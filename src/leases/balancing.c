@@ -243,13 +243,58 @@ free_lease_order(const void *a, const void *b)
 	return text_order(la->shard_id, lb->shard_id);
 }
 
-/* A worker's load per unit of capacity. */
+/* A worker's load beyond the heavy leases it holds. */
 static double
-per_capacity(const BalanceWorker *w)
+base_load(const BalanceWorker *w)
 {
-	return w->load / w->capacity;
+	return w->load - w->heavy_load;
 }
 
+/* A worker's target for that load: 0 on a home, else its share. */
+static double
+base_target(const BalancePlan *plan, const BalanceWorker *w)
+{
+	return w->home ? 0 : plan->fair * w->capacity;
+}
+
+/* How far a worker is above its target, per unit of capacity. */
+static double
+excess(const BalancePlan *plan, const BalanceWorker *w)
+{
+	return (base_load(w) - base_target(plan, w)) / w->capacity;
+}
+
+/* The stream's load per unit of capacity, heavy leases and homes aside. */
+static void
+compute_fair(BalancePlan *plan)
+{
+	double		load = plan->total;
+	double		capacity = plan->capacity;
+
+	for (int w = 0; w < plan->nworkers; w++)
+	{
+		load -= plan->workers[w].heavy;
+		if (plan->workers[w].home)
+			capacity -= plan->workers[w].capacity;
+	}
+	plan->fair = capacity > 0 && load > 0 ? load / capacity : 0;
+}
+
+/* Largest capacity first, then by name: the order homes are chosen in. */
+static bool
+roomier(const BalanceWorker *a, const BalanceWorker *b)
+{
+	return a->capacity > b->capacity ||
+		(a->capacity == b->capacity && text_order(a->name, b->name) < 0);
+}
+
+/*
+ * A worker holding one lease heavier than its share carries that lease
+ * alone: the lease is heavy, and the others share the rest.  Heavy leases
+ * go, heaviest first, to the roomiest workers: one already on a worker with
+ * no roomier free worker stays (its worker is its home); another is moved
+ * to the roomiest free worker, which sheds its other leases.
+ */
 void
 balance_plan_start(BalancePlan *plan)
 {
@@ -259,9 +304,13 @@ balance_plan_start(BalancePlan *plan)
 	plan->capacity = 0;
 	for (int w = 0; w < plan->nworkers; w++)
 	{
-		plan->total += plan->workers[w].load;
-		plan->capacity += plan->workers[w].capacity;
-		plan->workers[w].pinned = false;
+		BalanceWorker *worker = &plan->workers[w];
+
+		plan->total += worker->load;
+		plan->capacity += worker->capacity;
+		worker->home = worker->heavy_marked = false;
+		worker->relocate_to = -1;
+		worker->heavy = worker->heavy_load = 0;
 	}
 	for (int i = 0; i < plan->nfree; i++)
 		plan->total += plan->leases[i].weight;
@@ -269,46 +318,114 @@ balance_plan_start(BalancePlan *plan)
 		qsort(plan->leases, plan->nfree, sizeof(BalanceLease), free_lease_order);
 	plan->next_free = 0;
 
-	/*
-	 * A worker holding one lease heavier than its share carries that lease
-	 * alone: it is left where it is, and the others share the rest.
-	 */
+	/* the heavy leases: iterate, each found lowers the others' share */
 	while (changed)
 	{
-		double		load = plan->total;
-		double		capacity = plan->capacity;
-
-		for (int w = 0; w < plan->nworkers; w++)
-			if (plan->workers[w].pinned)
-			{
-				load -= plan->workers[w].load;
-				capacity -= plan->workers[w].capacity;
-			}
-		plan->fair = capacity > 0 && load > 0 ? load / capacity : 0;
 		changed = false;
+		for (int w = 0; w < plan->nworkers; w++)
+			if (plan->workers[w].heavy > 0)
+				plan->workers[w].home = true;
+		compute_fair(plan);
 		for (int w = 0; w < plan->nworkers; w++)
 		{
 			BalanceWorker *worker = &plan->workers[w];
 
-			if (!worker->pinned && worker->leases == 1 &&
+			if (worker->heavy == 0 && worker->leases == 1 &&
 				worker->load > plan->fair * worker->capacity)
-				worker->pinned = changed = true;
+			{
+				worker->heavy = worker->heavy_load = worker->load;
+				changed = true;
+			}
+		}
+	}
+
+	/* their homes, heaviest first */
+	for (int w = 0; w < plan->nworkers; w++)
+		plan->workers[w].home = false;
+	for (;;)
+	{
+		int			next = -1;
+		int			room = -1;
+
+		for (int w = 0; w < plan->nworkers; w++)
+		{
+			const BalanceWorker *worker = &plan->workers[w];
+
+			if (worker->heavy > 0 && !worker->home && worker->relocate_to < 0 &&
+				(next < 0 || worker->heavy > plan->workers[next].heavy ||
+				 (worker->heavy == plan->workers[next].heavy &&
+				  text_order(worker->name, plan->workers[next].name) < 0)))
+				next = w;
+		}
+		if (next < 0)
+			break;
+		for (int w = 0; w < plan->nworkers; w++)
+		{
+			const BalanceWorker *worker = &plan->workers[w];
+
+			/*
+			 * A home must be roomier and hold lighter leases (on average)
+			 * than the heavy one: moving it next to leases as heavy would
+			 * only swap them.
+			 */
+			if (!worker->home && worker->heavy == 0 && !worker->full &&
+				(worker->leases == 0 || worker->load / worker->leases < plan->workers[next].heavy) &&
+				(room < 0 || roomier(worker, &plan->workers[room])))
+				room = w;
+		}
+		if (room >= 0 && plan->workers[room].capacity > plan->workers[next].capacity)
+		{
+			plan->workers[next].relocate_to = room;
+			plan->workers[room].home = true;
+		}
+		else
+			plan->workers[next].home = true;
+	}
+	compute_fair(plan);
+}
+
+void
+balance_mark_heavy(BalancePlan *plan, int first)
+{
+	for (int l = first; l < plan->nleases; l++)
+	{
+		BalanceLease *lease = &plan->leases[l];
+		BalanceWorker *owner;
+
+		lease->heavy = false;
+		lease->home = -1;
+		if (lease->owner < 0)
+			continue;
+		owner = &plan->workers[lease->owner];
+		if (owner->heavy > 0 && !owner->heavy_marked && lease->weight == owner->heavy)
+		{
+			lease->heavy = owner->heavy_marked = true;
+			lease->home = owner->relocate_to >= 0 ? owner->relocate_to : lease->owner;
 		}
 	}
 }
 
 bool
+balance_relocates(const BalancePlan *plan, int w)
+{
+	return plan->workers[w].relocate_to >= 0 && plan->workers[w].heavy_load > 0;
+}
+
+bool
 balance_out_of_tolerance(const BalancePlan *plan)
 {
+	if (plan->fair <= 0)
+		return false;
 	for (int w = 0; w < plan->nworkers; w++)
 	{
 		const BalanceWorker *worker = &plan->workers[w];
-		double		target = plan->fair * worker->capacity;
+		double		load = base_load(worker);
+		double		target = base_target(plan, worker);
 
-		if (worker->pinned || plan->fair <= 0)
-			continue;
-		if (worker->load > target * (1 + plan->tolerance) ||
-			worker->load < target * (1 - plan->tolerance))
+		if (balance_relocates(plan, w))
+			return true;
+		if (worker->home ? load > plan->tolerance * plan->fair * worker->capacity :
+			(load > target * (1 + plan->tolerance) || load < target * (1 - plan->tolerance)))
 			return true;
 	}
 	return false;
@@ -317,7 +434,7 @@ balance_out_of_tolerance(const BalancePlan *plan)
 bool
 balance_is_donor(const BalancePlan *plan, int w)
 {
-	return !plan->workers[w].pinned && per_capacity(&plan->workers[w]) > plan->fair;
+	return excess(plan, &plan->workers[w]) > 0 || balance_relocates(plan, w);
 }
 
 double
@@ -351,9 +468,13 @@ apply_move(BalancePlan *plan, int l, int to, BalanceMove *move)
 	{
 		plan->workers[lease->owner].load -= lease->weight;
 		plan->workers[lease->owner].leases--;
+		if (lease->heavy)
+			plan->workers[lease->owner].heavy_load -= lease->weight;
 	}
 	plan->workers[to].load += lease->weight;
 	plan->workers[to].leases++;
+	if (lease->heavy)
+		plan->workers[to].heavy_load += lease->weight;
 	lease->owner = to;
 	lease->moved = true;
 	move->imbalance_after = balance_imbalance(plan);
@@ -361,13 +482,15 @@ apply_move(BalancePlan *plan, int l, int to, BalanceMove *move)
 
 /*
  * The next step: first every free lease, heaviest first, goes to the worker
- * whose load over capacity would be least with it; then, while some worker
- * is outside the tolerance, the move of one lease from a worker above its
- * share to another that lowers the stream's spread the most.  A move must
- * narrow the gap between the two workers' loads per unit of capacity by
- * more than the tolerance times the fair load per unit (so a move never
- * undoes an earlier one, and a lease heavier than the gap stays), and each
- * lease moves at most once in a plan.
+ * (not a home) whose load over capacity would be least with it; then each
+ * heavy lease that belongs elsewhere goes to its home; then, while some
+ * worker is outside the tolerance, the move of one lease from a worker
+ * above its target to another that lowers the stream's spread the most.
+ * Such a move must narrow the gap between the two workers' excess per unit
+ * of capacity by more than the tolerance times the fair load per unit (so
+ * a move never undoes an earlier one: the sum of load^2 / capacity falls
+ * with each), never takes a heavy lease or brings a worker a lease heavier
+ * than its share, and each lease moves at most once in a plan.
  */
 bool
 balance_plan_next(BalancePlan *plan, BalanceMove *move)
@@ -375,28 +498,46 @@ balance_plan_next(BalancePlan *plan, BalanceMove *move)
 	int			best_lease = -1;
 	int			best_to = -1;
 	double		best_score = 0;
+	bool		best_clean = false;
 
 	while (plan->next_free < plan->nfree)
 	{
 		int			l = plan->next_free++;
 		double		x = plan->leases[l].weight;
+		bool		spare = false;
 
+		for (int w = 0; w < plan->nworkers; w++)
+			spare |= !plan->workers[w].full && !plan->workers[w].home;
 		for (int w = 0; w < plan->nworkers; w++)
 		{
 			const BalanceWorker *worker = &plan->workers[w];
 			double		after;
+			double		best;
 
-			if (worker->full)
+			if (worker->full || (spare && worker->home))
 				continue;
 			after = (worker->load + x) / worker->capacity;
-			if (best_to < 0 || after < (plan->workers[best_to].load + x) / plan->workers[best_to].capacity ||
-				(after == (plan->workers[best_to].load + x) / plan->workers[best_to].capacity &&
-				 text_order(worker->name, plan->workers[best_to].name) < 0))
+			if (best_to >= 0)
+				best = (plan->workers[best_to].load + x) / plan->workers[best_to].capacity;
+			if (best_to < 0 || after < best ||
+				(after == best && text_order(worker->name, plan->workers[best_to].name) < 0))
 				best_to = w;
 		}
 		if (best_to >= 0)
 		{
 			apply_move(plan, l, best_to, move);
+			return true;
+		}
+	}
+
+	for (int l = plan->nfree; l < plan->nleases; l++)
+	{
+		const BalanceLease *lease = &plan->leases[l];
+
+		if (lease->heavy && lease->owner != lease->home && !lease->moved &&
+			!plan->workers[lease->home].full)
+		{
+			apply_move(plan, l, lease->home, move);
 			return true;
 		}
 	}
@@ -409,7 +550,8 @@ balance_plan_next(BalancePlan *plan, BalanceMove *move)
 		const BalanceWorker *from;
 		double		x = lease->weight;
 
-		if (lease->moved || lease->owner < 0 || !balance_is_donor(plan, lease->owner))
+		if (lease->moved || lease->heavy || lease->owner < 0 ||
+			excess(plan, &plan->workers[lease->owner]) <= 0)
 			continue;
 		from = &plan->workers[lease->owner];
 		for (int w = 0; w < plan->nworkers; w++)
@@ -417,22 +559,36 @@ balance_plan_next(BalancePlan *plan, BalanceMove *move)
 			const BalanceWorker *to = &plan->workers[w];
 			double		gain;
 			double		score;
+			bool		clean;
 
-			if (w == lease->owner || to->pinned || to->full)
+			if (w == lease->owner || to->home || to->full || x > plan->fair * to->capacity)
 				continue;
-			gain = per_capacity(from) - per_capacity(to) -
+			gain = excess(plan, from) - excess(plan, to) -
 				x * (1 / from->capacity + 1 / to->capacity) / 2;
 			if (gain <= plan->tolerance * plan->fair)
 				continue;
+
+			/*
+			 * A clean move leaves neither worker on the wrong side of its
+			 * band (the giver not below, the taker not above): the largest
+			 * such lease first, so that few moves close the gap and none
+			 * opens another; failing any, the move that lowers the spread
+			 * most.
+			 */
+			clean = base_load(from) - x >= base_target(plan, from) * (1 - plan->tolerance) &&
+				base_load(to) + x <= base_target(plan, to) * (1 + plan->tolerance);
 			score = x * gain;
-			if (best_lease < 0 || score > best_score ||
-				(score == best_score &&
-				 (text_order(lease->shard_id, plan->leases[best_lease].shard_id) < 0 ||
-				  (best_lease == l && text_order(to->name, plan->workers[best_to].name) < 0))))
+			if (best_lease < 0 || (clean && !best_clean) ||
+				(clean == best_clean &&
+				 (score > best_score ||
+				  (score == best_score &&
+				   (text_order(lease->shard_id, plan->leases[best_lease].shard_id) < 0 ||
+					(best_lease == l && text_order(to->name, plan->workers[best_to].name) < 0))))))
 			{
 				best_lease = l;
 				best_to = w;
 				best_score = score;
+				best_clean = clean;
 			}
 		}
 	}
@@ -450,10 +606,12 @@ balance_move_reason(const BalancePlan *plan, const BalanceMove *move)
 	if (move->from < 0)
 		return psprintf("balance: free lease of weight %g to the least loaded worker (load %g of target %g)",
 						plan->leases[move->lease].weight, to->load, plan->fair * to->capacity);
-	return psprintf("balance: weight %g from %s to %s; loads after the move %g and %g, targets %g and %g; imbalance %g to %g",
+	return psprintf("balance: weight %g from %s to %s%s; loads after the move %g and %g, targets %g and %g; imbalance %g to %g",
 					plan->leases[move->lease].weight,
 					TextDatumGetCString(plan->workers[move->from].name), TextDatumGetCString(to->name),
+					plan->leases[move->lease].heavy ? " (a lease heavier than a share, to the roomiest worker)" : "",
 					plan->workers[move->from].load, to->load,
-					plan->fair * plan->workers[move->from].capacity, plan->fair * to->capacity,
+					base_target(plan, &plan->workers[move->from]) + plan->workers[move->from].heavy_load,
+					base_target(plan, to) + to->heavy_load,
 					move->imbalance_before, move->imbalance_after);
 }

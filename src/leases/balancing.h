@@ -45,8 +45,13 @@ typedef struct BalanceWorker
 								 * the worker they are promised to) */
 	double		capacity;
 	int64		leases;			/* effective number of leases */
-	bool		pinned;			/* one lease heavier than its share: left alone */
 	bool		full;			/* may take no more (max_leases) */
+	/* set by balance_plan_start: */
+	bool		home;			/* its capacity is kept for one heavy lease */
+	int			relocate_to;	/* where its heavy lease goes, or -1 */
+	double		heavy;			/* the heavy lease it holds (0: none) */
+	double		heavy_load;		/* the weight of heavy leases it holds now */
+	bool		heavy_marked;	/* its heavy lease is marked in leases */
 } BalanceWorker;
 
 typedef struct BalanceLease
@@ -57,6 +62,8 @@ typedef struct BalanceLease
 	int			owner;			/* index of the live holder in workers, -1 when free */
 	double		weight;
 	bool		moved;			/* already placed by this plan */
+	bool		heavy;			/* heavier than a share: moves only to its home */
+	int			home;			/* where a heavy lease belongs */
 } BalanceLease;
 
 typedef struct BalanceMove
@@ -78,12 +85,22 @@ typedef struct BalancePlan
 	double		tolerance;
 	double		total;			/* the stream's load, free leases included */
 	double		capacity;		/* the sum of the workers' capacities */
-	double		fair;			/* load per unit of capacity, pinned workers aside */
+	double		fair;			/* load per unit of capacity, heavy leases and
+								 * their homes aside */
 	int			next_free;		/* free leases placed so far (heaviest first) */
 } BalancePlan;
 
-/* Fixes total, capacity, the pinned workers and fair; sorts the free leases. */
+/*
+ * Fixes total, capacity, the heavy leases, their homes and fair; sorts the
+ * free leases.
+ */
 extern void balance_plan_start(BalancePlan *plan);
+
+/* Marks the heavy lease among leases[first..] (after they were added). */
+extern void balance_mark_heavy(BalancePlan *plan, int first);
+
+/* True when worker w holds a heavy lease that belongs elsewhere. */
+extern bool balance_relocates(const BalancePlan *plan, int w);
 
 /* True when some worker is outside the tolerance of its share. */
 extern bool balance_out_of_tolerance(const BalancePlan *plan);

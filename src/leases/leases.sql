@@ -562,7 +562,7 @@ SET search_path = pg_catalog, pg_temp;
 -- moves the next rounds would make, changing nothing; owner: as that
 -- worker's round sees the stream (counted even when it holds nothing).
 CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL)
-RETURNS TABLE(shard_id text, from_owner text, to_owner text, weight double precision,
+RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision,
               imbalance_before double precision, imbalance_after double precision)
 AS 'MODULE_PATHNAME', 'lease_plan_rebalance'
 LANGUAGE C VOLATILE SECURITY INVOKER

@@ -973,6 +973,7 @@ weighted_round(TakeRound *r, bool capped, int32 max_leases, int32 max_steal)
 		int			nowners = 0;
 		int			first = plan.nleases;
 
+		/* the workers that may give a lease during this round's moves */
 		for (int w = 0; w < plan.nworkers; w++)
 			if (w == r->me || balance_is_donor(&plan, w))
 				owners[nowners++] = plan.workers[w].name;
@@ -982,6 +983,7 @@ weighted_round(TakeRound *r, bool capped, int32 max_leases, int32 max_steal)
 		lease_spi_run(&movable_stmt, values, NULL, 0);
 		plan_add_leases(&plan, r->callcxt, NULL, NULL);
 		plan_settle_leases(&plan, first, mean, true);
+		balance_mark_heavy(&plan, first);
 		while (requested < max_steal && balance_plan_next(&plan, &move) && move.to == r->me)
 		{
 			int			n = round_params(r, values);
@@ -1217,19 +1219,22 @@ lease_plan_rebalance(PG_FUNCTION_ARGS)
 		plan_settle_leases(&plan, plan.nfree, mean, true);
 		plan.tolerance = lease_stream_tolerance(r.stream);
 		balance_plan_start(&plan);
+		balance_mark_heavy(&plan, plan.nfree);
 		while (balance_plan_next(&plan, &move))
 		{
-			Datum		out[6];
-			bool		outnulls[6] = {false, false, false, false, false, false};
+			Datum		out[7];
+			bool		outnulls[7] = {false, false, false, false, false, false, false};
 			const BalanceLease *lease = &plan.leases[move.lease];
 
+			/* take: a free lease, as take_leases reports it; else a handoff */
 			out[0] = lease->shard_id;
-			out[1] = move.from >= 0 ? plan.workers[move.from].name : lease->from_owner;
-			outnulls[1] = move.from < 0 && !lease->has_from;
-			out[2] = plan.workers[move.to].name;
-			out[3] = Float8GetDatum(lease->weight);
-			out[4] = Float8GetDatum(move.imbalance_before);
-			out[5] = Float8GetDatum(move.imbalance_after);
+			out[1] = CStringGetTextDatum(move.from >= 0 ? LEASE_ACTION_HANDOFF_REQUESTED : LEASE_ACTION_TAKEN);
+			out[2] = move.from >= 0 ? plan.workers[move.from].name : lease->from_owner;
+			outnulls[2] = move.from < 0 && !lease->has_from;
+			out[3] = plan.workers[move.to].name;
+			out[4] = Float8GetDatum(lease->weight);
+			out[5] = Float8GetDatum(move.imbalance_before);
+			out[6] = Float8GetDatum(move.imbalance_after);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, outnulls);
 		}
 	}

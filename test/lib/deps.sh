@@ -38,6 +38,7 @@ test    unzip                                       /usr/bin/unzip
 clients python3-psycopg2                            /usr/lib/python3/dist-packages/psycopg2/__init__.py
 clients nodejs                                      /usr/bin/node
 explore python3-psycopg2                            /usr/lib/python3/dist-packages/psycopg2/__init__.py
+balance python3-psycopg2                            /usr/lib/python3/dist-packages/psycopg2/__init__.py
 clients nodejs                                      /usr/bin/npm
 sanitize valgrind                                   /usr/bin/valgrind
 lint    cppcheck                                    /usr/bin/cppcheck

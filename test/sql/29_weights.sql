@@ -65,7 +65,9 @@ SELECT lease_test.try($$SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '9'
 SELECT lease_test.try($$SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', 'SHARD_END', 0, 1, 1)$$);
 SELECT lease_test.digest() = :'before' AS nothing_written;
 
--- capacity: take_leases records it, and only a change writes
+-- capacity: take_leases records it, and only a change writes.  The stream
+-- has weights, so it is balanced by load (30_balancing): w2, roomier than
+-- w1, asks for the lease heavier than w1's share
 SELECT shard_id, action FROM lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 2);
 SELECT worker, capacity FROM lease.worker_capacities WHERE app_name = 'wt' ORDER BY worker;
 SELECT xmin AS capacity_xmin FROM lease.worker_capacities WHERE app_name = 'wt' AND worker = 'w2' \gset

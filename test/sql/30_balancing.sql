@@ -77,8 +77,9 @@ SELECT count(*) AS planned FROM lease.plan_rebalance('bal', 's');
 SELECT count(*) AS w1_round FROM lease.take_leases('bal', 's', 'w1', '1 hour');
 SELECT * FROM taker_disagreements;
 
--- capacity: a worker declaring 2 gets a target twice as large; its round
--- asks for the light lease that brings w1 and w3 to 4 and 8
+-- capacity: w3 declares 2 and so is the roomiest worker: the heavy lease h
+-- (alone on w2, capacity 1) belongs there, and w3's round asks for it; the
+-- plan then has w3 give its other leases to w2, which h leaves
 SELECT shard_id, action, previous_owner FROM lease.take_leases('bal', 's', 'w3', '1 hour', capacity => 2);
 SELECT * FROM lease_test.loads;
 SELECT shard_id, from_owner, to_owner, weight FROM lease.plan_rebalance('bal', 's');
@@ -98,8 +99,9 @@ SELECT count(*) FROM lease.take_leases('cnt', 's', 'w1');
 SELECT count(*) AS planned FROM lease.plan_rebalance('cnt', 's');
 SELECT shard_id, action FROM lease.take_leases('cnt', 's', 'w2');
 
--- expired leases go by weight too: w1 stops renewing, its leases go to the
--- least loaded workers in their rounds
+-- expired leases go by weight too: w1 stops renewing, its leases (and the
+-- free u) go to the least loaded workers relative to capacity, each taken
+-- in that worker's round
 UPDATE lease.shard_leases SET lease_expires_at = clock_timestamp() - interval '1 s'
  WHERE app_name = 'bal' AND lease_owner = 'w1';
 SELECT shard_id, from_owner, to_owner, weight FROM lease.plan_rebalance('bal', 's') WHERE from_owner = 'w1';
