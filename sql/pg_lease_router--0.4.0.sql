@@ -422,7 +422,7 @@ LANGUAGE plproxy AS $$
 $$;
 
 CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL::text)
-RETURNS TABLE(shard_id text, from_owner text, to_owner text, weight double precision, imbalance_before double precision, imbalance_after double precision)
+RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision, imbalance_before double precision, imbalance_after double precision)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.stream_partition(app_name, stream_name);
