@@ -403,47 +403,45 @@ static LeaseStatement loads_weighted_stmt = {
 };
 
 /*
- * The free leases (unowned, or expired leases of the workers $3 whose bound
- * has passed), takeable, with their known weights; nothing is locked.
+ * A read of the stream's leases that `pred` selects (about row l, $3 a
+ * text[] of workers), with their owners and known weights, in shard id
+ * order; nothing is locked.
  */
-static LeaseStatement free_weights_stmt = {
-	.name = "take_leases: free leases and their weights",
-	.sql =
-	"SELECT l.shard_id, l.lease_owner, " LEASE_SQL_KNOWN_WEIGHT("l")
-	"  FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	" WHERE " LEASE_STREAM_MATCHES
-	"   AND ((l.lease_owner IS NULL AND " LEASE_SQL_NOT_ENDED("l") ")"
-	"        OR l.lease_owner OPERATOR(pg_catalog.=) ANY ($3))"
-	"   AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"   AND " LEASE_SQL_NOT_ENDED("l")
-	"   AND NOT " LEASE_SQL_BLOCKED("l")
-	" ORDER BY l.shard_id COLLATE pg_catalog.\"C\"",
-	.nargs = 3,
-	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID},
-	.expected = SPI_OK_SELECT,
-	.cursor_options = CURSOR_OPT_GENERIC_PLAN
-};
+#define WEIGHTS_STMT(stmt_name, pred) \
+	{ \
+		.name = stmt_name, \
+		.sql = "SELECT l.shard_id, l.lease_owner, " LEASE_SQL_KNOWN_WEIGHT("l") \
+		"  FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+		" WHERE " LEASE_STREAM_MATCHES pred \
+		" ORDER BY l.shard_id COLLATE pg_catalog.\"C\"", \
+		.nargs = 3, \
+		.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID}, \
+		.expected = SPI_OK_SELECT, \
+		.cursor_options = CURSOR_OPT_GENERIC_PLAN \
+	}
+
+/*
+ * The free leases: unowned, or expired leases of the workers $3 whose bound
+ * has passed; takeable.
+ */
+static LeaseStatement free_weights_stmt =
+	WEIGHTS_STMT("take_leases: free leases and their weights",
+				 "   AND ((l.lease_owner IS NULL AND " LEASE_SQL_NOT_ENDED("l") ")"
+				 "        OR l.lease_owner OPERATOR(pg_catalog.=) ANY ($3))"
+				 "   AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+				 "   AND " LEASE_SQL_NOT_ENDED("l")
+				 "   AND NOT " LEASE_SQL_BLOCKED("l"));
 
 /*
  * The leases the workers $3 could hand over (live, no handoff pending, not
- * ended), with their known weights, through the owner index.
+ * ended), through the owner index.
  */
-static LeaseStatement movable_stmt = {
-	.name = "take_leases: movable leases and their weights",
-	.sql =
-	"SELECT l.shard_id, l.lease_owner, " LEASE_SQL_KNOWN_WEIGHT("l")
-	"  FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	" WHERE " LEASE_STREAM_MATCHES
-	"   AND l.lease_owner OPERATOR(pg_catalog.=) ANY ($3)"
-	"   AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"   AND " LEASE_SQL_NOT_ENDED("l")
-	" ORDER BY l.shard_id COLLATE pg_catalog.\"C\"",
-	.nargs = 3,
-	.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID},
-	.expected = SPI_OK_SELECT,
-	.cursor_options = CURSOR_OPT_GENERIC_PLAN
-};
+static LeaseStatement movable_stmt =
+	WEIGHTS_STMT("take_leases: movable leases and their weights",
+				 "   AND l.lease_owner OPERATOR(pg_catalog.=) ANY ($3)"
+				 "   AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+				 "   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+				 "   AND " LEASE_SQL_NOT_ENDED("l"));
 
 /* Take the free leases $8 the plan gives the caller (still free, unlocked). */
 static LeaseStatement take_ids_stmt = {
