@@ -685,3 +685,22 @@ LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 REVOKE ALL ON FUNCTION lease.plan_rebalance(text, text, text) FROM PUBLIC;
+
+-- Load against target per owner (issue 22): lease.worker_loads' load,
+-- capacity and target, for every app.
+CREATE FUNCTION lease.monitoring_worker_loads()
+RETURNS TABLE (app_name text, stream_name text, lease_owner text, load double precision,
+               capacity double precision, target double precision)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+SELECT w.app_name, w.stream_name, w.lease_owner, w.load, w.capacity, w.target
+  FROM lease.worker_loads AS w
+ ORDER BY 1, 2, 3
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_worker_loads() IS
+    'Metrics: per app, stream and owner, the load of its live leases (their weights), its capacity and its target (lease.worker_loads, every app).';
+
+REVOKE ALL ON FUNCTION lease.monitoring_worker_loads() FROM PUBLIC;

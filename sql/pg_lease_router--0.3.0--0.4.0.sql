@@ -72,7 +72,8 @@ REVOKE ALL ON FUNCTION
     FROM PUBLIC;
 
 -- Issue 22, balancing by load: set_weight, set_balance_tolerance and
--- plan_rebalance, each run on the stream's partition.  take_leases gains
+-- plan_rebalance, each run on the stream's partition, and
+-- monitoring_worker_loads on every partition.  take_leases gains
 -- capacity and the fenced update_checkpoint gains work, last and with
 -- defaults: each is dropped and made again as a fresh router has it (a
 -- grant of EXECUTE on them must be given again, as on pg_lease).
@@ -97,6 +98,13 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
+CREATE FUNCTION lease.monitoring_worker_loads()
+RETURNS TABLE(app_name text, stream_name text, lease_owner text, load double precision, capacity double precision, target double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
 DROP FUNCTION lease.take_leases(text, text, text, interval, integer, integer);
 DROP FUNCTION lease.update_checkpoint(text, text, text, text, text, bigint, bigint);
 
@@ -115,6 +123,7 @@ LANGUAGE plproxy AS $$
 $$;
 
 REVOKE ALL ON FUNCTION
+    lease.monitoring_worker_loads(),
     lease.plan_rebalance(text, text, text),
     lease.set_balance_tolerance(text, text, double precision),
     lease.set_weight(text, text, text, double precision),

@@ -407,6 +407,13 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
 $$;
 
+CREATE FUNCTION lease.monitoring_worker_loads()
+RETURNS TABLE(app_name text, stream_name text, lease_owner text, load double precision, capacity double precision, target double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
 CREATE FUNCTION lease.monitoring_workers()
 RETURNS TABLE(app_name text, stream_name text, lease_owner text, leases bigint)
 LANGUAGE plproxy AS $$
