@@ -488,3 +488,245 @@ AS 'MODULE_PATHNAME', 'lease_sync_shards'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION lease.sync_shards(text, text, text[], text[]) FROM PUBLIC;
+
+-- Issue 22, balancing by load (src/leases/leases.sql, src/leases/balancing.c,
+-- src/leases/taker.c): a lease's weight and measured work rate, a worker's
+-- declared capacity, a stream's tolerance, each worker's load in
+-- stream_workers; update_checkpoint's work and take_leases' capacity,
+-- set_weight, set_balance_tolerance and plan_rebalance.
+ALTER TABLE lease.shard_leases
+    ADD COLUMN weight double precision,
+    ADD COLUMN work_rate double precision,
+    ADD CONSTRAINT shard_leases_load_check
+        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<) 'Infinity'
+               AND work_rate OPERATOR(pg_catalog.>=) 0 AND work_rate OPERATOR(pg_catalog.<) 'Infinity');
+
+CREATE TABLE lease.worker_capacities (
+    app_name    text             NOT NULL,
+    stream_name text             NOT NULL,
+    worker      text             NOT NULL,
+    capacity    double precision NOT NULL,
+    PRIMARY KEY (app_name, stream_name, worker),
+    CONSTRAINT worker_capacities_capacity_check
+        CHECK (capacity OPERATOR(pg_catalog.>) 0 AND capacity OPERATOR(pg_catalog.<) 'Infinity')
+);
+
+COMMENT ON TABLE lease.worker_capacities IS
+    'Per worker and stream: the capacity the worker declared in take_leases (1 when absent).';
+
+CREATE TABLE lease.stream_balancing (
+    app_name    text             NOT NULL,
+    stream_name text             NOT NULL,
+    tolerance   double precision NOT NULL,
+    PRIMARY KEY (app_name, stream_name),
+    CONSTRAINT stream_balancing_tolerance_check
+        CHECK (tolerance OPERATOR(pg_catalog.>=) 0 AND tolerance OPERATOR(pg_catalog.<=) 1)
+);
+
+COMMENT ON TABLE lease.stream_balancing IS
+    'Per stream: the balancing tolerance set by lease.set_balance_tolerance (0.1 when absent).';
+
+SELECT pg_catalog.pg_extension_config_dump('lease.worker_capacities', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_balancing', '');
+
+REVOKE ALL ON lease.worker_capacities, lease.stream_balancing FROM PUBLIC;
+
+-- A lease's known weight counts in its owner's stream_workers load (the
+-- twin of src/leases/leases.sql).  No lease has a weight yet: every load
+-- starts at 0.
+ALTER TABLE lease.stream_workers
+    ADD COLUMN load double precision NOT NULL DEFAULT 0,
+    ADD COLUMN weighed bigint NOT NULL DEFAULT 0;
+
+COMMENT ON TABLE lease.stream_workers IS
+    'Per worker and stream: how many leases it holds, a lower bound of their expiry, and the sum and number of their known weights (kept by the lease functions and triggers; what take_leases reads instead of the stream).';
+
+CREATE FUNCTION lease.shard_leases_load_changed()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO lease.stream_workers AS w
+           (app_name, stream_name, worker, leases, load, weighed)
+    SELECT d.app_name, d.stream_name, d.worker, 0,
+           pg_catalog.sum(d.load), pg_catalog.sum(d.weighed)::pg_catalog.int8
+      FROM (SELECT OLD.app_name, OLD.stream_name, OLD.lease_owner AS worker,
+                   OPERATOR(pg_catalog.-) COALESCE(OLD.weight, OLD.work_rate) AS load,
+                   -1 AS weighed
+             WHERE TG_OP OPERATOR(pg_catalog.<>) 'INSERT' AND OLD.lease_owner IS NOT NULL
+               AND COALESCE(OLD.weight, OLD.work_rate) IS NOT NULL
+            UNION ALL
+            SELECT NEW.app_name, NEW.stream_name, NEW.lease_owner,
+                   COALESCE(NEW.weight, NEW.work_rate), 1
+             WHERE TG_OP OPERATOR(pg_catalog.<>) 'DELETE' AND NEW.lease_owner IS NOT NULL
+               AND COALESCE(NEW.weight, NEW.work_rate) IS NOT NULL) AS d
+     GROUP BY d.app_name, d.stream_name, d.worker
+     ORDER BY d.worker COLLATE pg_catalog."C"
+    ON CONFLICT (app_name, stream_name, worker) DO UPDATE
+       SET weighed = w.weighed OPERATOR(pg_catalog.+) excluded.weighed,
+           -- exactly 0 when no weight is left, so rounding never lingers
+           load = CASE WHEN w.weighed OPERATOR(pg_catalog.+) excluded.weighed
+                            OPERATOR(pg_catalog.=) 0 THEN 0
+                       ELSE w.load OPERATOR(pg_catalog.+) excluded.load END;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER shard_leases_load_inserted
+    AFTER INSERT ON lease.shard_leases
+    FOR EACH ROW
+    WHEN (NEW.lease_owner IS NOT NULL AND COALESCE(NEW.weight, NEW.work_rate) IS NOT NULL)
+    EXECUTE FUNCTION lease.shard_leases_load_changed();
+
+CREATE TRIGGER shard_leases_load_deleted
+    AFTER DELETE ON lease.shard_leases
+    FOR EACH ROW
+    WHEN (OLD.lease_owner IS NOT NULL AND COALESCE(OLD.weight, OLD.work_rate) IS NOT NULL)
+    EXECUTE FUNCTION lease.shard_leases_load_changed();
+
+CREATE TRIGGER shard_leases_load_updated
+    AFTER UPDATE OF lease_owner, weight, work_rate ON lease.shard_leases
+    FOR EACH ROW
+    WHEN ((OLD.lease_owner IS DISTINCT FROM NEW.lease_owner
+           AND COALESCE(OLD.weight, OLD.work_rate, NEW.weight, NEW.work_rate) IS NOT NULL)
+          OR COALESCE(OLD.weight, OLD.work_rate) IS DISTINCT FROM COALESCE(NEW.weight, NEW.work_rate))
+    EXECUTE FUNCTION lease.shard_leases_load_changed();
+
+REVOKE ALL ON FUNCTION lease.shard_leases_load_changed() FROM PUBLIC;
+
+-- take_leases gains capacity and the fenced update_checkpoint gains work,
+-- both last and with defaults.  A second overload would make the old calls
+-- ambiguous, so each function is re-created, with the ACL of a fresh
+-- install, as 0.2.0--0.3.0 did renew_leases: EXECUTE granted to worker
+-- roles does not survive (a grant made here would be recorded as the
+-- extension's initial privilege, which pg_dump leaves out); the operator
+-- re-grants, as the warning says.
+DO $upgrade$
+DECLARE
+    grantees text;
+BEGIN
+    SELECT pg_catalog.string_agg(DISTINCT pg_catalog.quote_ident(r.rolname), ', ')
+      INTO grantees
+      FROM pg_catalog.pg_proc AS p,
+           pg_catalog.aclexplode(p.proacl) AS a,
+           pg_catalog.pg_roles AS r
+     WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+               'lease.take_leases(text, text, text, interval, integer, integer)'::pg_catalog.regprocedure,
+               'lease.update_checkpoint(text, text, text, text, text, bigint, bigint)'::pg_catalog.regprocedure])
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+       AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+       AND r.oid OPERATOR(pg_catalog.=) a.grantee;
+    IF grantees IS NOT NULL THEN
+        RAISE WARNING 'lease.take_leases and the fenced lease.update_checkpoint are re-created by this update; their EXECUTE grants are gone'
+            USING DETAIL = pg_catalog.format('They were granted to %s.', grantees),
+                  HINT = pg_catalog.format('Run GRANT EXECUTE ON FUNCTION lease.take_leases(text, text, text, interval, integer, integer, double precision), lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint) TO %s;', grantees);
+    END IF;
+END
+$upgrade$;
+
+DROP FUNCTION lease.take_leases(text, text, text, interval, integer, integer);
+DROP FUNCTION lease.update_checkpoint(text, text, text, text, text, bigint, bigint);
+
+CREATE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint, fencing_token bigint,
+    work bigint DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.take_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, max_leases integer DEFAULT NULL,
+    max_steal integer DEFAULT 1, capacity double precision DEFAULT 1)
+RETURNS TABLE(shard_id text, lease_count bigint, action text,
+              previous_owner text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.set_weight(
+    app_name text, stream_name text, shard_id text, weight double precision)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_weight'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.set_balance_tolerance(
+    app_name text, stream_name text, tolerance double precision)
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'lease_set_balance_tolerance'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision),
+    lease.set_weight(text, text, text, double precision),
+    lease.set_balance_tolerance(text, text, double precision)
+    FROM PUBLIC;
+
+-- lease.worker_loads shows each owner's load, capacity and target after the
+-- columns it had (CREATE OR REPLACE keeps its grants).
+CREATE OR REPLACE VIEW lease.worker_loads WITH (security_barrier = true) AS
+SELECT g.app_name, g.stream_name, g.lease_owner, g.live_leases,
+       g.known OPERATOR(pg_catalog.+) ((g.live_leases OPERATOR(pg_catalog.-) g.weighed)
+           OPERATOR(pg_catalog.*) COALESCE(pg_catalog.sum(g.known) OVER s
+               OPERATOR(pg_catalog./) NULLIF(pg_catalog.sum(g.weighed) OVER s, 0), 1)) AS load,
+       COALESCE(c.capacity, 1) AS capacity,
+       (pg_catalog.sum(g.known) OVER s OPERATOR(pg_catalog.+)
+        ((pg_catalog.sum(g.live_leases) OVER s OPERATOR(pg_catalog.-) pg_catalog.sum(g.weighed) OVER s)
+           OPERATOR(pg_catalog.*) COALESCE(pg_catalog.sum(g.known) OVER s
+               OPERATOR(pg_catalog./) NULLIF(pg_catalog.sum(g.weighed) OVER s, 0), 1)))
+           OPERATOR(pg_catalog.*) COALESCE(c.capacity, 1)
+           OPERATOR(pg_catalog./) pg_catalog.sum(COALESCE(c.capacity, 1)) OVER s AS target
+  FROM (SELECT l.app_name, l.stream_name, l.lease_owner, pg_catalog.count(*) AS live_leases,
+               COALESCE(pg_catalog.sum(COALESCE(l.weight, l.work_rate)), 0) AS known,
+               pg_catalog.count(COALESCE(l.weight, l.work_rate)) AS weighed
+          FROM lease.shard_leases AS l
+         WHERE l.lease_owner IS NOT NULL
+           AND lease.has_app_access(l.app_name)
+           AND l.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+         GROUP BY l.app_name, l.stream_name, l.lease_owner) AS g
+  LEFT JOIN lease.worker_capacities AS c
+    ON c.app_name OPERATOR(pg_catalog.=) g.app_name
+   AND c.stream_name OPERATOR(pg_catalog.=) g.stream_name
+   AND c.worker OPERATOR(pg_catalog.=) g.lease_owner
+WINDOW s AS (PARTITION BY g.app_name, g.stream_name);
+
+COMMENT ON VIEW lease.worker_loads IS
+    'Live (unexpired) leases per owner and stream, their load (the sum of their weights: the operator''s weight, else the measured work rate, else the mean of the stream''s known weights, else 1), the owner''s capacity and its target (the stream''s load shared in proportion to the capacities of the owners listed).';
+
+-- Why a balancing round moved a lease, with its event (src/leases/taker.c).
+ALTER TABLE lease.lease_events ADD COLUMN reason text;
+
+CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL)
+RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision,
+              imbalance_before double precision, imbalance_after double precision)
+AS 'MODULE_PATHNAME', 'lease_plan_rebalance'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION lease.plan_rebalance(text, text, text) FROM PUBLIC;
+
+-- Load against target per owner (issue 22): lease.worker_loads' load,
+-- capacity and target, for every app.
+CREATE FUNCTION lease.monitoring_worker_loads()
+RETURNS TABLE (app_name text, stream_name text, lease_owner text, load double precision,
+               capacity double precision, target double precision)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+SELECT w.app_name, w.stream_name, w.lease_owner, w.load, w.capacity, w.target
+  FROM lease.worker_loads AS w
+ ORDER BY 1, 2, 3
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_worker_loads() IS
+    'Metrics: per app, stream and owner, the load of its live leases (their weights), its capacity and its target (lease.worker_loads, every app).';
+
+REVOKE ALL ON FUNCTION lease.monitoring_worker_loads() FROM PUBLIC;

@@ -90,3 +90,81 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 REVOKE ALL ON FUNCTION lease.sync_shards(text, text, text[], text[]) FROM PUBLIC;
+
+-- Issue 22, balancing by load: set_weight, set_balance_tolerance and
+-- plan_rebalance, each run on the stream's partition, and
+-- monitoring_worker_loads on every partition.  take_leases gains
+-- capacity and the fenced update_checkpoint gains work, last and with
+-- defaults: each is dropped and made again as a fresh router has it (a
+-- grant of EXECUTE on them must be given again, as on pg_lease).
+CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL::text)
+RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision, imbalance_before double precision, imbalance_after double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.set_balance_tolerance(app_name text, stream_name text, tolerance double precision)
+RETURNS double precision
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.set_weight(app_name text, stream_name text, shard_id text, weight double precision)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.monitoring_worker_loads()
+RETURNS TABLE(app_name text, stream_name text, lease_owner text, load double precision, capacity double precision, target double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+DROP FUNCTION lease.take_leases(text, text, text, interval, integer, integer);
+DROP FUNCTION lease.update_checkpoint(text, text, text, text, text, bigint, bigint);
+
+CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1)
+RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint, work bigint DEFAULT NULL::bigint)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+REVOKE ALL ON FUNCTION
+    lease.monitoring_worker_loads(),
+    lease.plan_rebalance(text, text, text),
+    lease.set_balance_tolerance(text, text, double precision),
+    lease.set_weight(text, text, text, double precision),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision),
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint)
+    FROM PUBLIC;
+
+-- lease.worker_loads gains load, capacity and target after its columns: the
+-- view and the function it reads are made again as a fresh router has them
+-- (a grant of SELECT on the view must be given again).
+DROP VIEW lease.worker_loads;
+DROP FUNCTION lease_router.worker_loads_on_all();
+
+CREATE FUNCTION lease_router.worker_loads_on_all()
+RETURNS TABLE (app_name text, stream_name text, lease_owner text, live_leases bigint, load double precision, capacity double precision, target double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+    SELECT v.app_name, v.stream_name, v.lease_owner, v.live_leases, v.load, v.capacity, v.target FROM lease.worker_loads AS v;
+$$;
+
+CREATE VIEW lease.worker_loads AS SELECT * FROM lease_router.worker_loads_on_all();
+
+REVOKE ALL ON lease.worker_loads FROM PUBLIC;

@@ -414,6 +414,13 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
 $$;
 
+CREATE FUNCTION lease.monitoring_worker_loads()
+RETURNS TABLE(app_name text, stream_name text, lease_owner text, load double precision, capacity double precision, target double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
 CREATE FUNCTION lease.monitoring_workers()
 RETURNS TABLE(app_name text, stream_name text, lease_owner text, leases bigint)
 LANGUAGE plproxy AS $$
@@ -423,6 +430,13 @@ $$;
 
 CREATE FUNCTION lease.my_leases(app_name text, stream_name text, owner text)
 RETURNS TABLE(shard_id text, lease_count bigint, lease_epoch bigint, checkpoint text, checkpoint_sub_sequence bigint, pending_checkpoint text, expires_in interval, handoff_to text, handoff_from text, waiting_on text[])
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL::text)
+RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision, imbalance_before double precision, imbalance_after double precision)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.stream_partition(app_name, stream_name);
@@ -512,11 +526,25 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.user_partition(user_id);
 $$;
 
+CREATE FUNCTION lease.set_balance_tolerance(app_name text, stream_name text, tolerance double precision)
+RETURNS double precision
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 CREATE FUNCTION lease.set_tenant_limit(user_id text, sandbox_limit integer)
 RETURNS integer
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.user_partition(user_id);
+$$;
+
+CREATE FUNCTION lease.set_weight(app_name text, stream_name text, shard_id text, weight double precision)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
 CREATE FUNCTION lease.start_conversation(user_id text, agent_id text, vault_id text, environment_id text, channel_id text)
@@ -540,7 +568,7 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
-CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1)
+CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1)
 RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
@@ -561,7 +589,7 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
-CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint)
+CREATE FUNCTION lease.update_checkpoint(app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint, work bigint DEFAULT NULL::bigint)
 RETURNS boolean
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
@@ -579,11 +607,11 @@ $$;
 CREATE VIEW lease.lease_status AS SELECT * FROM lease_router.lease_status_on_all();
 
 CREATE FUNCTION lease_router.worker_loads_on_all()
-RETURNS TABLE (app_name text, stream_name text, lease_owner text, live_leases bigint)
+RETURNS TABLE (app_name text, stream_name text, lease_owner text, live_leases bigint, load double precision, capacity double precision, target double precision)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON ALL;
-    SELECT v.app_name, v.stream_name, v.lease_owner, v.live_leases FROM lease.worker_loads AS v;
+    SELECT v.app_name, v.stream_name, v.lease_owner, v.live_leases, v.load, v.capacity, v.target FROM lease.worker_loads AS v;
 $$;
 
 CREATE VIEW lease.worker_loads AS SELECT * FROM lease_router.worker_loads_on_all();

@@ -19,5 +19,11 @@ SELECT pg_catalog.pg_extension_config_dump('lease.lineage_changes', 'WHERE false
 SELECT pg_catalog.pg_extension_config_dump('lease.app_grants',
     'WHERE pg_catalog.pg_get_userbyid(grantee) OPERATOR(pg_catalog.=) grantee_name');
 
+-- The balancing inputs (src/leases/leases.sql): declared capacities and
+-- the tolerances set by operators.  Added by the 0.3.0--0.4.0 upgrade at
+-- its end, so marked after app_grants.
+SELECT pg_catalog.pg_extension_config_dump('lease.worker_capacities', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_balancing', '');
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

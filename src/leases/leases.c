@@ -28,6 +28,7 @@
 #include "utils/builtins.h"
 
 #include "common/args.h"
+#include "leases/balancing.h"
 #include "leases/events.h"
 #include "leases/leases.h"
 #include "leases/privileges.h"
@@ -114,16 +115,18 @@ static LeaseStatement renew_stmt = {
  * Checkpoint: guarded on ownership only, never on lease_count; clears the
  * pending (two-phase) checkpoint.
  */
-#define CHECKPOINT_SQL \
+#define CHECKPOINT_SET \
 	"UPDATE lease.shard_leases AS l" \
 	" SET checkpoint = $5," \
 	"     checkpoint_sub_sequence = $6," \
 	"     pending_checkpoint = NULL," \
 	"     owner_switches_since_checkpoint = 0," \
-	"     updated_at = pg_catalog.now()" \
+	"     updated_at = pg_catalog.now()"
+#define CHECKPOINT_WHERE \
 	" WHERE " LEASE_KEY_MATCHES \
 	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4" \
 	"   AND l.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END
+#define CHECKPOINT_SQL CHECKPOINT_SET CHECKPOINT_WHERE
 
 static LeaseStatement checkpoint_stmt = {
 	.name = "update_checkpoint",
@@ -141,6 +144,34 @@ static LeaseStatement checkpoint_fenced_stmt = {
 	" RETURNING true",
 	.nargs = 7,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID},
+	.expected = SPI_OK_UPDATE_RETURNING
+};
+
+/*
+ * Measured checkpoint: as the fenced one above, and the lease's work rate
+ * moves toward $8 (the work reported) over the seconds since the
+ * previous checkpoint, `dt`, by 1 - exp(-dt / tau) of the way (an
+ * exponentially decayed rate starting from 0; for a short dt the step is
+ * about records / tau, so back-to-back checkpoints do not inflate it; the
+ * exponent is capped where the factor is 1 to float8 precision).
+ */
+#define CHECKPOINT_DT \
+	"GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) l.checkpointed_at), 0.001)"
+
+static LeaseStatement checkpoint_measured_stmt = {
+	.name = "update_checkpoint (work)",
+	.sql = CHECKPOINT_SET ","
+	"     work_rate = COALESCE(l.work_rate, 0) OPERATOR(pg_catalog.+)"
+	"       ((1 OPERATOR(pg_catalog.-) (1 OPERATOR(pg_catalog./)"
+	"           pg_catalog.exp(LEAST(" CHECKPOINT_DT " OPERATOR(pg_catalog./) " LEASE_WORK_RATE_TAU_S ", 600))))"
+	"        OPERATOR(pg_catalog.*)"
+	"        (($8::pg_catalog.float8 OPERATOR(pg_catalog./) " CHECKPOINT_DT ")"
+	"         OPERATOR(pg_catalog.-) COALESCE(l.work_rate, 0)))"
+	CHECKPOINT_WHERE
+	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
+	" RETURNING true",
+	.nargs = 8,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID},
 	.expected = SPI_OK_UPDATE_RETURNING
 };
 
@@ -371,17 +402,24 @@ LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint, update_checkpoint, LEASE_S
 
 /*
  * lease.update_checkpoint with a fencing token: true when written by the
- * current owner while lease_epoch still equals the token.
+ * current owner while lease_epoch still equals the token; work (0.4.0,
+ * optional) feeds the lease's measured work rate.
  */
 static Datum
 update_checkpoint_fenced(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	Datum		values[7];
+
+	Datum		values[8];
+	bool		measured = PG_NARGS() > 7 && !PG_ARGISNULL(7);
 
 	checkpoint_args(fcinfo, values);
 	values[6] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 6, "fencing_token"));
+	if (measured)
+		values[7] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 7, "work"));
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &checkpoint_fenced_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema,
+										  measured ? &checkpoint_measured_stmt : &checkpoint_fenced_stmt,
+										  values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint_fenced, update_checkpoint_fenced, LEASE_SCHEMA_0_3)

@@ -38,6 +38,13 @@ CREATE TABLE lease.shard_leases (
     -- longer checkpoints (docs/monitoring.md).  Last, so a fresh table
     -- equals one upgraded from 0.2.0 (ALTER TABLE ... ADD COLUMN).
     checkpointed_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- the lease's load for balancing (src/leases/balancing.c): the
+    -- operator's weight (lease.set_weight) or, when none, the rate of work
+    -- update_checkpoint's work argument measured (work per second,
+    -- exponentially decayed).  Last, so a fresh table equals one upgraded
+    -- from 0.3.0.
+    weight                          double precision,
+    work_rate                       double precision,
     PRIMARY KEY (app_name, stream_name, shard_id),
     CONSTRAINT shard_leases_lease_count_check CHECK (lease_count OPERATOR(pg_catalog.>=) 0),
     CONSTRAINT shard_leases_owner_expiry_check
@@ -58,7 +65,10 @@ CREATE TABLE lease.shard_leases (
     CONSTRAINT shard_leases_times_check
         CHECK (pg_catalog.isfinite(lease_expires_at) AND pg_catalog.isfinite(handoff_requested_at)
                AND pg_catalog.isfinite(handoff_deadline) AND pg_catalog.isfinite(created_at)
-               AND pg_catalog.isfinite(updated_at) AND pg_catalog.isfinite(checkpointed_at))
+               AND pg_catalog.isfinite(updated_at) AND pg_catalog.isfinite(checkpointed_at)),
+    CONSTRAINT shard_leases_load_check
+        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<) 'Infinity'
+               AND work_rate OPERATOR(pg_catalog.>=) 0 AND work_rate OPERATOR(pg_catalog.<) 'Infinity')
 )
 -- Renewals and checkpoints touch no indexed column: leave room on each page
 -- so they stay HOT updates.
@@ -118,11 +128,17 @@ CREATE TABLE lease.stream_workers (
     leases      bigint      NOT NULL,
     expires_min timestamptz,
     version     bigint      NOT NULL DEFAULT 1,
+    -- the balancing load (issue 22): the sum of the known weights
+    -- (COALESCE(weight, work_rate)) of the leases it holds, and how many of
+    -- them have one; kept by the trigger shard_leases_load_changed below.
+    -- Last, so a fresh table equals one upgraded from 0.3.0.
+    load        double precision NOT NULL DEFAULT 0,
+    weighed     bigint      NOT NULL DEFAULT 0,
     PRIMARY KEY (app_name, stream_name, worker)
 );
 
 COMMENT ON TABLE lease.stream_workers IS
-    'Per worker and stream: how many leases it holds and a lower bound of their expiry (kept by the lease functions; what take_leases reads instead of the stream).';
+    'Per worker and stream: how many leases it holds, a lower bound of their expiry, and the sum and number of their known weights (kept by the lease functions and triggers; what take_leases reads instead of the stream).';
 
 -- Serves the round's read of a stream's workers; a worker left with no
 -- lease stays out of it.
@@ -147,6 +163,45 @@ CREATE TABLE lease.stream_takeable (
 
 COMMENT ON TABLE lease.stream_takeable IS
     'Per stream: the takeable leases counted by the last balancing round, valid while lease.lineage_changes has no row for the stream.';
+
+
+-- What a worker declared as its capacity in its last take_leases call
+-- (the seven-argument form; src/leases/balancing.c): the share of a
+-- stream's load it should carry is its capacity over the sum of its
+-- workers' capacities.  A worker with no row has capacity 1.
+CREATE TABLE lease.worker_capacities (
+    app_name    text             NOT NULL,
+    stream_name text             NOT NULL,
+    worker      text             NOT NULL,
+    capacity    double precision NOT NULL,
+    PRIMARY KEY (app_name, stream_name, worker),
+    CONSTRAINT worker_capacities_capacity_check
+        CHECK (capacity OPERATOR(pg_catalog.>) 0 AND capacity OPERATOR(pg_catalog.<) 'Infinity')
+);
+
+COMMENT ON TABLE lease.worker_capacities IS
+    'Per worker and stream: the capacity the worker declared in take_leases (1 when absent).';
+
+-- Dumped (marked in src/common/finish.sql, after the tables marked before
+-- it, in the order the 0.3.0--0.4.0 upgrade marks them).
+
+-- A stream's balancing tolerance (lease.set_balance_tolerance): how far
+-- above its target, as a fraction of the target, a worker may carry before
+-- a move is worth making.  A stream with no row has the default, 0.1.
+CREATE TABLE lease.stream_balancing (
+    app_name    text             NOT NULL,
+    stream_name text             NOT NULL,
+    tolerance   double precision NOT NULL,
+    PRIMARY KEY (app_name, stream_name),
+    CONSTRAINT stream_balancing_tolerance_check
+        CHECK (tolerance OPERATOR(pg_catalog.>=) 0 AND tolerance OPERATOR(pg_catalog.<=) 1)
+);
+
+COMMENT ON TABLE lease.stream_balancing IS
+    'Per stream: the balancing tolerance set by lease.set_balance_tolerance (0.1 when absent).';
+
+-- Dumped (marked in src/common/finish.sql, after the tables marked before
+-- it, in the order the 0.3.0--0.4.0 upgrade marks them).
 
 
 CREATE TABLE lease.lineage_changes (
@@ -311,6 +366,69 @@ CREATE TRIGGER shard_leases_expiry_lowered
           AND NEW.lease_expires_at < OLD.lease_expires_at)
     EXECUTE FUNCTION lease.shard_leases_expiry_lowered();
 
+-- A lease's known weight (COALESCE(weight, work_rate): the operator's,
+-- else the measured rate) counts in its owner's stream_workers load
+-- (src/leases/taker.c).  Row triggers whose WHEN clauses are false for a
+-- lease with no weight, so an unweighted stream pays only the clause, and
+-- renewals (which set none of these columns) not even that.  An ownership
+-- change has already locked both workers' rows (LEASE_SQL_RECORD_LOADS, in
+-- key order) before its AFTER triggers run; a weight change or a measured
+-- checkpoint locks its owner's row.  An inserted lease's owner row may not
+-- exist yet: it is made with no lease, and the statement trigger
+-- shard_leases_owners_changed counts the lease after this one.
+CREATE FUNCTION lease.shard_leases_load_changed()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO lease.stream_workers AS w
+           (app_name, stream_name, worker, leases, load, weighed)
+    SELECT d.app_name, d.stream_name, d.worker, 0,
+           pg_catalog.sum(d.load), pg_catalog.sum(d.weighed)::pg_catalog.int8
+      FROM (SELECT OLD.app_name, OLD.stream_name, OLD.lease_owner AS worker,
+                   OPERATOR(pg_catalog.-) COALESCE(OLD.weight, OLD.work_rate) AS load,
+                   -1 AS weighed
+             WHERE TG_OP OPERATOR(pg_catalog.<>) 'INSERT' AND OLD.lease_owner IS NOT NULL
+               AND COALESCE(OLD.weight, OLD.work_rate) IS NOT NULL
+            UNION ALL
+            SELECT NEW.app_name, NEW.stream_name, NEW.lease_owner,
+                   COALESCE(NEW.weight, NEW.work_rate), 1
+             WHERE TG_OP OPERATOR(pg_catalog.<>) 'DELETE' AND NEW.lease_owner IS NOT NULL
+               AND COALESCE(NEW.weight, NEW.work_rate) IS NOT NULL) AS d
+     GROUP BY d.app_name, d.stream_name, d.worker
+     ORDER BY d.worker COLLATE pg_catalog."C"
+    ON CONFLICT (app_name, stream_name, worker) DO UPDATE
+       SET weighed = w.weighed OPERATOR(pg_catalog.+) excluded.weighed,
+           -- exactly 0 when no weight is left, so rounding never lingers
+           load = CASE WHEN w.weighed OPERATOR(pg_catalog.+) excluded.weighed
+                            OPERATOR(pg_catalog.=) 0 THEN 0
+                       ELSE w.load OPERATOR(pg_catalog.+) excluded.load END;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER shard_leases_load_inserted
+    AFTER INSERT ON lease.shard_leases
+    FOR EACH ROW
+    WHEN (NEW.lease_owner IS NOT NULL AND COALESCE(NEW.weight, NEW.work_rate) IS NOT NULL)
+    EXECUTE FUNCTION lease.shard_leases_load_changed();
+
+CREATE TRIGGER shard_leases_load_deleted
+    AFTER DELETE ON lease.shard_leases
+    FOR EACH ROW
+    WHEN (OLD.lease_owner IS NOT NULL AND COALESCE(OLD.weight, OLD.work_rate) IS NOT NULL)
+    EXECUTE FUNCTION lease.shard_leases_load_changed();
+
+CREATE TRIGGER shard_leases_load_updated
+    AFTER UPDATE OF lease_owner, weight, work_rate ON lease.shard_leases
+    FOR EACH ROW
+    WHEN ((OLD.lease_owner IS DISTINCT FROM NEW.lease_owner
+           AND COALESCE(OLD.weight, OLD.work_rate, NEW.weight, NEW.work_rate) IS NOT NULL)
+          OR COALESCE(OLD.weight, OLD.work_rate) IS DISTINCT FROM COALESCE(NEW.weight, NEW.work_rate))
+    EXECUTE FUNCTION lease.shard_leases_load_changed();
+
 -- The functions that take an app_name are SECURITY INVOKER, with search_path
 -- pinned: the per-app check needs the caller's identity, which SECURITY
 -- DEFINER would replace by the owner's.  Each checks its arguments, then
@@ -377,11 +495,15 @@ SET search_path = pg_catalog, pg_temp;
 ----------------------------------------------------------------------------
 
 -- The fenced checkpoint: written only while lease_epoch still equals
--- fencing_token.  No defaults, so a call is never ambiguous with the
--- six-argument function above.
+-- fencing_token.  fencing_token has no default, so a call is never
+-- ambiguous with the six-argument function above.  work, when given, is
+-- the work the checkpoint covers (records or bytes, as the application
+-- counts): it feeds the lease's decayed work rate, its measured weight for
+-- balancing (src/leases/leases.c, docs/shard-leases.md "Balancing").
 CREATE FUNCTION lease.update_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
-    checkpoint text, sub_sequence bigint, fencing_token bigint)
+    checkpoint text, sub_sequence bigint, fencing_token bigint,
+    work bigint DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
@@ -436,13 +558,42 @@ SET search_path = pg_catalog, pg_temp;
 -- (src/leases/taker.c)
 ----------------------------------------------------------------------------
 
+-- capacity: the share of the stream's load this worker should carry,
+-- relative to the other workers' (src/leases/taker.c, "Balancing").
 CREATE FUNCTION lease.take_leases(
     app_name text, stream_name text, owner text,
     lease_duration interval DEFAULT NULL, max_leases integer DEFAULT NULL,
-    max_steal integer DEFAULT 1)
+    max_steal integer DEFAULT 1, capacity double precision DEFAULT 1)
 RETURNS TABLE(shard_id text, lease_count bigint, action text,
               previous_owner text, lease_epoch bigint)
 AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- The dry run of weighted balancing (src/leases/taker.c, balancing.c): the
+-- moves the next rounds would make, changing nothing; owner: as that
+-- worker's round sees the stream (counted even when it holds nothing).
+CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL)
+RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision,
+              imbalance_before double precision, imbalance_after double precision)
+AS 'MODULE_PATHNAME', 'lease_plan_rebalance'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- Balancing inputs for operators (src/leases/balancing.c): a lease's
+-- weight (null: its measured rate counts) and a stream's tolerance (null:
+-- the default, 0.1).
+CREATE FUNCTION lease.set_weight(
+    app_name text, stream_name text, shard_id text, weight double precision)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_weight'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.set_balance_tolerance(
+    app_name text, stream_name text, tolerance double precision)
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'lease_set_balance_tolerance'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -490,6 +641,9 @@ CREATE TABLE lease.lease_events (
     to_owner    text,
     lease_count bigint      NOT NULL,
     lease_epoch bigint      NOT NULL,
+    -- why a balancing round moved the lease (issue 22): the loads and
+    -- targets it saw.  Last, so a fresh table equals one upgraded from 0.3.0.
+    reason      text,
     CONSTRAINT lease_events_event_check CHECK (event OPERATOR(pg_catalog.=) ANY (ARRAY[
         'take', 'expiry_takeover', 'steal', 'transfer', 'release', 'close',
         'handoff_request']))
@@ -558,16 +712,38 @@ SELECT l.app_name,
 COMMENT ON VIEW lease.lease_status IS
     'One row per lease: state (owned, expired, unowned, ended, blocked, handoff_pending), time to expiry, checkpoint, fencing epoch, pending handoff.';
 
+-- The first four columns as in 0.1.0; load, capacity and target (issue
+-- 22) show why a balancing round moves leases: a lease's weight is its
+-- known one (the operator's, else the measured rate), else the mean of the
+-- stream's known weights, else 1 (src/leases/taker.c).
 CREATE VIEW lease.worker_loads WITH (security_barrier = true) AS
-SELECT app_name, stream_name, lease_owner, pg_catalog.count(*) AS live_leases
-  FROM lease.shard_leases
- WHERE lease_owner IS NOT NULL
-   AND lease.has_app_access(app_name)
-   AND lease_expires_at > pg_catalog.clock_timestamp()
- GROUP BY app_name, stream_name, lease_owner;
+SELECT g.app_name, g.stream_name, g.lease_owner, g.live_leases,
+       g.known OPERATOR(pg_catalog.+) ((g.live_leases OPERATOR(pg_catalog.-) g.weighed)
+           OPERATOR(pg_catalog.*) COALESCE(pg_catalog.sum(g.known) OVER s
+               OPERATOR(pg_catalog./) NULLIF(pg_catalog.sum(g.weighed) OVER s, 0), 1)) AS load,
+       COALESCE(c.capacity, 1) AS capacity,
+       (pg_catalog.sum(g.known) OVER s OPERATOR(pg_catalog.+)
+        ((pg_catalog.sum(g.live_leases) OVER s OPERATOR(pg_catalog.-) pg_catalog.sum(g.weighed) OVER s)
+           OPERATOR(pg_catalog.*) COALESCE(pg_catalog.sum(g.known) OVER s
+               OPERATOR(pg_catalog./) NULLIF(pg_catalog.sum(g.weighed) OVER s, 0), 1)))
+           OPERATOR(pg_catalog.*) COALESCE(c.capacity, 1)
+           OPERATOR(pg_catalog./) pg_catalog.sum(COALESCE(c.capacity, 1)) OVER s AS target
+  FROM (SELECT l.app_name, l.stream_name, l.lease_owner, pg_catalog.count(*) AS live_leases,
+               COALESCE(pg_catalog.sum(COALESCE(l.weight, l.work_rate)), 0) AS known,
+               pg_catalog.count(COALESCE(l.weight, l.work_rate)) AS weighed
+          FROM lease.shard_leases AS l
+         WHERE l.lease_owner IS NOT NULL
+           AND lease.has_app_access(l.app_name)
+           AND l.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+         GROUP BY l.app_name, l.stream_name, l.lease_owner) AS g
+  LEFT JOIN lease.worker_capacities AS c
+    ON c.app_name OPERATOR(pg_catalog.=) g.app_name
+   AND c.stream_name OPERATOR(pg_catalog.=) g.stream_name
+   AND c.worker OPERATOR(pg_catalog.=) g.lease_owner
+WINDOW s AS (PARTITION BY g.app_name, g.stream_name);
 
 COMMENT ON VIEW lease.worker_loads IS
-    'Live (unexpired) leases per owner and stream.';
+    'Live (unexpired) leases per owner and stream, their load (the sum of their weights: the operator''s weight, else the measured work rate, else the mean of the stream''s known weights, else 1), the owner''s capacity and its target (the stream''s load shared in proportion to the capacities of the owners listed).';
 
 ----------------------------------------------------------------------------
 -- Switching over from the Elixir kcl_ex Ecto adapter (src/leases/import.c)

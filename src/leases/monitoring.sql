@@ -213,6 +213,23 @@ $$;
 COMMENT ON FUNCTION lease.monitoring_workers() IS
     'Metrics: live (unexpired) leases per app, stream and owner.';
 
+-- Load against target per owner (issue 22): lease.worker_loads' load,
+-- capacity and target, for every app.
+CREATE FUNCTION lease.monitoring_worker_loads()
+RETURNS TABLE (app_name text, stream_name text, lease_owner text, load double precision,
+               capacity double precision, target double precision)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+SELECT w.app_name, w.stream_name, w.lease_owner, w.load, w.capacity, w.target
+  FROM lease.worker_loads AS w
+ ORDER BY 1, 2, 3
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_worker_loads() IS
+    'Metrics: per app, stream and owner, the load of its live leases (their weights), its capacity and its target (lease.worker_loads, every app).';
+
 -- Ownership changes and handoff requests since the stream's first event,
 -- per kind (every kind present, zeros included): the events still in
 -- lease.lease_events plus those prune_events deleted (lease_event_totals).

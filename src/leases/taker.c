@@ -50,6 +50,7 @@
 
 #include "common/args.h"
 #include "common/config.h"
+#include "leases/balancing.h"
 #include "leases/events.h"
 #include "leases/leases.h"
 #include "leases/privileges.h"
@@ -99,6 +100,69 @@
 	"         SELECT h.handoff_to, 1, 1, false FROM h" \
 	"         UNION ALL" \
 	"         SELECT $3, 0, 1, false) AS x" \
+	"  GROUP BY x.worker" \
+	"  ORDER BY load DESC, x.worker COLLATE pg_catalog.\"C\""
+
+/*
+ * From 0.4.0 on, three more columns: the worker's effective known load
+ * (the sum of COALESCE(weight, work_rate) of its live leases, a promised
+ * lease counting for the worker it is promised to), how many of those
+ * leases have a known weight, and the worker's declared capacity.  A
+ * worker whose bound is still ahead has them in lease.stream_workers.
+ */
+#define LEASE_SQL_KNOWN_WEIGHT(a) "COALESCE(" a ".weight, " a ".work_rate)"
+#define LOADS_SQL_WEIGHTED \
+	"WITH h AS (" \
+	" SELECT l.lease_owner, l.handoff_to, " LEASE_SQL_KNOWN_WEIGHT("l") " AS weight" \
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_STREAM_MATCHES \
+	"    AND l.handoff_to IS NOT NULL" \
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ")," \
+	" o AS (" \
+	" SELECT w.worker," \
+	"        w.expires_min OPERATOR(pg_catalog.<=) k.now AS suspect," \
+	"        CASE WHEN w.expires_min OPERATOR(pg_catalog.>) k.now THEN w.leases" \
+	"             ELSE (SELECT pg_catalog.count(*) FROM lease.shard_leases AS l" \
+	"                    WHERE " LEASE_STREAM_MATCHES \
+	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
+	"                      AND l.lease_expires_at OPERATOR(pg_catalog.>) k.now) END AS live," \
+	"        CASE WHEN w.expires_min OPERATOR(pg_catalog.>) k.now THEN w.load" \
+	"             ELSE (SELECT COALESCE(pg_catalog.sum(" LEASE_SQL_KNOWN_WEIGHT("l") "), 0)" \
+	"                     FROM lease.shard_leases AS l" \
+	"                    WHERE " LEASE_STREAM_MATCHES \
+	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
+	"                      AND l.lease_expires_at OPERATOR(pg_catalog.>) k.now) END AS wload," \
+	"        CASE WHEN w.expires_min OPERATOR(pg_catalog.>) k.now THEN w.weighed" \
+	"             ELSE (SELECT pg_catalog.count(" LEASE_SQL_KNOWN_WEIGHT("l") ")" \
+	"                     FROM lease.shard_leases AS l" \
+	"                    WHERE " LEASE_STREAM_MATCHES \
+	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
+	"                      AND l.lease_expires_at OPERATOR(pg_catalog.>) k.now) END AS weighed" \
+	"   FROM lease.stream_workers AS w, " LEASE_SQL_CLOCK \
+	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
+	"    AND w.stream_name OPERATOR(pg_catalog.=) $2" \
+	"    AND w.leases OPERATOR(pg_catalog.>) 0)" \
+	" SELECT x.worker, pg_catalog.sum(x.load)::pg_catalog.int8 AS load," \
+	"        pg_catalog.sum(x.live)::pg_catalog.int8 AS live," \
+	"        pg_catalog.bool_or(x.suspect) AS suspect," \
+	"        pg_catalog.sum(x.wload)::pg_catalog.float8 AS wload," \
+	"        pg_catalog.sum(x.weighed)::pg_catalog.int8 AS weighed," \
+	"        COALESCE((SELECT c.capacity FROM lease.worker_capacities AS c" \
+	"                   WHERE c.app_name OPERATOR(pg_catalog.=) $1" \
+	"                     AND c.stream_name OPERATOR(pg_catalog.=) $2" \
+	"                     AND c.worker OPERATOR(pg_catalog.=) x.worker), 1) AS capacity" \
+	"   FROM (SELECT o.worker, o.live AS load, o.live, o.suspect," \
+	"                o.wload::pg_catalog.float8 AS wload, o.weighed::pg_catalog.int8 AS weighed FROM o" \
+	"         UNION ALL" \
+	"         SELECT h.lease_owner, -1, 0, false," \
+	"                OPERATOR(pg_catalog.-) COALESCE(h.weight, 0)," \
+	"                CASE WHEN h.weight IS NULL THEN 0 ELSE -1 END FROM h" \
+	"         UNION ALL" \
+	"         SELECT h.handoff_to, 1, 1, false, COALESCE(h.weight, 0)," \
+	"                CASE WHEN h.weight IS NULL THEN 0 ELSE 1 END FROM h" \
+	"         UNION ALL" \
+	"         SELECT $3, 0, 1, false, 0, 0) AS x" \
 	"  GROUP BY x.worker" \
 	"  ORDER BY load DESC, x.worker COLLATE pg_catalog.\"C\""
 
@@ -325,6 +389,108 @@ static LeaseStatement request_stmt = {
 };
 
 /*
+ * Weighted balancing (0.4.0 on; docs/shard-leases.md "Balancing").  The
+ * loads with weights and capacities; $3 may be NULL (plan_rebalance).
+ */
+static LeaseStatement loads_weighted_stmt = {
+	.name = "take_leases: weighted loads",
+	.sql = LOADS_SQL_WEIGHTED,
+	.nargs = 3,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN,
+	LEASE_STMT_JIT_OFF			/* see read_loads */
+};
+
+/*
+ * A read of the stream's leases that `pred` selects (about row l, $3 a
+ * text[] of workers), with their owners and known weights, in shard id
+ * order; nothing is locked.
+ */
+#define WEIGHTS_STMT(stmt_name, pred) \
+	{ \
+		.name = stmt_name, \
+		.sql = "SELECT l.shard_id, l.lease_owner, " LEASE_SQL_KNOWN_WEIGHT("l") \
+		"  FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+		" WHERE " LEASE_STREAM_MATCHES pred \
+		" ORDER BY l.shard_id COLLATE pg_catalog.\"C\"", \
+		.nargs = 3, \
+		.argtypes = {TEXTOID, TEXTOID, TEXTARRAYOID}, \
+		.expected = SPI_OK_SELECT, \
+		.cursor_options = CURSOR_OPT_GENERIC_PLAN \
+	}
+
+/*
+ * The free leases: unowned, or expired leases of the workers $3 whose bound
+ * has passed; takeable.
+ */
+static LeaseStatement free_weights_stmt =
+	WEIGHTS_STMT("take_leases: free leases and their weights",
+				 "   AND ((l.lease_owner IS NULL AND " LEASE_SQL_NOT_ENDED("l") ")"
+				 "        OR l.lease_owner OPERATOR(pg_catalog.=) ANY ($3))"
+				 "   AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+				 "   AND " LEASE_SQL_NOT_ENDED("l")
+				 "   AND NOT " LEASE_SQL_BLOCKED("l"));
+
+/*
+ * The leases the workers $3 could hand over (live, no handoff pending, not
+ * ended), through the owner index.
+ */
+static LeaseStatement movable_stmt =
+	WEIGHTS_STMT("take_leases: movable leases and their weights",
+				 "   AND l.lease_owner OPERATOR(pg_catalog.=) ANY ($3)"
+				 "   AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+				 "   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+				 "   AND " LEASE_SQL_NOT_ENDED("l"));
+
+/* Take the free leases $8 the plan gives the caller (still free, unlocked). */
+static LeaseStatement take_ids_stmt = {
+	.name = "take_leases: take the planned free leases",
+	.sql = TAKE_FREE_SQL("    AND l.shard_id OPERATOR(pg_catalog.=) ANY ($8)", LEASE_SQL_RECORD_LOADS),
+	.nargs = 8,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES, TEXTARRAYOID},
+	.expected = SPI_OK_SELECT,
+	.cursor_options = CURSOR_OPT_GENERIC_PLAN
+};
+
+/*
+ * Ask holder $6 to hand lease $5 over to $3 by now + $7, recording the
+ * reason $10 with the event (the plan's move).
+ */
+static LeaseStatement request_move_stmt = {
+	.name = "take_leases: request a planned move",
+	.sql =
+	"WITH o AS ("
+	" SELECT l.app_name, l.stream_name, l.shard_id"
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_STREAM_MATCHES
+	"    AND l.shard_id OPERATOR(pg_catalog.=) $5"
+	"    AND l.lease_owner OPERATOR(pg_catalog.=) $6"
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
+	"    AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
+	"    AND " LEASE_SQL_NOT_ENDED("l")
+	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
+	" c AS (UPDATE lease.shard_leases AS l"
+	"    SET handoff_to = $3,"
+	"        handoff_requested_at = " LEASE_SQL_NOW ","
+	"        handoff_deadline = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $7,"
+	"        handoff_lease_duration = $4,"
+	"        updated_at = pg_catalog.now()"
+	"   FROM o, " LEASE_SQL_CLOCK
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'handoff_request' AS event,"
+	"            l.lease_owner AS from_owner, l.handoff_to AS to_owner,"
+	"            l.lease_count, l.lease_epoch),"
+	" recorded AS (INSERT INTO lease.lease_events (" LEASE_EVENT_COLUMNS ", reason)"
+	" SELECT " LEASE_EVENT_COLUMNS ", $10 FROM c WHERE $8)"
+	TAKER_RESULT("$9"),
+	.nargs = 10,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, TEXTOID, TEXTOID, INTERVALOID,
+	LEASE_EVENT_ARGTYPES, TEXTOID},
+	.expected = SPI_OK_SELECT
+};
+
+/*
  * renew_leases gives every lease of $3 in the stream the same expiry, so
  * that expiry is the worker's expires_min, unless an ownership change of
  * the worker raced the renewal (its version moved since the statement's
@@ -492,6 +658,12 @@ typedef struct TakeRound
 	int64		victim_load;
 	Datum	   *suspects;		/* workers whose leases may have expired */
 	int			nsuspects;
+	/* from 0.4.0 on, for weighted balancing: */
+	BalanceWorker *bw;			/* the workers (rows with live leases) */
+	int64	   *weighed;		/* how many of each one's leases have a weight */
+	int			nbw;
+	int			me;				/* the caller's index in bw */
+	double		stored_capacity;	/* the caller's capacity as recorded */
 } TakeRound;
 
 /* A copy of a text Datum in the round's memory, which outlives SPI. */
@@ -517,9 +689,15 @@ round_copy(TakeRound *r, Datum value)
 static void
 read_loads(TakeRound *r)
 {
-	uint64		rows = lease_spi_run(LEASE_SCHEMA_STMT(loads_stmts, r->schema), r->stream, NULL, 0);
+	bool		weighted = r->schema >= LEASE_SCHEMA_0_4;
+	uint64		rows = lease_spi_run(weighted ? &loads_weighted_stmt :
+									 LEASE_SCHEMA_STMT(loads_stmts, r->schema), r->stream, NULL, 0);
 
 	r->suspects = (Datum *) MemoryContextAlloc(r->callcxt, sizeof(Datum) * (rows + 1));
+	r->bw = (BalanceWorker *) MemoryContextAllocZero(r->callcxt, sizeof(BalanceWorker) * (rows + 1));
+	r->weighed = (int64 *) MemoryContextAllocZero(r->callcxt, sizeof(int64) * (rows + 1));
+	r->me = -1;
+	r->stored_capacity = 1;
 	for (uint64 row = 0; row < rows; row++)
 	{
 		bool		isnull;
@@ -536,6 +714,22 @@ read_loads(TakeRound *r)
 		if (no_worker || live == 0)
 			continue;			/* unowned leases, or an owner whose leases all expired */
 		r->workers++;
+		if (weighted)
+		{
+			BalanceWorker *w = &r->bw[r->nbw];
+
+			w->name = round_copy(r, worker);
+			w->leases = load;
+			w->load = DatumGetFloat8(lease_spi_value(row, 5, &isnull));
+			r->weighed[r->nbw] = DatumGetInt64(lease_spi_value(row, 6, &isnull));
+			w->capacity = DatumGetFloat8(lease_spi_value(row, 7, &isnull));
+			if (text_equal(worker, r->stream[2]))
+			{
+				r->me = r->nbw;
+				r->stored_capacity = w->capacity;
+			}
+			r->nbw++;
+		}
 		if (text_equal(worker, r->stream[2]))
 			r->mine = load;
 		else if (!r->have_victim)
@@ -613,6 +807,199 @@ request_handoffs(TakeRound *r, int64 count)
 	put_rows(r->rsinfo, LEASE_ACTION_HANDOFF_REQUESTED);
 }
 
+/* A text[] of the Datums given. */
+static Datum
+text_array(Datum *items, int n)
+{
+	return PointerGetDatum(construct_array(items, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/*
+ * Appends the leases of the current SPI result (shard_id, owner, known
+ * weight) to the plan; an owner that is one of the plan's workers makes the
+ * lease movable from it, else the lease is free.  Sums the known weights.
+ */
+static void
+plan_add_leases(BalancePlan *plan, MemoryContext cxt, double *known_sum, int64 *known_n)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+
+	plan->leases = plan->leases == NULL ?
+		(BalanceLease *) palloc0(sizeof(BalanceLease) * (SPI_processed + 1)) :
+		(BalanceLease *) repalloc(plan->leases, sizeof(BalanceLease) * (plan->nleases + SPI_processed + 1));
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		BalanceLease *lease = &plan->leases[plan->nleases++];
+		bool		isnull;
+		Datum		weight;
+
+		memset(lease, 0, sizeof(BalanceLease));
+		lease->shard_id = datumCopy(lease_spi_value(row, 1, &isnull), false, -1);
+		lease->from_owner = lease_spi_value(row, 2, &isnull);
+		lease->has_from = !isnull;
+		if (lease->has_from)
+			lease->from_owner = datumCopy(lease->from_owner, false, -1);
+		lease->owner = -1;
+		weight = lease_spi_value(row, 3, &isnull);
+		lease->weight = isnull ? -1 : DatumGetFloat8(weight);
+		if (!isnull && known_sum != NULL)
+		{
+			*known_sum += lease->weight;
+			(*known_n)++;
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Gives the plan's leases from `first` on their holders (a movable lease's
+ * owner among the workers) and their weights (an unknown one: `mean`).
+ */
+static void
+plan_settle_leases(BalancePlan *plan, int first, double mean, bool movable)
+{
+	for (int l = first; l < plan->nleases; l++)
+	{
+		BalanceLease *lease = &plan->leases[l];
+
+		if (lease->weight < 0)
+			lease->weight = mean;
+		lease->owner = -1;
+		if (movable)
+			for (int w = 0; w < plan->nworkers; w++)
+				if (text_equal(plan->workers[w].name, lease->from_owner))
+					lease->owner = w;
+	}
+}
+
+/*
+ * The workers' loads from their known weights: an unknown weight counts as
+ * the mean of the known ones (1 when none is known).  False when the stream
+ * is balanced by count: no weight known and every capacity 1.
+ */
+static bool
+plan_settle_workers(BalancePlan *plan, const int64 *weighed, double known_sum, int64 known_n,
+					double *mean)
+{
+	bool		weighted = known_n > 0;
+
+	for (int w = 0; w < plan->nworkers; w++)
+	{
+		known_sum += plan->workers[w].load;
+		known_n += weighed[w];
+		weighted |= weighed[w] > 0 || plan->workers[w].capacity != 1;
+	}
+	*mean = known_n > 0 ? known_sum / known_n : 1;
+	if (known_n > 0 && *mean <= 0)
+		return false;			/* every known weight is 0: nothing to share */
+	for (int w = 0; w < plan->nworkers; w++)
+		plan->workers[w].load += (plan->workers[w].leases - weighed[w]) * *mean;
+	return weighted;
+}
+
+/*
+ * The weighted round (0.4.0 on), when the stream has weights or a worker
+ * declared a capacity other than 1: the plan of balancing.c decides; the
+ * caller takes the free leases the plan gives it, and asks for the leading
+ * moves of the plan that come to it (at most max_steal), so that what the
+ * rounds do is what lease.plan_rebalance shows.  False, having done
+ * nothing, for a stream balanced by count.
+ */
+static bool
+weighted_round(TakeRound *r, bool capped, int32 max_leases, int32 max_steal)
+{
+	BalancePlan plan = {0};
+	BalanceMove move;
+	double		known_sum = 0;
+	int64		known_n = 0;
+	int64		held = 0;
+	double		mean;
+	Datum	   *mine;
+	int			nmine = 0;
+	int			requested = 0;
+	Datum		values[10];
+
+	if (r->me < 0)
+		elog(ERROR, "pg_lease: take_leases found no row for its caller");
+	plan.workers = r->bw;
+	plan.nworkers = r->nbw;
+	for (int w = 0; w < plan.nworkers; w++)
+		held += plan.workers[w].leases;
+	if (r->takeable > held)
+	{
+		values[0] = r->stream[0];
+		values[1] = r->stream[1];
+		values[2] = text_array(r->suspects, r->nsuspects);
+		lease_spi_run(&free_weights_stmt, values, NULL, 0);
+		plan_add_leases(&plan, r->callcxt, &known_sum, &known_n);
+	}
+	plan.nfree = plan.nleases;
+	if (!plan_settle_workers(&plan, r->weighed, known_sum, known_n, &mean))
+		return false;
+	plan_settle_leases(&plan, 0, mean, false);
+	plan.tolerance = lease_stream_tolerance(r->stream);
+	plan.workers[r->me].full = capped && plan.workers[r->me].leases >= max_leases;
+
+	claim_due(r);
+	balance_plan_start(&plan);
+
+	/* the free leases, each to the least loaded worker */
+	mine = (Datum *) MemoryContextAlloc(r->callcxt, sizeof(Datum) * (plan.nfree + 1));
+	while (plan.next_free < plan.nfree && balance_plan_next(&plan, &move))
+		if (move.to == r->me)
+		{
+			mine[nmine++] = plan.leases[move.lease].shard_id;
+			plan.workers[r->me].full = capped && plan.workers[r->me].leases >= max_leases;
+		}
+	plan.next_free = plan.nfree;
+	if (nmine > 0)
+	{
+		int			n = round_params(r, values);
+
+		values[n++] = Int64GetDatum(nmine);
+		lease_event_params(&values[n]);
+		n += LEASE_EVENT_NPARAMS;
+		values[n] = text_array(mine, nmine);
+		lease_spi_run(&take_ids_stmt, values, NULL, 0);
+		put_rows(r->rsinfo, LEASE_ACTION_TAKEN);
+	}
+
+	/* the leading moves of the plan that come to the caller */
+	if (max_steal > 0 && balance_out_of_tolerance(&plan))
+	{
+		Datum	   *owners = (Datum *) MemoryContextAlloc(r->callcxt, sizeof(Datum) * (plan.nworkers + 1));
+		int			nowners = 0;
+		int			first = plan.nleases;
+
+		/* the workers that may give a lease during this round's moves */
+		for (int w = 0; w < plan.nworkers; w++)
+			if (w == r->me || balance_is_donor(&plan, w))
+				owners[nowners++] = plan.workers[w].name;
+		values[0] = r->stream[0];
+		values[1] = r->stream[1];
+		values[2] = text_array(owners, nowners);
+		lease_spi_run(&movable_stmt, values, NULL, 0);
+		plan_add_leases(&plan, r->callcxt, NULL, NULL);
+		plan_settle_leases(&plan, first, mean, true);
+		balance_mark_heavy(&plan, first);
+		while (requested < max_steal && balance_plan_next(&plan, &move) && move.to == r->me)
+		{
+			int			n = round_params(r, values);
+
+			values[n++] = plan.leases[move.lease].shard_id;
+			values[n++] = plan.workers[move.from].name;
+			values[n++] = lease_interval_from_ms(lease_handoff_timeout_ms);
+			lease_event_params(&values[n]);
+			n += LEASE_EVENT_NPARAMS;
+			values[n] = CStringGetTextDatum(balance_move_reason(&plan, &move));
+			lease_spi_run(&request_move_stmt, values, NULL, 0);
+			put_rows(r->rsinfo, LEASE_ACTION_HANDOFF_REQUESTED);
+			requested++;
+		}
+	}
+	return true;
+}
+
 /*
  * lease.take_leases: one balancing round for one worker; returns the
  * leases this call took or asked to be handed over.
@@ -624,6 +1011,7 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	int32		max_leases = 0;
 	bool		capped;
 	int32		max_steal;
+	double		capacity = 1;
 	LeaseCaller caller;
 
 	r.stream[0] = lease_arg_ident(fcinfo, 0, "app_name");
@@ -632,12 +1020,29 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	r.duration = lease_arg_duration(fcinfo, 3, "lease_duration");
 	capped = lease_arg_opt_positive_int32(fcinfo, 4, "max_leases", &max_leases);
 	max_steal = lease_arg_nonneg_int32(fcinfo, 5, "max_steal");
+	/* the 0.4.0 function declares the caller's capacity */
+	if (PG_NARGS() > 6)
+		capacity = lease_arg_capacity(fcinfo, 6, "capacity");
 
 	InitMaterializedSRF(fcinfo, 0);
 	r.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	lease_app_begin(fcinfo, schema, r.stream[0], &caller);
 
 	read_loads(&r);
+	if (schema >= LEASE_SCHEMA_0_4)
+	{
+		if (capacity != r.stored_capacity)
+		{
+			lease_record_capacity(r.stream, capacity);
+			if (r.me >= 0)
+				r.bw[r.me].capacity = capacity;
+		}
+		if (weighted_round(&r, capped, max_leases, max_steal))
+		{
+			lease_app_end(&caller);
+			return (Datum) 0;
+		}
+	}
 	r.target = (r.takeable + r.workers - 1) / r.workers;
 	if (capped && r.target > max_leases)
 		r.target = max_leases;
@@ -733,3 +1138,104 @@ request_handoff(FunctionCallInfo fcinfo, LeaseSchema schema)
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_request_handoff, request_handoff, LEASE_SCHEMA_0_3)
+
+/*
+ * lease.plan_rebalance: the moves the weighted rounds would make from the
+ * stream's current state (free leases placed, then handoffs), in order, with
+ * the stream's imbalance before and after each; changes nothing.  The
+ * workers are those holding live leases, and `owner` when given (as its
+ * round sees the stream: a worker that holds nothing yet).  A stream
+ * balanced by count has no plan.
+ */
+PG_FUNCTION_INFO_V1(lease_plan_rebalance);
+Datum
+lease_plan_rebalance(PG_FUNCTION_ARGS)
+{
+	TakeRound	r = {.schema = LEASE_SCHEMA_0_4, .callcxt = CurrentMemoryContext};
+	BalancePlan plan = {0};
+	BalanceMove move;
+	double		known_sum = 0;
+	int64		known_n = 0;
+	double		mean;
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	Datum	   *owners;
+	LeaseCaller caller;
+	ReturnSetInfo *rsinfo;
+
+	r.stream[0] = lease_arg_ident(fcinfo, 0, "app_name");
+	r.stream[1] = lease_arg_ident(fcinfo, 1, "stream_name");
+	r.stream[2] = (Datum) 0;
+	if (PG_NARGS() < 3 || PG_ARGISNULL(2))
+		nulls[2] = 'n';
+	else
+		r.stream[2] = lease_arg_ident(fcinfo, 2, "owner");
+
+	InitMaterializedSRF(fcinfo, 0);
+	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, r.stream[0], &caller);
+
+	/* the workers, as a round of `owner` reads them */
+	lease_spi_run(&loads_weighted_stmt, r.stream, nulls, 0);
+	r.bw = (BalanceWorker *) MemoryContextAllocZero(r.callcxt, sizeof(BalanceWorker) * (SPI_processed + 1));
+	r.weighed = (int64 *) MemoryContextAllocZero(r.callcxt, sizeof(int64) * (SPI_processed + 1));
+	r.suspects = (Datum *) MemoryContextAlloc(r.callcxt, sizeof(Datum) * (SPI_processed + 1));
+	owners = (Datum *) MemoryContextAlloc(r.callcxt, sizeof(Datum) * (SPI_processed + 1));
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		bool		isnull;
+		Datum		worker = lease_spi_value(row, 1, &isnull);
+
+		if (isnull)
+			continue;
+		if (DatumGetBool(lease_spi_value(row, 4, &isnull)))
+			r.suspects[r.nsuspects++] = round_copy(&r, worker);
+		if (DatumGetInt64(lease_spi_value(row, 3, &isnull)) == 0)
+			continue;
+		r.bw[r.nbw].name = owners[r.nbw] = round_copy(&r, worker);
+		r.bw[r.nbw].leases = DatumGetInt64(lease_spi_value(row, 2, &isnull));
+		r.bw[r.nbw].load = DatumGetFloat8(lease_spi_value(row, 5, &isnull));
+		r.weighed[r.nbw] = DatumGetInt64(lease_spi_value(row, 6, &isnull));
+		r.bw[r.nbw].capacity = DatumGetFloat8(lease_spi_value(row, 7, &isnull));
+		r.nbw++;
+	}
+	plan.workers = r.bw;
+	plan.nworkers = r.nbw;
+
+	values[0] = r.stream[0];
+	values[1] = r.stream[1];
+	values[2] = text_array(r.suspects, r.nsuspects);
+	lease_spi_run(&free_weights_stmt, values, NULL, 0);
+	plan_add_leases(&plan, r.callcxt, &known_sum, &known_n);
+	plan.nfree = plan.nleases;
+	if (plan.nworkers > 0 && plan_settle_workers(&plan, r.weighed, known_sum, known_n, &mean))
+	{
+		values[2] = text_array(owners, r.nbw);
+		lease_spi_run(&movable_stmt, values, NULL, 0);
+		plan_add_leases(&plan, r.callcxt, NULL, NULL);
+		plan_settle_leases(&plan, 0, mean, false);
+		plan_settle_leases(&plan, plan.nfree, mean, true);
+		plan.tolerance = lease_stream_tolerance(r.stream);
+		balance_plan_start(&plan);
+		balance_mark_heavy(&plan, plan.nfree);
+		while (balance_plan_next(&plan, &move))
+		{
+			Datum		out[7];
+			bool		outnulls[7] = {false, false, false, false, false, false, false};
+			const BalanceLease *lease = &plan.leases[move.lease];
+
+			/* take: a free lease, as take_leases reports it; else a handoff */
+			out[0] = lease->shard_id;
+			out[1] = CStringGetTextDatum(move.from >= 0 ? LEASE_ACTION_HANDOFF_REQUESTED : LEASE_ACTION_TAKEN);
+			out[2] = move.from >= 0 ? plan.workers[move.from].name : lease->from_owner;
+			outnulls[2] = move.from < 0 && !lease->has_from;
+			out[3] = plan.workers[move.to].name;
+			out[4] = Float8GetDatum(lease->weight);
+			out[5] = Float8GetDatum(move.imbalance_before);
+			out[6] = Float8GetDatum(move.imbalance_after);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, outnulls);
+		}
+	}
+	lease_app_end(&caller);
+	return (Datum) 0;
+}

@@ -432,6 +432,60 @@ bench_exactly_once() {
     done
 }
 
+# -- 8: balancing by load ----------------------------------------------------
+# The same Zipf stream balanced by count and by load, and the steady round
+# of a weighted stream against a count-balanced one of the same size.
+bench_weighted() {
+    local workers="ARRAY['w1','w2','w3','w4','w5','w6','w7','w8']" caps="ARRAY[2,1,1,1,1,1,1,1]::float8[]"
+    local mode row
+    {
+        echo
+        echo "### 8. Balancing by load against balancing by count"
+        echo
+        echo "64 shards with Zipf weights (exponent 1.1: the heaviest carries a quarter of the load), 8 workers, \`w1\` of capacity 2 (\`bench.converge\`, \`test/bench/setup.sql\`): every worker runs a round, then hands over what it was asked for, until a step changes nothing. *By count*: no weights on the leases, every capacity 1 (the count mode cannot weigh); *by load*: the weights set with \`set_weight\`, \`w1\` declaring capacity 2. Both spreads are measured with the Zipf weights and the capacities. \`test/balance/converge.py\` (suite \`balance\`) checks the weighted fleet's convergence, stillness and moves."
+        echo
+        echo "| balancing | steps | ownership changes | max(load / target) | max(load) / mean(load) |"
+        echo "| --- | ---: | ---: | ---: | ---: |"
+    } >>"$REPORT"
+    for mode in count load; do
+        step "weighted: Zipf stream balanced by $mode"
+        local weighted=false
+        [ "$mode" = load ] && weighted=true
+        "${PSQL[@]}" -c "SELECT bench.make_zipf('zipf-$mode', 64, $weighted)" >/dev/null
+        row=$("${PSQL[@]}" -At -F ' ' -c "SELECT steps, moves, max_over_target, max_over_mean FROM bench.converge('zipf-$mode', $workers, $caps, $weighted)")
+        printf '| by %s | %d | %d | %.3f | %.3f |\n' "$mode" $row >>"$REPORT"
+        "${PSQL[@]}" -c "DELETE FROM lease.shard_leases WHERE app_name = 'bench' AND stream_name = 'zipf-$mode'" >/dev/null
+    done
+    {
+        echo
+        echo "The steady round (nothing to take or request; worker-1's round, 10 workers, one client) of a stream whose leases all have weights (1 to 7, round-robin owners: every worker within the tolerance), against the same stream without weights, measured one after the other at each size:"
+        echo
+        echo "| leases in stream | by count (ms) | by load (ms) | by load / by count |"
+        echo "| ---: | ---: | ---: | ---: |"
+    } >>"$REPORT"
+    local n first last cnt
+    for n in $SIZES; do
+        step "weighted: steady round, $n leases"
+        "${PSQL[@]}" -c "SELECT bench.make_stream('cnt-$n', $n, 10)" -c "SELECT bench.make_weighted_stream('wtd-$n', $n, 10)" \
+            -c "ANALYZE lease.shard_leases" -c "ANALYZE lease.stream_workers" \
+            -c "SELECT count(*) FROM lease.take_leases('bench', 'cnt-$n', 'worker-1', '7 days')" \
+            -c "SELECT count(*) FROM lease.take_leases('bench', 'wtd-$n', 'worker-1', '7 days')" >/dev/null
+        echo "SELECT count(*) FROM lease.take_leases('bench', 'cnt-$n', 'worker-1', '7 days');" >"$WORK/cnt.sql"
+        echo "SELECT count(*) FROM lease.take_leases('bench', 'wtd-$n', 'worker-1', '7 days');" >"$WORK/wtd.sql"
+        run_pgbench "cnt-$n" "$WORK/cnt.sql" 1
+        cnt=$LAT
+        run_pgbench "wtd-$n" "$WORK/wtd.sql" 1
+        printf '| %d | %.3f | %.3f | %s× |\n' "$n" "$cnt" "$LAT" "$(ratio "$LAT" "$cnt")" >>"$REPORT"
+        [ -n "${first:-}" ] || first=$LAT
+        last=$LAT
+        "${PSQL[@]}" -c "DELETE FROM lease.shard_leases WHERE app_name = 'bench' AND stream_name IN ('cnt-$n', 'wtd-$n')" >/dev/null
+    done
+    {
+        echo
+        echo "Growth of the weighted steady round from $(echo $SIZES | awk '{ print $1 }') to $(echo $SIZES | awk '{ print $NF }') leases: $(ratio "$last" "$first")×."
+    } >>"$REPORT"
+}
+
 {
     echo "# pg_lease benchmarks"
     echo
@@ -459,6 +513,7 @@ bench_balancing
 bench_rotation
 bench_scale
 bench_exactly_once
+bench_weighted
 
 cp "$REPORT" "$ROOT/$OUT"
 rm -rf "$WORK"

@@ -12,10 +12,10 @@
 declare -A PIDS
 # The worker recipe's functions (docs/security.md), for GRANT EXECUTE ON
 # FUNCTION ... TO the worker role.
-FLEET_WORKER_FUNCTIONS="lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
+FLEET_WORKER_FUNCTIONS="lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision),
     lease.renew_leases(text, text, text, interval),
     lease.my_leases(text, text, text)"
 # The fleet's 17 leases (app clients, stream orders), as SQL.

@@ -5,7 +5,7 @@ function, on a real server, and every state checked is read back from its
 tables.
 
   explore.py --dsn DSN --protocol bindings|leases [--clients N] [--calls K]
-             [--roles] [--shards 2|3] [--advances N] [--progress]
+             [--roles] [--shards 2|3] [--advances N] [--weights] [--progress]
              [--restore-function F] [--retry-function F] [--checkpoint-function F]
              [--turn-function F]
 
@@ -133,6 +133,11 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
     R  release_lease of the first shard it believes it holds
     X  close_shard of the first shard it believes it holds
     H  request_handoff to itself of the first shard it does not hold
+  With --weights the shards weigh 4, 1 and 2 (lease.set_weight) and w1
+  declares capacity 2, so T is the weighted round (balancing by load,
+  docs/shard-leases.md "Balancing") and C reports work as well; the
+  invariants are the same, bookkeeping included (its recount covers each
+  worker's load).
   The state key leaves out what no call of the alphabet decides on
   (lease_count, as no call passes a count; owner_switches_since_checkpoint)
   and keeps timestamps as what the functions compare them with: 6-hour
@@ -714,8 +719,15 @@ class Leases(Protocol):
     # w2 takes single leases (K), w3 requests handoffs (H).
     ROLES = ("TNCURX", "TNCURK", "TNCURH")
 
-    def __init__(self, db, clients, calls, shards, advances, checkpoint_function, roles=False):
+    # --weights: the operator's weights of the shards, and each worker's
+    # capacity (w1 declares 2), so that take_leases balances by load
+    WEIGHTS = {"p": 4, "c": 1, "s": 2}
+
+    def __init__(self, db, clients, calls, shards, advances, checkpoint_function, roles=False,
+                 weights=False):
         self.db, self.nclients, self.ncalls = db, clients, calls
+        self.weights = weights
+        self.capacities = [2.0 if i == 0 else 1.0 for i in range(clients)]
         self.roles = roles
         self.alphabets = [self.ROLES[i % len(self.ROLES)] if roles else self.letters for i in range(clients)]
         self.shards = ["p", "c", "s"][:shards]
@@ -738,9 +750,15 @@ class Leases(Protocol):
                     "DELETE FROM lease.stream_takeable WHERE app_name = %s;"
                     "DELETE FROM lease.lineage_changes WHERE app_name = %s",
                     (APP, APP, APP, APP))
+        cur.execute("DELETE FROM lease.worker_capacities WHERE app_name = %s", (APP,))
         for s in self.shards:
             cur.execute("SELECT lease.create_lease(%s, %s, %s, %s)",
                         (APP, STREAM, s, ["p"] if s == "c" else []))
+            if self.weights:
+                cur.execute("SELECT lease.set_weight(%s, %s, %s, %s)", (APP, STREAM, s, self.WEIGHTS[s]))
+        if self.weights:
+            # the capacities are declared once, as every round would
+            cur.execute("INSERT INTO lease.worker_capacities VALUES (%s, %s, 'w1', 2)", (APP, STREAM))
         cur.execute("SET session_replication_role = replica")
 
     SNAPSHOT_SQL = (
@@ -919,7 +937,10 @@ class Leases(Protocol):
         held = self.held(me)
         plan["told_checks"] = []
         if letter in "TN":
-            if letter == "T":
+            if letter == "T" and self.weights:
+                r = db.call(actor, "SELECT shard_id, lease_epoch, action FROM lease.take_leases(%s, %s, %s, %s,"
+                                   " capacity => %s)", (APP, STREAM, w, DAY, self.capacities[actor]))
+            elif letter == "T":
                 r = db.call(actor, "SELECT shard_id, lease_epoch, action FROM lease.take_leases(%s, %s, %s, %s)",
                             (APP, STREAM, w, DAY))
             else:
@@ -947,7 +968,11 @@ class Leases(Protocol):
             plan["taken"] = True
             return "taken (count %d)" % r[0][0]
         if letter in "CU":
-            if letter == "C":
+            if letter == "C" and self.weights:
+                # reports work too: the measured rate (the weights win)
+                r = db.call(actor, "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s, 10)",
+                            (APP, STREAM, plan["shard"], w, plan["value"], plan["epoch"]))
+            elif letter == "C":
                 r = db.call(actor, "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s)",
                             (APP, STREAM, plan["shard"], w, plan["value"], plan["epoch"]))
             else:
@@ -1070,6 +1095,8 @@ def main():
     ap.add_argument("--turn-function", default="lease.admit_turn",
                     help="bindings: the function T calls (a mutant turn that ends nothing)")
     ap.add_argument("--progress", action="store_true", help="a line on stderr every 30 s")
+    ap.add_argument("--weights", action="store_true",
+                    help="leases: the shards weigh 4, 1, 2 and w1 has capacity 2 (balancing by load)")
     ap.add_argument("--roles", action="store_true",
                     help="per-client alphabets (Bindings.ROLES, Leases.ROLES) instead of every letter for every client")
     args = ap.parse_args()
@@ -1082,7 +1109,7 @@ def main():
                          args.turn_function)
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
-                       args.roles)
+                       args.roles, args.weights)
         extra = args.advances
     stats, violations = explore(proto, args.progress)
     report(proto, stats, violations, args.clients, args.calls, extra)

@@ -8,9 +8,11 @@
 #   test/explorer/run.sh --long   make explore: dependencies, build, install,
 #       its own throwaway cluster (test/lib/cluster.sh), the long sizes
 #
-# Five checks, one count each, closing with "N passed, N failed":
+# Six checks, one count each, closing with "N passed, N failed":
 #   1. bindings against the extension: 0 violations;
 #   2. leases against the extension: 0 violations;
+#   2b. leases balanced by load (--weights: weighted shards, w1 of
+#      capacity 2): 0 violations;
 #   3. bindings against the 0.3.0 restore (explore_mutant, mutants.sql): at
 #      least one violation of restorable-unbound, with its counterexample;
 #   4. leases against update_checkpoint without its owner guard: at least
@@ -19,9 +21,10 @@
 #      that ends nothing): at least one violation of lifecycle.
 # Sizes (clients x calls per client; the alphabets are in explore.py's
 # header): make test 2 x 3 bindings, every letter for both clients; 3 x 3
-# leases + 1 clock step, per-worker alphabets (--roles).  --long: 3 x 4
+# leases + 1 clock step, per-worker alphabets (--roles), and 3 x 2 of them
+# with --weights.  --long: 3 x 4
 # bindings (--roles); 3 x 3 leases + 1 clock step, every letter for every
-# worker.  Each run prints its counts and time.
+# worker, and 3 x 3 with --weights (--roles).  Each run prints its counts and time.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -46,9 +49,11 @@ if [ "$LONG" -eq 1 ]; then
     echo "pg_lease explore: throwaway cluster on socket $PGHOST port $PGPORT"
     BINDINGS=(--clients 3 --calls 4 --roles --progress)
     LEASES=(--clients 3 --calls 3 --shards 2 --advances 1 --progress)
+    WEIGHTED=(--clients 3 --calls 3 --roles --shards 2 --advances 1 --weights --progress)
 else
     BINDINGS=(--clients 2 --calls 3)
     LEASES=(--clients 3 --calls 3 --roles --shards 2 --advances 1)
+    WEIGHTED=(--clients 3 --calls 2 --roles --shards 2 --advances 1 --weights)
 fi
 
 "$PG_BINDIR/psql" -X -q -d postgres -c "SET client_min_messages = warning" \
@@ -85,6 +90,7 @@ run() {
 
 run clean --protocol bindings "${BINDINGS[@]}"
 run clean --protocol leases "${LEASES[@]}"
+run clean --protocol leases "${WEIGHTED[@]}"
 # The seeded defects, at the smallest sizes that reach them (the
 # counterexamples are 4 calls long).
 run restorable-unbound --protocol bindings --clients 2 --calls 2 \

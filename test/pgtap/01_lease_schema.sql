@@ -11,7 +11,7 @@ SELECT columns_are('lease', 'shard_leases', ARRAY[
     'checkpoint_sub_sequence', 'parent_shard_ids', 'lease_expires_at',
     'owner_switches_since_checkpoint', 'lease_epoch', 'handoff_to', 'handoff_requested_at',
     'handoff_deadline', 'handoff_lease_duration', 'pending_checkpoint', 'created_at', 'updated_at',
-    'checkpointed_at'],
+    'checkpointed_at', 'weight', 'work_rate'],
     'shard_leases has exactly the documented columns');
 
 -- types, nullability and defaults, as pinned by the API
@@ -38,7 +38,9 @@ SELECT is(
     E'handoff_requested_at timestamp with time zone\n' ||
     E'handoff_deadline timestamp with time zone\n' ||
     E'handoff_lease_duration interval\n' ||
-    E'pending_checkpoint text',
+    E'pending_checkpoint text\n' ||
+    E'weight double precision\n' ||
+    E'work_rate double precision',
     'shard_leases columns have the pinned types, nullability and defaults');
 SELECT col_type_is('lease', 'shard_leases', 'created_at', 'timestamp with time zone', 'created_at is timestamptz');
 SELECT col_type_is('lease', 'shard_leases', 'updated_at', 'timestamp with time zone', 'updated_at is timestamptz');

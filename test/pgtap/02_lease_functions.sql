@@ -61,18 +61,21 @@ SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
                 -- statements that already run as the owner
                 'lease.lease_events_deleted()',
                 'lease.my_leases(text,text,text)',
+                'lease.plan_rebalance(text,text,text)',
                 'lease.prepare_checkpoint(text,text,text,text,text)',
                 'lease.release_lease(text,text,text,text)',
                 'lease.renew_lease(text,text,text,text,bigint,interval)',
                 'lease.renew_leases(text,text,text,interval)',
                 'lease.request_handoff(text,text,text,text)',
                 'lease.revoke_app(text,regrole)',
+                'lease.set_balance_tolerance(text,text,double precision)',
+                'lease.set_weight(text,text,text,double precision)',
                 'lease.shard_leases_checkpointed()',
                 'lease.sync_shards(text,text,text[],text[])',
                 'lease.take_lease(text,text,text,text,bigint,interval)',
-                'lease.take_leases(text,text,text,interval,integer,integer)',
+                'lease.take_leases(text,text,text,interval,integer,integer,double precision)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',
-                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint)'],
+                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint)'],
           'exactly the app-checking functions and the imports are SECURITY INVOKER')
   FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND NOT prosecdef;
 SELECT is(count(*)::int, 0, 'every lease function pins search_path')
@@ -110,9 +113,9 @@ SELECT is(array_agg(p.oid::regprocedure::text || ' ' || p.prosrc ORDER BY p.oid:
                 'lease.rotate_channel(text,text,text,text,text,bigint) lease_rotate_channel_0_4',
                 'lease.start_conversation(text,text,text,text,text) lease_start_conversation_0_4',
                 'lease.take_lease(text,text,text,text,bigint,interval) lease_take_lease_0_4',
-                'lease.take_leases(text,text,text,interval,integer,integer) lease_take_leases_0_4',
+                'lease.take_leases(text,text,text,interval,integer,integer,double precision) lease_take_leases_0_4',
                 'lease.update_checkpoint(text,text,text,text,text,bigint) lease_update_checkpoint_0_4',
-                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint) lease_update_checkpoint_fenced_0_4'],
+                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint) lease_update_checkpoint_fenced_0_4'],
           'the schema-dependent functions are bound to their _0_4 C entry points')
   FROM pg_proc AS p
  WHERE p.pronamespace = 'lease'::regnamespace AND p.prosrc LIKE '%\_0\_4';

@@ -28,14 +28,15 @@ SELECT ok((SELECT 'lease.lease_events'::regclass::oid = ANY (extconfig)
 
 SELECT has_view('lease', 'lease_status', 'lease.lease_status exists');
 SELECT has_view('lease', 'worker_loads', 'lease.worker_loads exists');
-SELECT columns_are('lease', 'worker_loads', ARRAY['app_name', 'stream_name', 'lease_owner', 'live_leases'],
+SELECT columns_are('lease', 'worker_loads', ARRAY['app_name', 'stream_name', 'lease_owner', 'live_leases',
+                                                   'load', 'capacity', 'target'],
                    'worker_loads columns');
 
-SELECT function_returns('lease', 'take_leases', ARRAY['text', 'text', 'text', 'interval', 'integer', 'integer'], 'setof record');
-SELECT is((SELECT pg_get_function_arguments('lease.take_leases(text,text,text,interval,integer,integer)'::regprocedure)),
-          'app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1',
+SELECT function_returns('lease', 'take_leases', ARRAY['text', 'text', 'text', 'interval', 'integer', 'integer', 'double precision'], 'setof record');
+SELECT is((SELECT pg_get_function_arguments('lease.take_leases(text,text,text,interval,integer,integer,double precision)'::regprocedure)),
+          'app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1',
           'take_leases arguments');
-SELECT is((SELECT pg_get_function_result('lease.take_leases(text,text,text,interval,integer,integer)'::regprocedure)),
+SELECT is((SELECT pg_get_function_result('lease.take_leases(text,text,text,interval,integer,integer,double precision)'::regprocedure)),
           'TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)',
           'take_leases result');
 SELECT is((SELECT pg_get_function_arguments('lease.renew_leases(text,text,text,interval)'::regprocedure)),
@@ -51,11 +52,11 @@ SELECT is((SELECT pg_get_function_result('lease.my_leases(text,text,text)'::regp
           'TABLE(shard_id text, lease_count bigint, lease_epoch bigint, checkpoint text, checkpoint_sub_sequence bigint, pending_checkpoint text, expires_in interval, handoff_to text, handoff_from text, waiting_on text[])',
           'my_leases result');
 SELECT function_returns('lease', 'request_handoff', ARRAY['text', 'text', 'text', 'text'], 'boolean');
--- the fenced overload has no defaults, so a 5- or 6-argument call is never ambiguous
-SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,text,text,text,bigint,bigint)'::regprocedure)),
-          'app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint',
-          'fenced update_checkpoint arguments, no defaults');
-SELECT function_returns('lease', 'update_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text', 'bigint', 'bigint'], 'boolean');
+-- fencing_token has no default, so a 5- or 6-argument call is never ambiguous
+SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint)'::regprocedure)),
+          'app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint, fencing_token bigint, work bigint DEFAULT NULL::bigint',
+          'fenced update_checkpoint arguments, fencing_token without a default');
+SELECT function_returns('lease', 'update_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text', 'bigint', 'bigint', 'bigint'], 'boolean');
 SELECT function_returns('lease', 'prepare_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text'], 'boolean');
 SELECT function_returns('lease', 'cleanup_ended', ARRAY['text', 'text'], 'integer');
 SELECT function_returns('lease', 'delete_lease', ARRAY['text', 'text', 'text'], 'boolean');

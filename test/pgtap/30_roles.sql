@@ -38,9 +38,9 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.renew_leases(text,text,text,interval)',
                 'lease.sync_shards(text,text,text[],text[])',
                 'lease.take_lease(text,text,text,text,bigint,interval)',
-                'lease.take_leases(text,text,text,interval,integer,integer)',
+                'lease.take_leases(text,text,text,interval,integer,integer,double precision)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',
-                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint)'],
+                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint)'],
           'the worker role executes exactly the lease functions')
   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
    AND has_function_privilege('tap_rm_w1', p.oid, 'EXECUTE');

@@ -47,7 +47,8 @@ SELECT tables_are('lease', ARRAY['shard_leases', 'lease_events', 'sandboxes', 'c
                                  'tenant_limits', 'compensation_failures', 'app_grants',
                                  'lease_event_totals',
                                  'conversation_id_partition', 'admission_gate',
-                                 'stream_workers', 'stream_takeable', 'lineage_changes'],
+                                 'stream_workers', 'stream_takeable', 'lineage_changes',
+                                 'worker_capacities', 'stream_balancing'],
                   'every table of the extension is still there');
 
 SELECT * FROM finish();

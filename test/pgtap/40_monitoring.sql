@@ -6,7 +6,7 @@
 -- the tables say; checkpointed_at moves with checkpoints, not renewals; the
 -- ownership counters survive prune_events.
 BEGIN;
-SELECT plan(44);
+SELECT plan(46);
 
 -- docs/monitoring.md, "Installing": the recipe (the docs-coverage suite
 -- checks that the page shows these lines as they are here)
@@ -17,6 +17,7 @@ GRANT EXECUTE ON FUNCTION
     lease.monitoring_leases(),
     lease.monitoring_streams(),
     lease.monitoring_workers(),
+    lease.monitoring_worker_loads(),
     lease.monitoring_ownership_changes(),
     lease.monitoring_conversations(),
     lease.monitoring_sandboxes(),
@@ -33,7 +34,7 @@ SELECT is((SELECT count(*)::int FROM pg_proc
             WHERE pronamespace = 'lease'::regnamespace AND proname LIKE 'monitoring\_%'
               AND prosecdef AND pronargs = 0
               AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp']),
-          8, 'eight monitoring functions, SECURITY DEFINER, no arguments, search_path pinned');
+          9, 'nine monitoring functions, SECURITY DEFINER, no arguments, search_path pinned');
 SELECT is_empty($$SELECT p.oid::regprocedure FROM pg_proc p
                    WHERE p.pronamespace = 'lease'::regnamespace
                      AND has_function_privilege('tap_mon_nobody', p.oid, 'EXECUTE')$$,
@@ -98,6 +99,10 @@ SELECT results_eq(
     $$SELECT lease_owner, leases FROM lease.monitoring_workers() WHERE app_name = 'mon-a' ORDER BY 1$$,
     $$SELECT lease_owner, live_leases FROM lease.worker_loads WHERE app_name = 'mon-a' ORDER BY 1$$,
     'monitoring_workers agrees with lease.worker_loads');
+SELECT results_eq(
+    $$SELECT lease_owner, load, capacity, target FROM lease.monitoring_worker_loads() WHERE app_name = 'mon-a' ORDER BY 1$$,
+    $$SELECT lease_owner, load, capacity, target FROM lease.worker_loads WHERE app_name = 'mon-a' ORDER BY 1$$,
+    'monitoring_worker_loads: load, capacity and target as lease.worker_loads shows them');
 
 -- 3. checkpointed_at: a checkpoint moves it, a renewal does not
 UPDATE lease.shard_leases SET checkpointed_at = now() - interval '2 hours'
@@ -186,6 +191,7 @@ SELECT lives_ok($$SELECT app_name, stream_name, state, leases AS count FROM leas
                 'the monitoring role runs the pg_lease_leases query');
 SELECT lives_ok($$SELECT * FROM lease.monitoring_streams()$$, 'and pg_lease_stream');
 SELECT lives_ok($$SELECT * FROM lease.monitoring_workers()$$, 'and pg_lease_worker');
+SELECT lives_ok($$SELECT * FROM lease.monitoring_worker_loads()$$, 'and pg_lease_worker_load');
 SELECT lives_ok($$SELECT * FROM lease.monitoring_ownership_changes()$$, 'and pg_lease_ownership_changes');
 SELECT lives_ok($$SELECT * FROM lease.monitoring_conversations()$$, 'and pg_lease_conversations');
 SELECT lives_ok($$SELECT * FROM lease.monitoring_sandboxes()$$, 'and pg_lease_sandboxes');

@@ -11,11 +11,11 @@ GRANT EXECUTE ON FUNCTION
     lease.take_lease(text, text, text, text, bigint, interval),
     lease.renew_lease(text, text, text, text, bigint, interval),
     lease.update_checkpoint(text, text, text, text, text, bigint),
-    lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
+    lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
     lease.prepare_checkpoint(text, text, text, text, text),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision),
     lease.renew_leases(text, text, text, interval),
     lease.my_leases(text, text, text)
     TO lease_test_worker;

@@ -50,6 +50,7 @@ SELECT CASE
     WHEN argtype = 'bigint'::regtype THEN $q$0::bigint$q$
     WHEN argtype = 'integer'::regtype THEN $q$NULL::integer$q$
     WHEN argtype = 'interval'::regtype THEN $q$'10 seconds'::interval$q$
+    WHEN argtype = 'double precision'::regtype THEN $q$1::double precision$q$
 END $$;
 
 -- The value classes and the SQL of each, per argument type.
@@ -65,16 +66,21 @@ INSERT INTO lease_test.bim_class VALUES
     (5, 'negative', 'bigint', '-1::bigint'),
     (5, 'negative', 'integer', '-1::integer'),
     (5, 'negative', 'interval', $q$'-1 second'::interval$q$),
+    (5, 'negative', 'double precision', '-1::double precision'),
     (6, 'zero', 'bigint', '0::bigint'),
     (6, 'zero', 'integer', '0::integer'),
     (6, 'zero', 'interval', $q$'0'::interval$q$),
+    (6, 'zero', 'double precision', '0::double precision'),
     (7, 'max', 'bigint', '9223372036854775807::bigint'),
     (7, 'max', 'integer', '2147483647::integer'),
     (7, 'max', 'interval', $q$'100000 years'::interval$q$),
     (7, 'max', 'text[]', $q$array_fill('p'::text, ARRAY[1000])$q$),
+    (7, 'max', 'double precision', $q$'Infinity'::double precision$q$),
     (8, 'min', 'bigint', '(-9223372036854775807 - 1)::bigint'),
     (8, 'min', 'integer', '(-2147483647 - 1)::integer'),
     (8, 'min', 'interval', $q$'-100000 years'::interval$q$),
+    (8, 'min', 'double precision', $q$'-Infinity'::double precision$q$),
+    (9, 'unknown', 'double precision', $q$'NaN'::double precision$q$),
     (9, 'unknown', 'text', $q$'bim-no-such'::text$q$),
     (9, 'unknown', 'bigint', '8000000000::bigint'),
     (9, 'unknown', 'regclass', '4294967295::oid::regclass'),
@@ -106,7 +112,8 @@ INSERT INTO lease_test.bim_allowed VALUES
 CREATE TABLE lease_test.bim_writers (proname name);
 INSERT INTO lease_test.bim_writers VALUES
     ('create_lease'), ('grant_app'), ('start_conversation'), ('rotate_channel'),
-    ('admit_turn'), ('end_conversation'), ('prune_events'), ('set_tenant_limit');
+    ('admit_turn'), ('end_conversation'), ('prune_events'), ('set_tenant_limit'),
+    ('set_balance_tolerance');
 
 CREATE TABLE lease_test.bim_result (fn text, argno int, arg text, ord int, class text, outcome text);
 

@@ -704,12 +704,17 @@ op_renew_leases(Client *cl)
 	tally("renew_leases", PQntuples(cl->c.res) ? "renewed" : "none");
 }
 
-/* take_leases: one balancing round. */
+/*
+ * take_leases: one balancing round, declaring a capacity (mostly the
+ * default 1; another, or a weight set by op_events, makes the stream
+ * balanced by load).
+ */
 static void
 op_take_leases(Client *cl)
 {
+	static const char *capacities[] = {"1", "1", "1", "2", "0.5"};
 	char		max_leases[8];
-	const char *p[6];
+	const char *p[7];
 	Res			r;
 	int			i,
 				n;
@@ -723,8 +728,9 @@ op_take_leases(Client *cl)
 	p[3] = durations[rnd(&cl->rng, 3)];
 	p[4] = rnd(&cl->rng, 2) ? max_leases : NULL;
 	p[5] = rnd(&cl->rng, 2) ? "1" : "2";
+	p[6] = capacities[rnd(&cl->rng, 5)];
 	r = q(&cl->c, "SELECT shard_id, lease_count, action, previous_owner, lease_epoch"
-		  " FROM lease.take_leases($1, $2, $3, $4::interval, $5::int, $6::int)", 6, p);
+		  " FROM lease.take_leases($1, $2, $3, $4::interval, $5::int, $6::int, $7::float8)", 7, p);
 	if (r != RES_OK)
 	{
 		tally("take_leases", on_error(cl, "take_leases", r));
@@ -775,7 +781,10 @@ note_value(int s, long long pos, const char *value, ValState st)
 	record(&ckpt_vals, &v);
 }
 
-/* The fenced checkpoint (7 arguments), sometimes with a stale token. */
+/*
+ * The fenced checkpoint, sometimes with a stale token, half the time
+ * reporting work (the measured rate, a weight of the stream's balancing).
+ */
 static void
 op_checkpoint_fenced(Client *cl)
 {
@@ -785,7 +794,7 @@ op_checkpoint_fenced(Client *cl)
 	char		shard[8],
 				value[64],
 				token[24];
-	const char *p[7];
+	const char *p[8];
 	bool		stale,
 				slow,
 				ok;
@@ -816,11 +825,13 @@ op_checkpoint_fenced(Client *cl)
 	p[4] = value;
 	p[5] = "0";
 	p[6] = token;
+	p[7] = rnd(&cl->rng, 2) ? "100" : NULL;	/* work reported: the measured rate */
 	if (slow)
 	{
 		/* an explicit transaction held open: a crash here must lose it */
 		if ((r = q(&cl->c, "BEGIN", 0, NULL)) != RES_OK ||
-			(r = q(&cl->c, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, $6::bigint, $7::bigint)", 7, p)) != RES_OK)
+			(r = q(&cl->c, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, $6::bigint, $7::bigint, $8::bigint)",
+				   8, p)) != RES_OK)
 		{
 			tally(op, on_error(cl, op, r));
 			note_value(s, newpos, value, VAL_UNCOMMITTED);
@@ -845,7 +856,8 @@ op_checkpoint_fenced(Client *cl)
 	}
 	else
 	{
-		r = q(&cl->c, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, $6::bigint, $7::bigint)", 7, p);
+		r = q(&cl->c, "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, $6::bigint, $7::bigint, $8::bigint)",
+			  8, p);
 		if (r != RES_OK)
 		{
 			note_value(s, newpos, value, VAL_UNKNOWN);
@@ -1060,6 +1072,24 @@ op_events(Client *cl)
 	r = q(&cl->c, "SELECT (SELECT count(*) FROM lease.lease_status),"
 		  " (SELECT count(*) FROM lease.worker_loads)", 0, NULL);
 	tally("lease_status/worker_loads", r == RES_OK ? "read" : on_error(cl, "views", r));
+	/* an operator weighing a shard (or clearing its weight), and the dry run */
+	{
+		static const char *weights[] = {NULL, "1", "3", "10"};
+		char		shard[8];
+		const char *w[4];
+
+		shard_name(rnd(&cl->rng, NSHARDS), shard, sizeof(shard));
+		w[0] = APP;
+		w[1] = STREAM;
+		w[2] = shard;
+		w[3] = weights[rnd(&cl->rng, 4)];
+		r = q(&cl->c, "SELECT lease.set_weight($1, $2, $3, $4::float8)", 4, w);
+		tally("set_weight", r != RES_OK ? on_error(cl, "set_weight", r) :
+			  val(&cl->c, 0, 0)[0] == 't' ? "true" : "false");
+		r = q(&cl->c, "SELECT count(*) FROM lease.plan_rebalance($1, $2)", 2, w);
+		tally("plan_rebalance", r != RES_OK ? on_error(cl, "plan_rebalance", r) :
+			  atoll(val(&cl->c, 0, 0)) == 0 ? "no move" : "moves");
+	}
 	/* the per-app grants: an operator granting and revoking another app */
 	r = q(&cl->c, "SELECT lease.has_app_access('" APP "')", 0, NULL);
 	tally("has_app_access", r != RES_OK ? on_error(cl, "has_app_access", r) :
@@ -2141,7 +2171,8 @@ check_checkpoints(Conn *c)
 /*
  * The taker's bookkeeping against a recount, in one snapshot (the
  * statements that change leases change it too): per worker, its leases
- * counted exactly and no lease expiring before its bound; every stream with
+ * counted exactly, no lease expiring before its bound, and the number and
+ * sum of their known weights (the sum to 1e-9); every stream with
  * its takeable row; a cached takeable count not marked stale equal to the
  * leases neither ended nor blocked.  False when the query failed.
  */
@@ -2150,12 +2181,17 @@ check_taker_state(Conn *c)
 {
 	if (q(c, "SELECT 'worker ' || coalesce(r.worker, w.worker) || ': holds ' || coalesce(r.n, 0)"
 		  "       || ', counted ' || coalesce(w.leases, 0)"
+		  "       || ', weighed ' || coalesce(r.k, 0) || '/' || coalesce(w.weighed, 0)"
+		  "       || ', load ' || coalesce(r.l, 0) || '/' || coalesce(w.load, 0)"
 		  "  FROM (SELECT app_name, stream_name, lease_owner AS worker, count(*) AS n,"
-		  "               min(lease_expires_at) AS e FROM lease.shard_leases"
+		  "               min(lease_expires_at) AS e, count(coalesce(weight, work_rate)) AS k,"
+		  "               coalesce(sum(coalesce(weight, work_rate)), 0) AS l FROM lease.shard_leases"
 		  "         WHERE lease_owner IS NOT NULL GROUP BY 1, 2, 3) r"
-		  "  FULL JOIN (SELECT * FROM lease.stream_workers WHERE leases <> 0) w"
+		  "  FULL JOIN (SELECT * FROM lease.stream_workers WHERE leases <> 0 OR weighed <> 0 OR load <> 0) w"
 		  "       USING (app_name, stream_name, worker)"
 		  " WHERE r.n IS DISTINCT FROM w.leases OR w.expires_min IS NULL OR w.expires_min > r.e"
+		  "    OR coalesce(r.k, 0) <> coalesce(w.weighed, 0)"
+		  "    OR abs(coalesce(r.l, 0) - coalesce(w.load, 0)) > 1e-9 * greatest(1, abs(coalesce(r.l, 0)))"
 		  " UNION ALL"
 		  " SELECT 'stream ' || l.stream_name || ': no stream_takeable row'"
 		  "  FROM (SELECT DISTINCT app_name, stream_name FROM lease.shard_leases) l"

@@ -60,6 +60,7 @@ dump_round() {
             psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_grants.sql || return 1
     fi
     psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_id_partition.sql || return 1
+    psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_balancing.sql || return 1
 
     # 1. Every table and sequence in the schema is marked for dumping, but
     #    lease.admission_gate: its one row is the install script's, and
