@@ -264,22 +264,29 @@ plot "< awk '\$2 == 10' $1" using 1:3 with linespoints lw 2 title "take_leases s
 GP
 }
 
-# plot_checkpoints DATA SVG: throughput relative to the raw UPDATE, per variant.
-plot_checkpoints() {
-    mkdir -p "$(dirname "$2")"
+# plot_histogram SVG TITLE YLABEL PLOT: a clustered bar chart (PLOT is
+# gnuplot's plot command's arguments), with a dashed line at 1.
+plot_histogram() {
+    mkdir -p "$(dirname "$1")"
     /usr/bin/gnuplot-nox <<GP
 set terminal svg size 760,400 dynamic noenhanced font "sans,11"
-set output "$2"
-set title "Checkpoint writes: throughput relative to the raw guarded UPDATE"
+set output "$1"
+set title "$2"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set yrange [0:*]
-set ylabel "tps / raw UPDATE tps"
+set ylabel "$3"
 set key outside bottom center horizontal
 set grid ytics
-plot "$1" using 2:xtic(1) title "1,000 leases", "" using 3 title "50 leases + a renewer", 1 with lines dt 2 lc rgb "black" notitle
+plot $4, 1 with lines dt 2 lc rgb "black" notitle
 GP
+}
+
+# plot_checkpoints DATA SVG: throughput relative to the raw UPDATE, per variant.
+plot_checkpoints() {
+    plot_histogram "$2" "Checkpoint writes: throughput relative to the raw guarded UPDATE" "tps / raw UPDATE tps" \
+        "\"$1\" using 2:xtic(1) title \"1,000 leases\", \"\" using 3 title \"50 leases + a renewer\""
 }
 
 # -- 5: rotation --------------------------------------------------------------
@@ -456,23 +463,12 @@ bench_peers() {
 
 # plot_peers DATA SVG: pg_lease ÷ peer for the four rates, durable.
 plot_peers() {
-    mkdir -p "$(dirname "$2")"
     awk '$1 ~ /^(ckpt4|ckpt16|renew100|renew1000)$/' "$1" |
         sed -e 's/^ckpt4 /"checkpoints, 4 clients" /' -e 's/^ckpt16 /"checkpoints, 16 clients" /' \
             -e 's/^renew100 /"renewals, 100 leases" /' -e 's/^renew1000 /"renewals, 1,000 leases" /' >"$1.plot"
-    /usr/bin/gnuplot-nox <<GP
-set terminal svg size 760,400 dynamic noenhanced font "sans,11"
-set output "$2"
-set title "pg_lease ÷ peer, durable settings (above 1: pg_lease does more per second)"
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.8 border -1
-set yrange [0:*]
-set ylabel "pg_lease rate / peer rate"
-set key outside bottom center horizontal
-set grid ytics
-plot "$1.plot" using 2:xtic(1) title "÷ etcd", "" using 3 title "÷ ZooKeeper", "" using 4 title "÷ Redis", 1 with lines dt 2 lc rgb "black" notitle
-GP
+    plot_histogram "$2" "pg_lease ÷ peer, durable settings (above 1: pg_lease does more per second)" \
+        "pg_lease rate / peer rate" \
+        "\"$1.plot\" using 2:xtic(1) title \"÷ etcd\", \"\" using 3 title \"÷ ZooKeeper\", \"\" using 4 title \"÷ Redis\""
 }
 
 {
