@@ -26,7 +26,7 @@ fi
 # install other builds of pg_lease (the archive's into PG_BINDIR's
 # PostgreSQL, the package into the system one) and put the installed files
 # back afterwards; they run last all the same.
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench upgrade dump sql-lint planted alerts metrics router scale dist deb}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale dist deb}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -250,6 +250,7 @@ for suite in $SUITES; do
         balance) suite_tap "balance (weighted convergence driver)" balance "^(not ok|# )" \
             bash test/balance/run.sh ;;
         bench) suite_bench_quick ;;
+        peers) suite_counted peers test/bench/peers/suite.sh ;;
         settings) suite_script "settings (before and after the module loads)" test/settings/settings.sh ;;
         upgrade) suite_script "upgrade" test/upgrade/upgrade.sh ;;
         dump) suite_script "dump/restore" test/upgrade/dump.sh ;;

@@ -24,7 +24,7 @@ else
     PLOTS=docs/bench
 fi
 
-bash test/lib/deps.sh build test bench
+bash test/lib/deps.sh build test bench peers
 # shellcheck source=../lib/cluster.sh
 . test/lib/cluster.sh
 pg_lease_build_install
@@ -264,22 +264,29 @@ plot "< awk '\$2 == 10' $1" using 1:3 with linespoints lw 2 title "take_leases s
 GP
 }
 
-# plot_checkpoints DATA SVG: throughput relative to the raw UPDATE, per variant.
-plot_checkpoints() {
-    mkdir -p "$(dirname "$2")"
+# plot_histogram SVG TITLE YLABEL PLOT: a clustered bar chart (PLOT is
+# gnuplot's plot command's arguments), with a dashed line at 1.
+plot_histogram() {
+    mkdir -p "$(dirname "$1")"
     /usr/bin/gnuplot-nox <<GP
 set terminal svg size 760,400 dynamic noenhanced font "sans,11"
-set output "$2"
-set title "Checkpoint writes: throughput relative to the raw guarded UPDATE"
+set output "$1"
+set title "$2"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set yrange [0:*]
-set ylabel "tps / raw UPDATE tps"
+set ylabel "$3"
 set key outside bottom center horizontal
 set grid ytics
-plot "$1" using 2:xtic(1) title "1,000 leases", "" using 3 title "50 leases + a renewer", 1 with lines dt 2 lc rgb "black" notitle
+plot $4, 1 with lines dt 2 lc rgb "black" notitle
 GP
+}
+
+# plot_checkpoints DATA SVG: throughput relative to the raw UPDATE, per variant.
+plot_checkpoints() {
+    plot_histogram "$2" "Checkpoint writes: throughput relative to the raw guarded UPDATE" "tps / raw UPDATE tps" \
+        "\"$1\" using 2:xtic(1) title \"1,000 leases\", \"\" using 3 title \"50 leases + a renewer\""
 }
 
 # -- 5: rotation --------------------------------------------------------------
@@ -486,6 +493,38 @@ bench_weighted() {
     } >>"$REPORT"
 }
 
+# -- 10: side by side with etcd, ZooKeeper and Redis ----------------------------
+# test/bench/peers/peers.py starts each system itself (its own PostgreSQL
+# too, durable) and writes its part of the report and the plot's data: the
+# ratios pg_lease ÷ peer of the rates, durable settings.
+bench_peers() {
+    {
+        echo
+        echo "### 10. Side by side with etcd, ZooKeeper and Redis"
+        echo
+    } >>"$REPORT"
+    if [ "$QUICK" -eq 1 ]; then
+        echo "Not run with --quick (it starts etcd, ZooKeeper, Redis and PostgreSQL twice, durable and relaxed): suite \`peers\` of \`make test\` runs its short version." >>"$REPORT"
+        return
+    fi
+    step "peers: pg_lease, etcd, ZooKeeper and Redis (test/bench/peers/peers.py)"
+    PG_BINDIR="$PG_BINDIR" /usr/bin/python3 test/bench/peers/peers.py bench --rounds 3 --seconds 4 \
+        --out "$WORK/peers.md" --data "$WORK/peers.dat"
+    cat "$WORK/peers.md" >>"$REPORT"
+    echo "Plot of the rates: [$PLOTS/peers.svg]($PLOTS/peers.svg)." >>"$REPORT"
+    plot_peers "$WORK/peers.dat" "$PLOTS/peers.svg"
+}
+
+# plot_peers DATA SVG: pg_lease ÷ peer for the four rates, durable.
+plot_peers() {
+    awk '$1 ~ /^(ckpt4|ckpt16|renew100|renew1000)$/' "$1" |
+        sed -e 's/^ckpt4 /"checkpoints, 4 clients" /' -e 's/^ckpt16 /"checkpoints, 16 clients" /' \
+            -e 's/^renew100 /"renewals, 100 leases" /' -e 's/^renew1000 /"renewals, 1,000 leases" /' >"$1.plot"
+    plot_histogram "$2" "pg_lease ÷ peer, durable settings (above 1: pg_lease does more per second)" \
+        "pg_lease rate / peer rate" \
+        "\"$1.plot\" using 2:xtic(1) title \"÷ etcd\", \"\" using 3 title \"÷ ZooKeeper\", \"\" using 4 title \"÷ Redis\""
+}
+
 {
     echo "# pg_lease benchmarks"
     echo
@@ -514,6 +553,7 @@ bench_rotation
 bench_scale
 bench_exactly_once
 bench_weighted
+bench_peers
 
 cp "$REPORT" "$ROOT/$OUT"
 rm -rf "$WORK"

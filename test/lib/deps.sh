@@ -75,6 +75,14 @@ monitoring curl                                     /usr/bin/curl
 dist    python3-minimal                             /usr/bin/python3
 dist    libpython3.11-stdlib                        /usr/lib/python3.11/json/__init__.py
 bench   gnuplot-nox                                 /usr/bin/gnuplot-nox
+peers   python3-psycopg2                            /usr/lib/python3/dist-packages/psycopg2/__init__.py
+peers   etcd-server                                 /usr/bin/etcd
+peers   python3-etcd3                               /usr/lib/python3/dist-packages/etcd3/__init__.py
+peers   libzookeeper-java                           /usr/share/java/zookeeper.jar
+peers   default-jre-headless                        /usr/lib/jvm/default-java
+peers   python3-kazoo                               /usr/lib/python3/dist-packages/kazoo/__init__.py
+peers   redis-server                                /usr/bin/redis-server
+peers   python3-redis                               /usr/lib/python3/dist-packages/redis/__init__.py
 "
 
 check_only=0
@@ -151,8 +159,11 @@ if command -v pg_ctlcluster >/dev/null 2>&1; then
 fi
 # Should a service of a package installed just now have started anyway (a
 # policy-rc.d of the machine's own that allows it), it is stopped: the
-# tests start their own exporter on a loopback port.
-for svc in prometheus-postgres-exporter prometheus pgbouncer; do
+# tests start their own exporter and Redis on loopback ports.  (Group peers
+# takes ZooKeeper's server from libzookeeper-java, not zookeeperd, which is
+# only its service, and needs no etcdctl: test/bench/peers/peers.py starts
+# etcd, ZooKeeper and Redis itself.)
+for svc in prometheus-postgres-exporter prometheus pgbouncer redis-server etcd zookeeper; do
     case " ${need[*]} " in *" $svc "*) ;; *) continue ;; esac
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
         "${sudo[@]}" systemctl stop "$svc" || true

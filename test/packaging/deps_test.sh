@@ -56,6 +56,13 @@ EXPECTED="
 /usr/bin/python3                                                   python3-minimal
 /usr/lib/python3.11/json/__init__.py                               libpython3.11-stdlib
 /usr/bin/gnuplot-nox                                               gnuplot-nox
+/usr/bin/etcd                                                      etcd-server
+/usr/lib/python3/dist-packages/etcd3/__init__.py                   python3-etcd3
+/usr/share/java/zookeeper.jar                                      libzookeeper-java
+/usr/lib/jvm/default-java                                          default-jre-headless
+/usr/lib/python3/dist-packages/kazoo/__init__.py                   python3-kazoo
+/usr/bin/redis-server                                              redis-server
+/usr/lib/python3/dist-packages/redis/__init__.py                   python3-redis
 "
 
 # shellcheck source=test/lib/tap.sh
