@@ -7,6 +7,8 @@
  */
 #include "pg_lease.h"
 
+#include <math.h>
+
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
@@ -320,6 +322,39 @@ lease_arg_duration(FunctionCallInfo fcinfo, int argno, const char *name)
 		refuse_long_duration(name, value, limit);
 	if (expires <= GetCurrentTransactionStartTimestamp())
 		refuse_short_interval(name, value, false);
+	return value;
+}
+
+/*
+ * An optional duration (renew_every): NULL passes (returns false);
+ * otherwise checked as lease_arg_duration checks a lease duration.
+ */
+bool
+lease_arg_opt_duration(FunctionCallInfo fcinfo, int argno, const char *name, Datum *value)
+{
+	if (PG_ARGISNULL(argno))
+		return false;
+	*value = lease_arg_duration(fcinfo, argno, name);
+	return true;
+}
+
+/*
+ * A positive, finite double precision argument (take_leases' capacity); NULL
+ * means `dflt`.  22023 otherwise.
+ */
+double
+lease_arg_positive_float8(FunctionCallInfo fcinfo, int argno, const char *name, double dflt)
+{
+	double		value;
+
+	if (PG_ARGISNULL(argno))
+		return dflt;
+	value = PG_GETARG_FLOAT8(argno);
+	if (isnan(value) || isinf(value) || value <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive and finite", name),
+				 errdetail("The value given is %g.", value)));
 	return value;
 }
 

@@ -57,8 +57,8 @@ router_sql() { "$PSQL" -X -q -At -v ON_ERROR_STOP=1 "$PG_LEASE_ROUTER_DSN" "$@";
 FUNCS="lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
        lease.release_lease(text, text, text, text),
        lease.close_shard(text, text, text, text),
-       lease.take_leases(text, text, text, interval, integer, integer),
-       lease.renew_leases(text, text, text, interval),
+       lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
+       lease.renew_leases(text, text, text, interval, interval),
        lease.my_leases(text, text, text)"
 setup=0
 for dsn in "${PARTITIONS[@]}" "$PG_LEASE_ROUTER_DSN"; do

@@ -109,8 +109,8 @@ GRANT EXECUTE ON FUNCTION
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer),
-    lease.renew_leases(text, text, text, interval),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
+    lease.renew_leases(text, text, text, interval, interval),
     lease.my_leases(text, text, text)
     TO clients_worker;
 GRANT EXECUTE ON FUNCTION

@@ -24,15 +24,15 @@ $$;
 GRANT USAGE ON SCHEMA lease TO lease_worker;
 GRANT EXECUTE ON FUNCTION
     lease.create_lease(text, text, text, text[], text),
-    lease.take_lease(text, text, text, text, bigint, interval),
+    lease.take_lease(text, text, text, text, bigint, interval, interval),
     lease.renew_lease(text, text, text, text, bigint, interval),
     lease.update_checkpoint(text, text, text, text, text, bigint),
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
     lease.prepare_checkpoint(text, text, text, text, text),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer),
-    lease.renew_leases(text, text, text, interval),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
+    lease.renew_leases(text, text, text, interval, interval),
     lease.my_leases(text, text, text)
     TO lease_worker;
 
@@ -114,15 +114,15 @@ $$;
 GRANT USAGE ON SCHEMA lease TO lease_worker;
 GRANT EXECUTE ON FUNCTION
     lease.create_lease(text, text, text, text[], text),
-    lease.take_lease(text, text, text, text, bigint, interval),
+    lease.take_lease(text, text, text, text, bigint, interval, interval),
     lease.renew_lease(text, text, text, text, bigint, interval),
     lease.update_checkpoint(text, text, text, text, text, bigint),
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint),
     lease.prepare_checkpoint(text, text, text, text, text),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer),
-    lease.renew_leases(text, text, text, interval),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
+    lease.renew_leases(text, text, text, interval, interval),
     lease.my_leases(text, text, text)
     TO lease_worker;
 
@@ -204,9 +204,9 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.prepare_checkpoint(text,text,text,text,text)',
                 'lease.release_lease(text,text,text,text)',
                 'lease.renew_lease(text,text,text,text,bigint,interval)',
-                'lease.renew_leases(text,text,text,interval)',
-                'lease.take_lease(text,text,text,text,bigint,interval)',
-                'lease.take_leases(text,text,text,interval,integer,integer)',
+                'lease.renew_leases(text,text,text,interval,interval)',
+                'lease.take_lease(text,text,text,text,bigint,interval,interval)',
+                'lease.take_leases(text,text,text,interval,integer,integer,double precision,interval)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint,bigint)'],
           'the worker role executes exactly the lease functions')
