@@ -734,3 +734,30 @@ SELECT l.app_name, l.stream_name, l.lease_owner, pg_catalog.count(*)
  GROUP BY 1, 2, 3
  ORDER BY 1, 2, 3
 $$;
+
+-- Takeovers because the holder's session ended are a kind of their own.
+CREATE OR REPLACE FUNCTION lease.monitoring_ownership_changes()
+RETURNS TABLE (app_name text, stream_name text, event text, changes bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+WITH c AS (SELECT e.app_name, e.stream_name, e.event, pg_catalog.count(*) AS n
+             FROM lease.lease_events AS e
+            GROUP BY 1, 2, 3
+           UNION ALL
+           SELECT t.app_name, t.stream_name, t.event, t.pruned
+             FROM lease.lease_event_totals AS t),
+     s AS (SELECT DISTINCT c.app_name, c.stream_name FROM c)
+SELECT s.app_name, s.stream_name, x.event, CAST(COALESCE(pg_catalog.sum(c.n), 0) AS bigint)
+  FROM s
+ CROSS JOIN pg_catalog.unnest(ARRAY['take', 'expiry_takeover', 'steal', 'transfer',
+                                    'release', 'close', 'handoff_request',
+                                    'session_ended']) AS x(event)
+  LEFT JOIN c ON c.app_name = s.app_name AND c.stream_name = s.stream_name AND c.event = x.event
+ GROUP BY 1, 2, 3
+ ORDER BY 1, 2, 3
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_ownership_changes() IS
+    'Metrics: ownership changes (take, expiry_takeover, session_ended, steal, transfer, release, close) and handoff requests per app and stream, never decreasing across lease.prune_events.';

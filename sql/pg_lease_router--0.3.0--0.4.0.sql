@@ -70,3 +70,63 @@ REVOKE ALL ON FUNCTION
     lease.set_tenant_limit(text, integer),
     lease.tenant_limit(text)
     FROM PUBLIC;
+
+-- Issue 23: take_lease, take_leases and renew_leases gain renew_every
+-- (take_leases also capacity, issue 22).  An argument list cannot change in
+-- place, so each is re-created as a fresh 0.4.0 router has it, with the ACL
+-- of a fresh install: EXECUTE granted on them is gone, and the operator
+-- re-grants, as the warning says (CHANGELOG.md, "Upgrading from 0.3.0").
+DO $upgrade$
+DECLARE
+    grantees text;
+BEGIN
+    SELECT pg_catalog.string_agg(DISTINCT pg_catalog.quote_ident(r.rolname), ', ')
+      INTO grantees
+      FROM pg_catalog.pg_proc AS p,
+           pg_catalog.aclexplode(p.proacl) AS a,
+           pg_catalog.pg_roles AS r
+     WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+               'lease.take_lease(text, text, text, text, bigint, interval)'::pg_catalog.regprocedure,
+               'lease.take_leases(text, text, text, interval, integer, integer)'::pg_catalog.regprocedure,
+               'lease.renew_leases(text, text, text, interval)'::pg_catalog.regprocedure])
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+       AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+       AND r.oid OPERATOR(pg_catalog.=) a.grantee;
+    IF grantees IS NOT NULL THEN
+        RAISE WARNING 'lease.take_lease, lease.take_leases and lease.renew_leases are re-created by this update; their EXECUTE grants are gone'
+            USING DETAIL = pg_catalog.format('They were granted to %s.', grantees),
+                  HINT = pg_catalog.format('Run GRANT EXECUTE ON FUNCTION lease.take_lease(text, text, text, text, bigint, interval, interval), lease.take_leases(text, text, text, interval, integer, integer, double precision, interval), lease.renew_leases(text, text, text, interval, interval) TO %s;', grantees);
+    END IF;
+END
+$upgrade$;
+
+DROP FUNCTION lease.take_lease(text, text, text, text, bigint, interval);
+DROP FUNCTION lease.take_leases(text, text, text, interval, integer, integer);
+DROP FUNCTION lease.renew_leases(text, text, text, interval);
+
+CREATE FUNCTION lease.take_lease(app_name text, stream_name text, shard_id text, new_owner text, lease_count bigint DEFAULT NULL::bigint, lease_duration interval DEFAULT NULL::interval, renew_every interval DEFAULT NULL::interval)
+RETURNS bigint
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1, renew_every interval DEFAULT NULL::interval)
+RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.renew_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, renew_every interval DEFAULT NULL::interval)
+RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+REVOKE ALL ON FUNCTION
+    lease.take_lease(text, text, text, text, bigint, interval, interval),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
+    lease.renew_leases(text, text, text, interval, interval)
+    FROM PUBLIC;

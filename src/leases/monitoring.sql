@@ -249,11 +249,12 @@ WITH c AS (SELECT e.app_name, e.stream_name, e.event, pg_catalog.count(*) AS n
 SELECT s.app_name, s.stream_name, x.event, CAST(COALESCE(pg_catalog.sum(c.n), 0) AS bigint)
   FROM s
  CROSS JOIN pg_catalog.unnest(ARRAY['take', 'expiry_takeover', 'steal', 'transfer',
-                                    'release', 'close', 'handoff_request']) AS x(event)
+                                    'release', 'close', 'handoff_request',
+                                    'session_ended']) AS x(event)
   LEFT JOIN c ON c.app_name = s.app_name AND c.stream_name = s.stream_name AND c.event = x.event
  GROUP BY 1, 2, 3
  ORDER BY 1, 2, 3
 $$;
 
 COMMENT ON FUNCTION lease.monitoring_ownership_changes() IS
-    'Metrics: ownership changes (take, expiry_takeover, steal, transfer, release, close) and handoff requests per app and stream, never decreasing across lease.prune_events.';
+    'Metrics: ownership changes (take, expiry_takeover, session_ended, steal, transfer, release, close) and handoff requests per app and stream, never decreasing across lease.prune_events.';
