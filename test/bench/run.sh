@@ -184,6 +184,43 @@ bench_renewal() {
     done
 }
 
+# -- 3b: renewal cost by the number of leases held ----------------------------
+# renew_leases at 10, 100 and 1,000 leases: 0.4.0's heartbeat (one row per
+# worker and stream) against 0.3.0's, which wrote every lease.  The 0.3.0 one
+# runs in the same run, from the same module: a database created with
+# CREATE EXTENSION pg_lease VERSION '0.3.0' is served by the plain C symbols
+# with 0.3.0's statements (src/common/version.h).
+bench_renewal_flat() {
+    "$PG_BINDIR/psql" -X -q -d postgres -c "CREATE DATABASE bench03"
+    "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d bench03 -c "CREATE EXTENSION pg_lease VERSION '0.3.0'" \
+        -f test/bench/setup.sql >/dev/null
+    {
+        echo
+        echo "### 3b. One renewal's cost by the number of leases held (issue 23)"
+        echo
+        echo "One client, \`SELECT count(*) FROM lease.renew_leases(...)\`; 0.4.0 writes one heartbeat row per worker and stream, 0.3.0 (same module, a database on the 0.3.0 schema) wrote every lease. Ratios against 10 leases of the same version; the goal is 1,000 within 1.5× of 10."
+        echo
+        echo "| leases held | 0.4.0 latency (ms) | 0.4.0 vs 10 leases | 0.3.0 latency (ms) | 0.3.0 vs 10 leases | 0.3.0 / 0.4.0 |"
+        echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+    } >>"$REPORT"
+    local base4= base3=
+    for n in 10 100 1000; do
+        step "renewal cost: $n leases, 0.4.0 and 0.3.0"
+        "${PSQL[@]}" -c "SELECT bench.make_stream('flat-$n', $n, 1)"
+        "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d bench03 -c "SELECT bench.make_stream('flat-$n', $n, 1)"
+        echo "SELECT count(*) FROM lease.renew_leases('bench', 'flat-$n', 'bench-owner', '7 days');" >"$WORK/renew_flat.sql"
+        run_pgbench "renew-flat-$n" "$WORK/renew_flat.sql" 1
+        local lat4=$LAT
+        "$PG_BINDIR/pgbench" -n -M prepared -T "$T" -c 1 -j 1 -f "$WORK/renew_flat.sql" bench03 \
+            >"$WORK/renew-flat03-$n.log" 2>&1 || { cat "$WORK/renew-flat03-$n.log" >&2; return 1; }
+        pgbench_figures "$WORK/renew-flat03-$n.log"
+        local lat3=$LAT
+        [ -n "$base4" ] || { base4=$lat4; base3=$lat3; }
+        printf '| %d | %.3f | %s× | %.3f | %s× | %s× |\n' "$n" "$lat4" "$(ratio "$lat4" "$base4")" \
+            "$lat3" "$(ratio "$lat3" "$base3")" "$(ratio "$lat3" "$lat4")" >>"$REPORT"
+    done
+}
+
 # -- 4: balancing -------------------------------------------------------------
 # A curve over the stream's size: one worker's round at steady state, and a
 # round that acts, next to the client-side list-all a KCL-style taker runs
@@ -455,6 +492,7 @@ plot_checkpoints "$WORK/checkpoints-plot.dat" "$PLOTS/checkpoints.svg"
 echo >>"$REPORT"
 echo "Plot of sections 1 and 2: [$PLOTS/checkpoints.svg]($PLOTS/checkpoints.svg)." >>"$REPORT"
 bench_renewal
+bench_renewal_flat
 bench_balancing
 bench_rotation
 bench_scale
