@@ -12,7 +12,9 @@
 #      stays, a replacement that fails to start is restored;
 #   4. the fleet: Python and Node workers on one stream at the same time, one
 #      of each killed (SIGKILL) mid-run, one of each joining later, then a
-#      checker over what the workers recorded (test/clients/check.py).
+#      checker over what the workers recorded (test/clients/check.py);
+#   5. the transactional mode; 6. the fast-failover mode
+#      (test/clients/fast_failover.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -300,6 +302,10 @@ echo "# tx: $not_held batch(es) refused (not held), $failed transaction(s) faile
     "$diverged found by hold_lease's checkpoint to start past the server's (commits lost in the restart)"
 grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*node-.*py-' <<<"$verdict"
 ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python and Node workers"
+
+# 6. Fast failover (docs/client-rules.md, rule 6).
+# shellcheck source=test/clients/fast_failover.sh
+. test/clients/fast_failover.sh
 
 echo "1..$n"
 [ "$fails" -eq 0 ]
