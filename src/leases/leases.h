@@ -48,9 +48,17 @@
  * NULL otherwise; docs/worker-guide.md, "Fast failover").
  */
 #define LEASE_SQL_EXPIRY_W(le, w, now) \
-	"LEAST(GREATEST(" le ", " w ".renewed_until)," \
-	" lease.liveness_cutoff(" w ".session_pid, " w ".session_start, " w ".server_incarnation," \
-	"                       " w ".renewed_at, " w ".renew_every, " now "))"
+	"LEAST(GREATEST(" le ", " w ".renewed_until), " LEASE_SQL_CUTOFF(w, now) ")"
+
+/*
+ * The liveness cutoff of worker row `w` (NULL: none), called only once the
+ * worker has missed a renewal (a CASE is evaluated lazily): a worker in the
+ * mode that renews on time costs one comparison.
+ */
+#define LEASE_SQL_CUTOFF(w, now) \
+	"CASE WHEN " now " OPERATOR(pg_catalog.>=) (" w ".renewed_at OPERATOR(pg_catalog.+) " w ".renew_every)" \
+	" THEN lease.liveness_cutoff(" w ".session_pid, " w ".session_start, " w ".server_incarnation," \
+	"                            " w ".renewed_at, " w ".renew_every, " now ") END"
 
 /* The effective expiry of lease `a`, its holder's row read by its key. */
 #define LEASE_SQL_EXPIRY(a, now) \

@@ -116,8 +116,7 @@
 #define LOADS_SQL_0_4 \
 	LOADS_SQL(LEASE_SQL_LIVE, \
 			  "(GREATEST(w.expires_min, w.renewed_until) OPERATOR(pg_catalog.<=) k.now" \
-			  " OR lease.liveness_cutoff(w.session_pid, w.session_start, w.server_incarnation," \
-			  "                          w.renewed_at, w.renew_every, k.now) IS NOT NULL)", \
+			  " OR (" LEASE_SQL_CUTOFF("w", "k.now") ") IS NOT NULL)", \
 			  LEASE_SQL_EXPIRY_W("l.lease_expires_at", "w", "k.now"))
 
 /*

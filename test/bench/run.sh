@@ -221,6 +221,44 @@ bench_renewal_flat() {
     done
 }
 
+# -- 8: fast failover ---------------------------------------------------------
+# test/bench/failover.sh: a SIGKILLed worker's shards, normal mode against
+# the fast-failover mode (renew_every); then the mode's cost on the server:
+# one worker's steady balancing round and renewal with 100 workers in the
+# stream, every worker in the mode (renew_every 1 hour: never cut short) or
+# none.
+bench_failover() {
+    {
+        echo
+        echo "### 8. Fast failover (issue 23): a SIGKILLed worker's shards, and what the mode costs"
+        echo
+    } >>"$REPORT"
+    step "fast failover: SIGKILLs in both modes"
+    bash test/bench/failover.sh "$([ "$QUICK" -eq 1 ] && echo 2 || echo 10)" >>"$REPORT"
+    step "fast failover: the steady round at 100 workers"
+    local mode every lat_take lat_renew
+    {
+        echo
+        echo "One client, 1,000 leases over 100 workers, one worker's steady round (\`take_leases\`, nothing to do) and renewal (\`renew_leases\`, 10 leases); in the mode every call also records the caller's session."
+        echo
+        echo "| mode | steady round (ms) | renewal (ms) |"
+        echo "| --- | ---: | ---: |"
+    } >>"$REPORT"
+    for mode in normal fast; do
+        every=NULL
+        [ "$mode" = fast ] && every="'1 hour'"
+        "${PSQL[@]}" -c "SELECT bench.make_stream('steady-$mode', 1000, 100)" \
+            -c "SELECT count(*) FROM generate_series(1, 100) AS w, lease.renew_leases('bench', 'steady-$mode', 'worker-' || w, '7 days', $every)"
+        echo "SELECT count(*) FROM lease.take_leases('bench', 'steady-$mode', 'worker-1', '7 days', renew_every => $every);" >"$WORK/steady.sql"
+        run_pgbench "steady-$mode" "$WORK/steady.sql" 1
+        lat_take=$LAT
+        echo "SELECT count(*) FROM lease.renew_leases('bench', 'steady-$mode', 'worker-1', '7 days', $every);" >"$WORK/steady_renew.sql"
+        run_pgbench "steady-renew-$mode" "$WORK/steady_renew.sql" 1
+        lat_renew=$LAT
+        printf '| %s | %.3f | %.3f |\n' "$mode" "$lat_take" "$lat_renew" >>"$REPORT"
+    done
+}
+
 # -- 4: balancing -------------------------------------------------------------
 # A curve over the stream's size: one worker's round at steady state, and a
 # round that acts, next to the client-side list-all a KCL-style taker runs
@@ -497,6 +535,7 @@ bench_balancing
 bench_rotation
 bench_scale
 bench_exactly_once
+bench_failover
 
 cp "$REPORT" "$ROOT/$OUT"
 rm -rf "$WORK"
