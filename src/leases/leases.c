@@ -108,19 +108,13 @@ static LeaseStatement create_stmt = {
  * holder's session ended is recorded as 'session_ended'.
  */
 #define TAKE_RECHECKED \
-	LEASE_SQL_LOCK_WORKERS("$4", "o0") "," \
-	" o AS (SELECT o0.app_name, o0.stream_name, o0.shard_id, o0.from_owner," \
-	"              CASE WHEN o0.event OPERATOR(pg_catalog.<>) 'expiry_takeover' THEN o0.event" \
-	"                   WHEN " LEASE_SQL_EXPIRY_W("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
-	"                        OPERATOR(pg_catalog.>) " LEASE_SQL_NOW " THEN 'steal'" \
-	"                   ELSE " LEASE_SQL_EXPIRED_BECAUSE("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
-	"              END AS event" \
-	"         FROM o0 LEFT JOIN wl AS hw ON hw.worker OPERATOR(pg_catalog.=) o0.from_owner," \
-	"              " LEASE_SQL_CLOCK \
-	"        WHERE o0.event OPERATOR(pg_catalog.<>) 'expiry_takeover'" \
-	"           OR NOT " LEASE_SQL_EXPIRY_W("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
-	"                  OPERATOR(pg_catalog.>) " LEASE_SQL_NOW \
-	"           OR ($5 IS NOT NULL AND o0.may_steal)),"
+	LEASE_SQL_RECHECKED("$4", \
+						"CASE WHEN o0.event OPERATOR(pg_catalog.<>) 'expiry_takeover' THEN o0.event" \
+						"     WHEN " LEASE_SQL_HELD_AGAIN " THEN 'steal'" \
+						"     ELSE " LEASE_SQL_EXPIRED_BECAUSE("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
+						" END", \
+						"o0.event OPERATOR(pg_catalog.<>) 'expiry_takeover'" \
+						" OR ($5 IS NOT NULL AND o0.may_steal)")
 
 static LeaseStatement take_stmts[3] =
 	LEASE_SCHEMA_STMTS3("take_lease", TAKE_SQL("", LEASE_SQL_LIVE_0_3, TAKE_AS_READ),

@@ -98,6 +98,26 @@
 	"         ORDER BY w.worker COLLATE pg_catalog.\"C\"" \
 	"           FOR NO KEY UPDATE OF w)"
 
+/*
+ * From 0.4.0 on, the CTE `o` of a take that may take leases by expiry: the
+ * leases read and locked in `o0` (with from_owner and from_expires_at),
+ * judged again on their holders' committed heartbeat with the workers'
+ * rows locked (LEASE_SQL_LOCK_WORKERS, for taker `taker`): a lease a
+ * renewal made live again is dropped unless `keep` (an SQL condition)
+ * holds; `event` is the event column.  A renewal either committed first
+ * (the lease is live again) or waits for the take and then no longer lists
+ * the lease.
+ */
+#define LEASE_SQL_HELD_AGAIN \
+	"(" LEASE_SQL_EXPIRY_W("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
+	" OPERATOR(pg_catalog.>) " LEASE_SQL_NOW ")"
+#define LEASE_SQL_RECHECKED(taker, event, keep) \
+	LEASE_SQL_LOCK_WORKERS(taker, "o0") "," \
+	" o AS (SELECT o0.app_name, o0.stream_name, o0.shard_id, o0.from_owner, " event " AS event" \
+	"         FROM o0 LEFT JOIN wl AS hw ON hw.worker OPERATOR(pg_catalog.=) o0.from_owner," \
+	"              " LEASE_SQL_CLOCK \
+	"        WHERE " keep " OR NOT " LEASE_SQL_HELD_AGAIN "),"
+
 /* Owned and not expired, by the effective expiry (0.4.0 on). */
 #define LEASE_SQL_LIVE(a, now) \
 	"(" a ".lease_owner IS NOT NULL" \

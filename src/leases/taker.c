@@ -305,16 +305,11 @@ static LeaseStatement claim_stmts[3] =
  * TAKE_RECHECKED in leases.c): a lease a renewal made live again is left.
  */
 #define TAKE_FREE_RECHECKED \
-	LEASE_SQL_LOCK_WORKERS("$3", "o0") "," \
-	" o AS (SELECT o0.app_name, o0.stream_name, o0.shard_id, o0.from_owner," \
-	"              CASE WHEN o0.from_owner IS NULL THEN 'take'" \
-	"                   ELSE " LEASE_SQL_EXPIRED_BECAUSE("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
-	"              END AS event" \
-	"         FROM o0 LEFT JOIN wl AS hw ON hw.worker OPERATOR(pg_catalog.=) o0.from_owner," \
-	"              " LEASE_SQL_CLOCK \
-	"        WHERE o0.from_owner IS NULL" \
-	"           OR NOT " LEASE_SQL_EXPIRY_W("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
-	"                  OPERATOR(pg_catalog.>) " LEASE_SQL_NOW "),"
+	LEASE_SQL_RECHECKED("$3", \
+						"CASE WHEN o0.from_owner IS NULL THEN 'take'" \
+						"     ELSE " LEASE_SQL_EXPIRED_BECAUSE("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
+						" END", \
+						"o0.from_owner IS NULL")
 
 #define TAKE_FREE_SUSPECTS \
 	"    AND ((l.lease_owner IS NULL AND " LEASE_SQL_NOT_ENDED("l") ")" \

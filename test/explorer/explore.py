@@ -133,6 +133,14 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
     R  release_lease of the first shard it believes it holds
     X  close_shard of the first shard it believes it holds
     H  request_handoff to itself of the first shard it does not hold
+  With --fast-failover (docs/worker-guide.md, "Fast failover"), T and N
+  declare renew_every '1 hour' (so after the clock's step every worker has
+  missed a renewal) and every worker's alphabet gains
+    D  its database session ends: its lease.stream_workers row records a
+       process id no backend has (its next T or N records its live session
+       again, as a reconnect would)
+  so that leases are taken before their expiry ('session_ended') in some
+  interleavings; the invariants below are the same.
   The state key leaves out what no call of the alphabet decides on
   (lease_count, as no call passes a count; owner_switches_since_checkpoint)
   and keeps timestamps as what the functions compare them with: 6-hour
@@ -714,10 +722,15 @@ class Leases(Protocol):
     # w2 takes single leases (K), w3 requests handoffs (H).
     ROLES = ("TNCURX", "TNCURK", "TNCURH")
 
-    def __init__(self, db, clients, calls, shards, advances, checkpoint_function, roles=False):
+    def __init__(self, db, clients, calls, shards, advances, checkpoint_function, roles=False,
+                 fast_failover=False):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.roles = roles
         self.alphabets = [self.ROLES[i % len(self.ROLES)] if roles else self.letters for i in range(clients)]
+        self.every = None
+        if fast_failover:
+            self.every = "1 hour"
+            self.alphabets = [a + "D" for a in self.alphabets]
         self.shards = ["p", "c", "s"][:shards]
         self.advances = advances
         self.checkpoint_function = checkpoint_function
@@ -770,7 +783,9 @@ class Leases(Protocol):
             "                          FROM lease.shard_leases AS x WHERE x.app_name = 'explore') AS y) AS l),"
             "       (SELECT coalesce(array_agg(ARRAY[w.worker, w.leases::text,"
             "                floor(extract(epoch FROM w.expires_min - clock_timestamp()) / 21600)::text,"
-            "                floor(extract(epoch FROM w.renewed_until - clock_timestamp()) / 21600)::text,"
+            "                CASE WHEN w.renew_every IS NOT NULL THEN concat_ws('/', w.renew_every,"
+            "                     floor(extract(epoch FROM w.renewed_at - clock_timestamp()) / 21600),"
+            "                     w.session_pid = 0) END,"
             "                (SELECT count(*) FROM lease.shard_leases AS l WHERE l.app_name = 'explore'"
             "                   AND l.lease_expires_at < w.expires_min)::text] ORDER BY w.worker), '{}')"
             "          FROM lease.stream_workers AS w WHERE w.app_name = 'explore'),"
@@ -859,6 +874,8 @@ class Leases(Protocol):
             return {"label": "%s take_leases" % w}
         if letter == "N":
             return {"label": "%s renew_leases" % w}
+        if letter == "D":
+            return {"label": "%s its session ends" % w}
         if letter == "K":
             if not others:
                 return None
@@ -927,11 +944,12 @@ class Leases(Protocol):
         plan["told_checks"] = []
         if letter in "TN":
             if letter == "T":
-                r = db.call(actor, "SELECT shard_id, lease_epoch, action FROM lease.take_leases(%s, %s, %s, %s)",
-                            (APP, STREAM, w, DAY))
+                r = db.call(actor, "SELECT shard_id, lease_epoch, action"
+                            " FROM lease.take_leases(%s, %s, %s, %s, renew_every => %s)",
+                            (APP, STREAM, w, DAY, self.every))
             else:
-                r = db.call(actor, "SELECT shard_id, lease_epoch, 'renewed' FROM lease.renew_leases(%s, %s, %s, %s)",
-                            (APP, STREAM, w, DAY))
+                r = db.call(actor, "SELECT shard_id, lease_epoch, 'renewed' FROM lease.renew_leases(%s, %s, %s, %s, %s)",
+                            (APP, STREAM, w, DAY, self.every))
             if isinstance(r, tuple):
                 return "error %s" % r[1]
             if letter == "N":
@@ -942,6 +960,10 @@ class Leases(Protocol):
                     plan["told_checks"].append((shard, epoch))
             me["held"] = tuple(sorted(held.items()))
             return ", ".join("%s %s@%d" % (a, s, e) for s, e, a in r) or "nothing"
+        if letter == "D":
+            self.db.execute(actor, "UPDATE lease.stream_workers SET session_pid = 0"
+                            " WHERE app_name = %(a)s AND worker = %(w)s", {"a": APP, "w": w})
+            return "ended"
         if letter == "K":
             r = db.call(actor, "SELECT lease.take_lease(%s, %s, %s, %s, NULL, %s)",
                         (APP, STREAM, plan["shard"], w, DAY))
@@ -1079,6 +1101,8 @@ def main():
     ap.add_argument("--progress", action="store_true", help="a line on stderr every 30 s")
     ap.add_argument("--roles", action="store_true",
                     help="per-client alphabets (Bindings.ROLES, Leases.ROLES) instead of every letter for every client")
+    ap.add_argument("--fast-failover", action="store_true",
+                    help="leases: T and N declare renew_every, and every worker may end its session (D)")
     args = ap.parse_args()
     options = ("-c lease.handoff_timeout=43200000 -c lease.default_lease_duration=86400000"
                " -c lease.record_events=off -c client_min_messages=error")
@@ -1089,7 +1113,7 @@ def main():
                          args.turn_function)
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
-                       args.roles)
+                       args.roles, args.fast_failover)
         extra = args.advances
     stats, violations = explore(proto, args.progress)
     report(proto, stats, violations, args.clients, args.calls, extra)
