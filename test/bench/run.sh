@@ -230,7 +230,7 @@ bench_renewal_flat() {
 bench_failover() {
     {
         echo
-        echo "### 8. Fast failover (issue 23): a SIGKILLed worker's shards, and what the mode costs"
+        echo "### 9. Fast failover (issue 23): a SIGKILLed worker's shards, and what the mode costs"
         echo
     } >>"$REPORT"
     step "fast failover: SIGKILLs in both modes"
