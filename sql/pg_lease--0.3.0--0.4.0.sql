@@ -538,9 +538,6 @@ ALTER TABLE lease.stream_workers
     ADD COLUMN load double precision NOT NULL DEFAULT 0,
     ADD COLUMN weighed bigint NOT NULL DEFAULT 0;
 
-COMMENT ON TABLE lease.stream_workers IS
-    'Per worker and stream: how many leases it holds, a lower bound of their expiry, and the sum and number of their known weights (kept by the lease functions and triggers; what take_leases reads instead of the stream).';
-
 CREATE FUNCTION lease.shard_leases_load_changed()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -596,13 +593,48 @@ CREATE TRIGGER shard_leases_load_updated
 
 REVOKE ALL ON FUNCTION lease.shard_leases_load_changed() FROM PUBLIC;
 
--- take_leases gains capacity and the fenced update_checkpoint gains work,
--- both last and with defaults.  A second overload would make the old calls
--- ambiguous, so each function is re-created, with the ACL of a fresh
--- install, as 0.2.0--0.3.0 did renew_leases: EXECUTE granted to worker
--- roles does not survive (a grant made here would be recorded as the
--- extension's initial privilege, which pg_dump leaves out); the operator
--- re-grants, as the warning says.
+-- Issue 23, worker liveness (src/leases/leases.sql, src/leases/workers.c):
+-- each worker's heartbeat and liveness record on its lease.stream_workers
+-- row; renew_leases writes that one row instead of every lease.
+ALTER TABLE lease.stream_workers
+    ADD COLUMN renewed_until      timestamptz,
+    ADD COLUMN renewed_at         timestamptz,
+    ADD COLUMN renew_every        interval,
+    ADD COLUMN session_pid        integer,
+    ADD COLUMN session_start      timestamptz,
+    ADD COLUMN server_incarnation text;
+
+COMMENT ON TABLE lease.stream_workers IS
+    'Per worker and stream: how many leases it holds, a lower bound of their expiry, the sum and number of their known weights, its heartbeat and liveness record (kept by the lease functions and triggers; what take_leases reads instead of the stream).';
+
+-- A takeover because the holder's session ended is recorded as such.
+ALTER TABLE lease.lease_events DROP CONSTRAINT lease_events_event_check;
+ALTER TABLE lease.lease_events ADD
+CONSTRAINT lease_events_event_check CHECK (event OPERATOR(pg_catalog.=) ANY (ARRAY[
+        'take', 'expiry_takeover', 'steal', 'transfer', 'release', 'close',
+        'handoff_request', 'session_ended']));
+
+CREATE FUNCTION lease.liveness_cutoff(
+    session_pid integer, session_start timestamptz, server_incarnation text,
+    renewed_at timestamptz, renew_every interval, now timestamptz)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'lease_liveness_cutoff'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION lease.liveness_cutoff(integer, timestamptz, text, timestamptz, interval,
+                                             timestamptz) FROM PUBLIC;
+
+-- take_lease, take_leases and renew_leases gain arguments (renew_every,
+-- issue 23; take_leases also capacity, issue 22) and the fenced
+-- update_checkpoint gains work (issue 22), each last and with a default.
+-- An argument list cannot be changed in place and a second overload would
+-- make old calls ambiguous, so each is re-created, with the ACL of a fresh
+-- install, as 0.2.0--0.3.0 did renew_leases: EXECUTE granted on them to
+-- worker roles does not survive that (a grant made here would be recorded
+-- as the extension's initial privilege, which pg_dump leaves out).  The
+-- operator re-grants, as the warning says (CHANGELOG.md, "Upgrading from
+-- 0.3.0").
 DO $upgrade$
 DECLARE
     grantees text;
@@ -613,20 +645,24 @@ BEGIN
            pg_catalog.aclexplode(p.proacl) AS a,
            pg_catalog.pg_roles AS r
      WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+               'lease.take_lease(text, text, text, text, bigint, interval)'::pg_catalog.regprocedure,
                'lease.take_leases(text, text, text, interval, integer, integer)'::pg_catalog.regprocedure,
+               'lease.renew_leases(text, text, text, interval)'::pg_catalog.regprocedure,
                'lease.update_checkpoint(text, text, text, text, text, bigint, bigint)'::pg_catalog.regprocedure])
        AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
        AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
        AND r.oid OPERATOR(pg_catalog.=) a.grantee;
     IF grantees IS NOT NULL THEN
-        RAISE WARNING 'lease.take_leases and the fenced lease.update_checkpoint are re-created by this update; their EXECUTE grants are gone'
+        RAISE WARNING 'lease.take_lease, lease.take_leases, lease.renew_leases and the fenced lease.update_checkpoint are re-created by this update; their EXECUTE grants are gone'
             USING DETAIL = pg_catalog.format('They were granted to %s.', grantees),
-                  HINT = pg_catalog.format('Run GRANT EXECUTE ON FUNCTION lease.take_leases(text, text, text, interval, integer, integer, double precision), lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint) TO %s;', grantees);
+                  HINT = pg_catalog.format('Run GRANT EXECUTE ON FUNCTION lease.take_lease(text, text, text, text, bigint, interval, interval), lease.take_leases(text, text, text, interval, integer, integer, double precision, interval), lease.renew_leases(text, text, text, interval, interval), lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint) TO %s;', grantees);
     END IF;
 END
 $upgrade$;
 
+DROP FUNCTION lease.take_lease(text, text, text, text, bigint, interval);
 DROP FUNCTION lease.take_leases(text, text, text, interval, integer, integer);
+DROP FUNCTION lease.renew_leases(text, text, text, interval);
 DROP FUNCTION lease.update_checkpoint(text, text, text, text, text, bigint, bigint);
 
 CREATE FUNCTION lease.update_checkpoint(
@@ -638,13 +674,31 @@ AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
+CREATE FUNCTION lease.take_lease(
+    app_name text, stream_name text, shard_id text, new_owner text,
+    lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL,
+    renew_every interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_take_lease_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
 CREATE FUNCTION lease.take_leases(
     app_name text, stream_name text, owner text,
     lease_duration interval DEFAULT NULL, max_leases integer DEFAULT NULL,
-    max_steal integer DEFAULT 1, capacity double precision DEFAULT 1)
+    max_steal integer DEFAULT 1, capacity double precision DEFAULT 1,
+    renew_every interval DEFAULT NULL)
 RETURNS TABLE(shard_id text, lease_count bigint, action text,
               previous_owner text, lease_epoch bigint)
 AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.renew_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL)
+RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_renew_leases_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -664,10 +718,53 @@ SET search_path = pg_catalog, pg_temp;
 
 REVOKE ALL ON FUNCTION
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
-    lease.take_leases(text, text, text, interval, integer, integer, double precision),
+    lease.take_lease(text, text, text, text, bigint, interval, interval),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
+    lease.renew_leases(text, text, text, interval, interval),
     lease.set_weight(text, text, text, double precision),
     lease.set_balance_tolerance(text, text, double precision)
     FROM PUBLIC;
+
+-- The views and the metrics read a lease's expiry as the later of its own
+-- and its holder's heartbeat (renew_leases no longer writes the lease rows).
+CREATE OR REPLACE VIEW lease.lease_status WITH (security_barrier = true) AS
+SELECT l.app_name,
+       l.stream_name,
+       l.shard_id,
+       l.lease_owner,
+       CASE
+           WHEN l.checkpoint = 'SHARD_END' THEN 'ended'
+           WHEN EXISTS (SELECT 1 FROM lease.shard_leases AS p
+                         WHERE p.app_name = l.app_name
+                           AND p.stream_name = l.stream_name
+                           AND p.shard_id = ANY (l.parent_shard_ids)
+                           AND p.checkpoint <> 'SHARD_END') THEN 'blocked'
+           WHEN l.lease_owner IS NULL THEN 'unowned'
+           WHEN e.expires_at <= pg_catalog.clock_timestamp() THEN 'expired'
+           WHEN h.pending THEN 'handoff_pending'
+           ELSE 'owned'
+       END AS state,
+       e.expires_at - pg_catalog.clock_timestamp() AS time_to_expiry,
+       l.checkpoint,
+       l.checkpoint_sub_sequence,
+       l.pending_checkpoint,
+       l.lease_count,
+       l.lease_epoch,
+       CASE WHEN h.pending THEN l.handoff_to END AS handoff_to,
+       CASE WHEN h.pending THEN l.handoff_deadline END AS handoff_deadline,
+       l.owner_switches_since_checkpoint,
+       l.parent_shard_ids,
+       l.updated_at
+  FROM lease.shard_leases AS l
+       LEFT JOIN lease.stream_workers AS w
+              ON w.app_name = l.app_name AND w.stream_name = l.stream_name
+             AND w.worker = l.lease_owner,
+       -- the effective expiry (LEASE_SQL_EXPIRY_W, src/leases/leases.h)
+       LATERAL (SELECT GREATEST(l.lease_expires_at, w.renewed_until) AS expires_at) AS e,
+       LATERAL (SELECT l.handoff_to IS NOT NULL
+                       AND pg_catalog.clock_timestamp()
+                           < l.handoff_deadline + l.handoff_lease_duration AS pending) AS h
+ WHERE lease.has_app_access(l.app_name);
 
 -- lease.worker_loads shows each owner's load, capacity and target after the
 -- columns it had (CREATE OR REPLACE keeps its grants).
@@ -687,9 +784,15 @@ SELECT g.app_name, g.stream_name, g.lease_owner, g.live_leases,
                COALESCE(pg_catalog.sum(COALESCE(l.weight, l.work_rate)), 0) AS known,
                pg_catalog.count(COALESCE(l.weight, l.work_rate)) AS weighed
           FROM lease.shard_leases AS l
+          LEFT JOIN lease.stream_workers AS w
+            ON w.app_name OPERATOR(pg_catalog.=) l.app_name
+           AND w.stream_name OPERATOR(pg_catalog.=) l.stream_name
+           AND w.worker OPERATOR(pg_catalog.=) l.lease_owner
          WHERE l.lease_owner IS NOT NULL
            AND lease.has_app_access(l.app_name)
-           AND l.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+           -- the effective expiry, as lease.lease_status (issue 23)
+           AND GREATEST(l.lease_expires_at, w.renewed_until)
+               OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
          GROUP BY l.app_name, l.stream_name, l.lease_owner) AS g
   LEFT JOIN lease.worker_capacities AS c
     ON c.app_name OPERATOR(pg_catalog.=) g.app_name
@@ -730,3 +833,150 @@ COMMENT ON FUNCTION lease.monitoring_worker_loads() IS
     'Metrics: per app, stream and owner, the load of its live leases (their weights), its capacity and its target (lease.worker_loads, every app).';
 
 REVOKE ALL ON FUNCTION lease.monitoring_worker_loads() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION lease.monitoring_leases()
+RETURNS TABLE (app_name text, stream_name text, state text, leases bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+WITH k AS (SELECT pg_catalog.clock_timestamp() AS now),
+     c AS (SELECT l.app_name, l.stream_name,
+                  CASE
+                      WHEN l.checkpoint = 'SHARD_END' THEN 'ended'
+                      WHEN l.parent_shard_ids <> '{}'
+                           AND EXISTS (SELECT 1 FROM lease.shard_leases AS p
+                                        WHERE p.app_name = l.app_name
+                                          AND p.stream_name = l.stream_name
+                                          AND p.shard_id = ANY (l.parent_shard_ids)
+                                          AND p.checkpoint <> 'SHARD_END') THEN 'blocked'
+                      WHEN l.lease_owner IS NULL THEN 'unowned'
+                      WHEN GREATEST(l.lease_expires_at, w.renewed_until) <= k.now THEN 'expired'
+                      WHEN l.handoff_to IS NOT NULL
+                           AND k.now < l.handoff_deadline + l.handoff_lease_duration THEN 'handoff_pending'
+                      ELSE 'owned'
+                  END AS state,
+                  pg_catalog.count(*) AS n
+             FROM lease.shard_leases AS l
+                  LEFT JOIN lease.stream_workers AS w
+                         ON w.app_name = l.app_name AND w.stream_name = l.stream_name
+                        AND w.worker = l.lease_owner,
+                  k
+            GROUP BY 1, 2, 3)
+SELECT s.app_name, s.stream_name, x.state, COALESCE(c.n, 0)
+  FROM (SELECT DISTINCT c.app_name, c.stream_name FROM c) AS s
+ CROSS JOIN pg_catalog.unnest(ARRAY['owned', 'handoff_pending', 'expired', 'unowned',
+                                    'blocked', 'ended']) AS x(state)
+  LEFT JOIN c ON c.app_name = s.app_name AND c.stream_name = s.stream_name AND c.state = x.state
+ ORDER BY 1, 2, 3
+$$;
+
+CREATE OR REPLACE FUNCTION lease.monitoring_streams()
+RETURNS TABLE (app_name text, stream_name text, open_leases bigint, live_workers bigint,
+               fair_share_leases bigint, handoffs_pending bigint,
+               handoffs_past_deadline bigint, oldest_handoff_age_seconds double precision,
+               oldest_expired_age_seconds double precision,
+               oldest_checkpoint_age_seconds double precision,
+               lease_duration_seconds double precision)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+WITH k AS (SELECT pg_catalog.clock_timestamp() AS now),
+     l AS (SELECT l.app_name, l.stream_name, l.lease_owner, k.now,
+                  -- the expiry by lease duration and heartbeat, as lease.lease_status
+                  GREATEST(l.lease_expires_at, w.renewed_until) AS lease_expires_at,
+                  l.handoff_requested_at, l.handoff_deadline,
+                  l.checkpointed_at,
+                  l.checkpoint = 'SHARD_END' AS ended,
+                  l.checkpoint <> 'SHARD_END' AND l.parent_shard_ids <> '{}'
+                  AND EXISTS (SELECT 1 FROM lease.shard_leases AS p
+                               WHERE p.app_name = l.app_name
+                                 AND p.stream_name = l.stream_name
+                                 AND p.shard_id = ANY (l.parent_shard_ids)
+                                 AND p.checkpoint <> 'SHARD_END') AS blocked,
+                  l.lease_owner IS NOT NULL
+                  AND GREATEST(l.lease_expires_at, w.renewed_until) > k.now AS live,
+                  l.handoff_to IS NOT NULL
+                  AND k.now < l.handoff_deadline + l.handoff_lease_duration AS handoff
+             FROM lease.shard_leases AS l
+                  LEFT JOIN lease.stream_workers AS w
+                         ON w.app_name = l.app_name AND w.stream_name = l.stream_name
+                        AND w.worker = l.lease_owner,
+                  k),
+     s AS (SELECT l.app_name, l.stream_name,
+                  pg_catalog.count(*) FILTER (WHERE NOT l.ended AND NOT l.blocked) AS open_leases,
+                  pg_catalog.count(DISTINCT l.lease_owner) FILTER (WHERE l.live) AS live_workers,
+                  pg_catalog.count(*) FILTER (WHERE l.handoff) AS handoffs_pending,
+                  pg_catalog.count(*) FILTER (WHERE l.handoff AND l.now > l.handoff_deadline)
+                      AS handoffs_past_deadline,
+                  pg_catalog.max(l.now - l.handoff_requested_at) FILTER (WHERE l.handoff)
+                      AS handoff_age,
+                  pg_catalog.max(l.now - l.lease_expires_at)
+                      FILTER (WHERE NOT l.ended AND NOT l.blocked AND l.lease_owner IS NOT NULL
+                              AND NOT l.live) AS expired_age,
+                  pg_catalog.max(l.now - l.checkpointed_at)
+                      FILTER (WHERE l.live AND NOT l.ended) AS checkpoint_age
+             FROM l
+            GROUP BY l.app_name, l.stream_name)
+SELECT s.app_name, s.stream_name, s.open_leases, s.live_workers,
+       CASE WHEN s.live_workers > 0
+            THEN (s.open_leases + s.live_workers - 1) / s.live_workers
+            ELSE s.open_leases END,
+       s.handoffs_pending, s.handoffs_past_deadline,
+       COALESCE(pg_catalog.date_part('epoch', s.handoff_age), 0),
+       COALESCE(pg_catalog.date_part('epoch', s.expired_age), 0),
+       COALESCE(pg_catalog.date_part('epoch', s.checkpoint_age), 0),
+       -- the setting's default when the module is not loaded in this
+       -- session and nothing set it (src/common/config.c); a placeholder
+       -- whose value was removed from the configuration reads ''
+       pg_catalog.date_part('epoch', CAST(COALESCE(
+           NULLIF(pg_catalog.current_setting('lease.default_lease_duration', true), ''), '10s') AS interval))
+  FROM s
+ ORDER BY 1, 2
+$$;
+
+CREATE OR REPLACE FUNCTION lease.monitoring_workers()
+RETURNS TABLE (app_name text, stream_name text, lease_owner text, leases bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+SELECT l.app_name, l.stream_name, l.lease_owner, pg_catalog.count(*)
+  FROM lease.shard_leases AS l
+  LEFT JOIN lease.stream_workers AS w
+         ON w.app_name = l.app_name AND w.stream_name = l.stream_name
+        AND w.worker = l.lease_owner
+ WHERE l.lease_owner IS NOT NULL
+   AND GREATEST(l.lease_expires_at, w.renewed_until)
+       > pg_catalog.clock_timestamp()
+ GROUP BY 1, 2, 3
+ ORDER BY 1, 2, 3
+$$;
+
+-- Takeovers because the holder's session ended are a kind of their own.
+CREATE OR REPLACE FUNCTION lease.monitoring_ownership_changes()
+RETURNS TABLE (app_name text, stream_name text, event text, changes bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+WITH c AS (SELECT e.app_name, e.stream_name, e.event, pg_catalog.count(*) AS n
+             FROM lease.lease_events AS e
+            GROUP BY 1, 2, 3
+           UNION ALL
+           SELECT t.app_name, t.stream_name, t.event, t.pruned
+             FROM lease.lease_event_totals AS t),
+     s AS (SELECT DISTINCT c.app_name, c.stream_name FROM c)
+SELECT s.app_name, s.stream_name, x.event, CAST(COALESCE(pg_catalog.sum(c.n), 0) AS bigint)
+  FROM s
+ CROSS JOIN pg_catalog.unnest(ARRAY['take', 'expiry_takeover', 'steal', 'transfer',
+                                    'release', 'close', 'handoff_request',
+                                    'session_ended']) AS x(event)
+  LEFT JOIN c ON c.app_name = s.app_name AND c.stream_name = s.stream_name AND c.event = x.event
+ GROUP BY 1, 2, 3
+ ORDER BY 1, 2, 3
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_ownership_changes() IS
+    'Metrics: ownership changes (take, expiry_takeover, session_ended, steal, transfer, release, close) and handoff requests per app and stream, never decreasing across lease.prune_events.';

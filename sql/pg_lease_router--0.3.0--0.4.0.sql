@@ -93,10 +93,7 @@ REVOKE ALL ON FUNCTION lease.sync_shards(text, text, text[], text[]) FROM PUBLIC
 
 -- Issue 22, balancing by load: set_weight, set_balance_tolerance and
 -- plan_rebalance, each run on the stream's partition, and
--- monitoring_worker_loads on every partition.  take_leases gains
--- capacity and the fenced update_checkpoint gains work, last and with
--- defaults: each is dropped and made again as a fresh router has it (a
--- grant of EXECUTE on them must be given again, as on pg_lease).
+-- monitoring_worker_loads on every partition.
 CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL::text)
 RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision, imbalance_before double precision, imbalance_after double precision)
 LANGUAGE plproxy AS $$
@@ -125,11 +122,58 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
 $$;
 
+-- Issue 23: take_lease, take_leases and renew_leases gain renew_every;
+-- issue 22: take_leases gains capacity and the fenced update_checkpoint
+-- work.  An argument list cannot change in place, so each is re-created
+-- as a fresh 0.4.0 router has it, with the ACL of a fresh install: EXECUTE
+-- granted on them is gone, and the operator re-grants, as the warning says
+-- (CHANGELOG.md, "Upgrading from 0.3.0").
+DO $upgrade$
+DECLARE
+    grantees text;
+BEGIN
+    SELECT pg_catalog.string_agg(DISTINCT pg_catalog.quote_ident(r.rolname), ', ')
+      INTO grantees
+      FROM pg_catalog.pg_proc AS p,
+           pg_catalog.aclexplode(p.proacl) AS a,
+           pg_catalog.pg_roles AS r
+     WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+               'lease.take_lease(text, text, text, text, bigint, interval)'::pg_catalog.regprocedure,
+               'lease.take_leases(text, text, text, interval, integer, integer)'::pg_catalog.regprocedure,
+               'lease.renew_leases(text, text, text, interval)'::pg_catalog.regprocedure,
+               'lease.update_checkpoint(text, text, text, text, text, bigint, bigint)'::pg_catalog.regprocedure])
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+       AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+       AND r.oid OPERATOR(pg_catalog.=) a.grantee;
+    IF grantees IS NOT NULL THEN
+        RAISE WARNING 'lease.take_lease, lease.take_leases, lease.renew_leases and the fenced lease.update_checkpoint are re-created by this update; their EXECUTE grants are gone'
+            USING DETAIL = pg_catalog.format('They were granted to %s.', grantees),
+                  HINT = pg_catalog.format('Run GRANT EXECUTE ON FUNCTION lease.take_lease(text, text, text, text, bigint, interval, interval), lease.take_leases(text, text, text, interval, integer, integer, double precision, interval), lease.renew_leases(text, text, text, interval, interval), lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint) TO %s;', grantees);
+    END IF;
+END
+$upgrade$;
+
+DROP FUNCTION lease.take_lease(text, text, text, text, bigint, interval);
 DROP FUNCTION lease.take_leases(text, text, text, interval, integer, integer);
+DROP FUNCTION lease.renew_leases(text, text, text, interval);
 DROP FUNCTION lease.update_checkpoint(text, text, text, text, text, bigint, bigint);
 
-CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1)
+CREATE FUNCTION lease.take_lease(app_name text, stream_name text, shard_id text, new_owner text, lease_count bigint DEFAULT NULL::bigint, lease_duration interval DEFAULT NULL::interval, renew_every interval DEFAULT NULL::interval)
+RETURNS bigint
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1, renew_every interval DEFAULT NULL::interval)
 RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.renew_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, renew_every interval DEFAULT NULL::interval)
+RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.stream_partition(app_name, stream_name);
@@ -147,7 +191,9 @@ REVOKE ALL ON FUNCTION
     lease.plan_rebalance(text, text, text),
     lease.set_balance_tolerance(text, text, double precision),
     lease.set_weight(text, text, text, double precision),
-    lease.take_leases(text, text, text, interval, integer, integer, double precision),
+    lease.take_lease(text, text, text, text, bigint, interval, interval),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
+    lease.renew_leases(text, text, text, interval, interval),
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint)
     FROM PUBLIC;
 

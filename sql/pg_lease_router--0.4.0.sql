@@ -477,7 +477,7 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
-CREATE FUNCTION lease.renew_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval)
+CREATE FUNCTION lease.renew_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, renew_every interval DEFAULT NULL::interval)
 RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
@@ -561,14 +561,14 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
-CREATE FUNCTION lease.take_lease(app_name text, stream_name text, shard_id text, new_owner text, lease_count bigint DEFAULT NULL::bigint, lease_duration interval DEFAULT NULL::interval)
+CREATE FUNCTION lease.take_lease(app_name text, stream_name text, shard_id text, new_owner text, lease_count bigint DEFAULT NULL::bigint, lease_duration interval DEFAULT NULL::interval, renew_every interval DEFAULT NULL::interval)
 RETURNS bigint
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
-CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1)
+CREATE FUNCTION lease.take_leases(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1, renew_every interval DEFAULT NULL::interval)
 RETURNS TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';

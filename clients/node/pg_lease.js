@@ -34,8 +34,9 @@ const HANDED_OFF = 'handed off';
 const SHARD_ENDED = 'shard ended';
 const WORKER_STOPPED = 'worker stopped';
 
-const TAKE = 'SELECT shard_id, action, lease_epoch FROM lease.take_leases($1, $2, $3, $4::interval, NULL, $5::integer)';
-const RENEW = 'SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases($1, $2, $3, $4::interval)';
+const TAKE = 'SELECT shard_id, action, lease_epoch'
+  + ' FROM lease.take_leases($1, $2, $3, $4::interval, NULL, $5::integer, renew_every => $6::interval)';
+const RENEW = 'SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases($1, $2, $3, $4::interval, $5::interval)';
 const MINE = 'SELECT shard_id, lease_epoch, checkpoint, handoff_from FROM lease.my_leases($1, $2, $3)';
 const CHECKPOINT = 'SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)';
 const RELEASE = 'SELECT lease.release_lease($1, $2, $3, $4)';
@@ -89,7 +90,8 @@ function shardListArrays(shards) {
 class Worker {
   constructor(config, appName, streamName, owner, processor,
               { leaseDuration = 10, margin = null, balanceEvery = null, maxSteal = 1, journalPath = null,
-                transactional = false, logger = consoleLogger(), shardLister = null, syncEvery = 60 } = {}) {
+                transactional = false, logger = consoleLogger(), shardLister = null, syncEvery = 60,
+                renewEvery = null, contract = true } = {}) {
     this.log = logger;
     this.shardLister = shardLister;   // () -> the stream's shards, for lease.sync_shards
     this.syncEvery = syncEvery;
@@ -100,7 +102,16 @@ class Worker {
     this.processor = processor;
     this.leaseDuration = leaseDuration;
     this.margin = margin === null ? leaseDuration / 5 : margin;
-    this.balanceEvery = balanceEvery || leaseDuration / 3;
+    // fast failover (docs/client-rules.md rule 6): renew and balance every
+    // renewEvery seconds, process only while the last acknowledged renewal or
+    // round was sent less than renewEvery + margin ago (lease.liveness_grace
+    // must cover the margin); contract false: the negative control
+    this.renewEvery = renewEvery;
+    this.every = renewEvery ? `${Math.round(renewEvery * 1000)} milliseconds` : null;
+    if (renewEvery && margin === null) this.margin = Math.min(this.margin, renewEvery / 2);
+    this.contract = contract;
+    this.contactSent = null;
+    this.balanceEvery = balanceEvery || renewEvery || leaseDuration / 3;
     this.maxSteal = maxSteal;
     this.interval = `${Math.round(leaseDuration * 1000)} milliseconds`;
     this.journal = journal(journalPath, owner);
@@ -108,8 +119,13 @@ class Worker {
     this.db = new Session(config, owner, null, logger);
     // transactional: a renewal waits behind a batch transaction holding one of
     // its leases for at most a tenth of the lease duration (55P03: repeated)
-    this.renewDb = new Session(config, `${owner} renewer`,
-      transactional ? `-c lock_timeout=${Math.round(leaseDuration * 100)}` : null, logger);
+    const renewOptions = [];
+    if (transactional) renewOptions.push(`-c lock_timeout=${Math.round(leaseDuration * 100)}`);
+    if (renewEvery) renewOptions.push(`-c statement_timeout=${Math.round(renewEvery * 1000)}`);
+    // a renewal that hangs (a half-open connection included) gives up within renewEvery
+    this.renewDb = new Session(config, `${owner} renewer`, renewOptions.join(' ') || null, logger,
+      renewEvery ? { query_timeout: Math.round(renewEvery * 1000),
+                     connectionTimeoutMillis: Math.round(renewEvery * 1000) } : {});
     this.held = new Map();        // shardId -> { epoch, sent, learned, handoffTo, lost }
     this.forgotten = new Map();   // shardId -> when it was dropped here
     this.running = new Map();     // shardId -> epoch its processor was started with
@@ -126,12 +142,13 @@ class Worker {
     const sent = now();
     let rows;
     try {
-      rows = await this.renewDb.call(RENEW, [...this.key, this.owner, this.interval]);
+      rows = await this.renewDb.call(RENEW, [...this.key, this.owner, this.interval, this.every]);
     } catch (e) {
       if (!(e instanceof Unavailable || e instanceof Ambiguous)) throw e;
       this.journal('renew_failed', { error: e.message });
       return;
     }
+    this.contactSent = Math.max(this.contactSent ?? sent, sent);
     const seen = new Set();
     const acked = {};
     for (const [shard, handoffTo, epochText] of rows) {
@@ -155,7 +172,7 @@ class Worker {
 
   async renewer() {
     while (!this.stopping) {
-      await sleep(this.leaseDuration * 1000 / 3);
+      await sleep((this.renewEvery || this.leaseDuration / 3) * 1000);
       if (this.stopping) break;
       try {
         await this.renewOnce();
@@ -174,12 +191,13 @@ class Worker {
     const sent = now();
     let rows;
     try {
-      rows = await this.db.call(TAKE, [...this.key, this.owner, this.interval, this.maxSteal]);
+      rows = await this.db.call(TAKE, [...this.key, this.owner, this.interval, this.maxSteal, this.every]);
     } catch (e) {
       if (!(e instanceof Unavailable || e instanceof Ambiguous)) throw e;
       this.journal('take_failed', { error: e.message });
       return;
     }
+    this.contactSent = Math.max(this.contactSent ?? sent, sent);   // the round recorded the session too
     const learned = now();
     for (const [shard, action, epochText] of rows) {
       if (action === 'taken') {
@@ -260,7 +278,7 @@ class Worker {
       return false;
     }
     if (lease.lost) { await this.drop(shard, LEASE_LOST, 'not renewed'); return false; }
-    const deadline = lease.sent + this.leaseDuration - this.margin;
+    const deadline = this.deadline(lease);
     if (now() >= deadline) {
       await this.drop(shard, LEASE_LOST, 'local deadline');
       return false;
@@ -288,6 +306,14 @@ class Worker {
     }
     await this.checkpoint(shard, lease, checkpoint, deadline);
     return true;
+  }
+
+  // The local deadline (rule 3); in fast-failover mode also rule 6's: the last
+  // acknowledged renewal or round was sent less than renewEvery + margin ago.
+  deadline(lease) {
+    const deadline = lease.sent + this.leaseDuration - this.margin;
+    if (!this.renewEvery || !this.contract) return deadline;
+    return Math.min(deadline, (this.contactSent ?? lease.sent) + this.renewEvery + this.margin);
   }
 
   // Writes a fenced checkpoint, repeating no later than the local deadline; true when acknowledged.
@@ -453,7 +479,7 @@ class Worker {
     this.journal('stopping', { held });
     for (const shard of held) {
       const lease = this.held.get(shard);
-      const deadline = lease ? lease.sent + this.leaseDuration - this.margin : 0;
+      const deadline = lease ? this.deadline(lease) : 0;
       if (this.unacked.has(shard) && this.running.has(shard) && now() < deadline) {
         try {
           await this.checkpoint(shard, lease, this.unacked.get(shard), deadline);   // before the release

@@ -36,9 +36,12 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 class Session {
   // config: a node-postgres connection string or config object.
   // options: e.g. '-c lock_timeout=1000' (the renewer in transactional mode).
-  constructor(config, applicationName = 'pg_lease', options = null, logger = consoleLogger()) {
+  // logger: where connection failures and retries are logged.
+  // extra: more node-postgres settings (the renewer's timeouts in fast-failover mode).
+  constructor(config, applicationName = 'pg_lease', options = null, logger = consoleLogger(), extra = {}) {
     this.log = logger;
     this.config = typeof config === 'string' ? { connectionString: config } : { ...config };
+    Object.assign(this.config, extra);
     this.config.application_name = applicationName;
     if (options) this.config.options = options;
     this.client = null;

@@ -323,6 +323,19 @@ lease_arg_duration(FunctionCallInfo fcinfo, int argno, const char *name)
 	return value;
 }
 
+/*
+ * An optional duration (renew_every): NULL passes (returns false);
+ * otherwise checked as lease_arg_duration checks a lease duration.
+ */
+bool
+lease_arg_opt_duration(FunctionCallInfo fcinfo, int argno, const char *name, Datum *value)
+{
+	if (PG_ARGISNULL(argno))
+		return false;
+	*value = lease_arg_duration(fcinfo, argno, name);
+	return true;
+}
+
 /* A required one-dimensional text[] of identifiers without NULL elements. */
 Datum
 lease_arg_ident_array(FunctionCallInfo fcinfo, int argno, const char *name)

@@ -54,6 +54,10 @@ extern Datum lease_arg_nonneg_interval(FunctionCallInfo fcinfo, int argno, const
 /* An interval Datum of the given number of milliseconds (for GUC values). */
 extern Datum lease_interval_from_ms(int64 ms);
 
+/* An optional duration: NULL passes (returns false), otherwise as lease_arg_duration. */
+extern bool lease_arg_opt_duration(FunctionCallInfo fcinfo, int argno, const char *name,
+								   Datum *value);
+
 /* A required array of identifiers (parent shard ids): no NULL elements. */
 extern Datum lease_arg_ident_array(FunctionCallInfo fcinfo, int argno, const char *name);
 

@@ -22,6 +22,7 @@ int			lease_sandbox_lock_namespace = 4316;
 int			lease_rotation_lock_timeout_ms = 250;
 int			lease_admission_lock_timeout_ms = 1000;
 int			lease_handoff_timeout_ms = 30000;
+int			lease_liveness_grace_ms = 1000;
 bool		lease_record_events = true;
 char	   *lease_notify_channel = NULL;
 
@@ -141,6 +142,17 @@ lease_define_gucs(void)
 							1,
 							LEASE_MAX_DURATION_MS,
 							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lease.liveness_grace",
+							"Time after a missed renewal before the leases of a worker whose session ended may be taken.",
+							"Only for workers that declared renew_every; it must be at least the margin their clients allow themselves.",
+							&lease_liveness_grace_ms,
+							1000,
+							0,
+							LEASE_MAX_DURATION_MS,
+							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -31,6 +31,9 @@ extern int	lease_admission_lock_timeout_ms;
 /* lease.handoff_timeout: milliseconds a holder has to hand a lease over */
 extern int	lease_handoff_timeout_ms;
 
+/* lease.liveness_grace: milliseconds after a missed renewal before a gone session's leases may be taken */
+extern int	lease_liveness_grace_ms;
+
 /* lease.record_events: write ownership changes to lease.lease_events */
 extern bool lease_record_events;
 

@@ -32,6 +32,7 @@
 #include "leases/events.h"
 #include "leases/leases.h"
 #include "leases/privileges.h"
+#include "leases/workers.h"
 #include "common/spi_util.h"
 
 /* Insert an unowned lease unless the key exists. */
@@ -60,11 +61,14 @@ static LeaseStatement create_stmt = {
  * re-checked against the committed row), so the event records the owner it
  * really took the lease from.
  */
-#define TAKE_SQL(loads) \
-	"WITH o AS (" \
+#define TAKE_SQL(loads, live, recheck) \
+	"WITH o0 AS (" \
 	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner," \
+	"        l.lease_expires_at AS from_expires_at," \
+	"        (NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"         OR l.handoff_to OPERATOR(pg_catalog.=) $4) AS may_steal," \
 	"        CASE WHEN l.lease_owner IS NULL THEN 'take'" \
-	"             WHEN NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) " THEN 'expiry_takeover'" \
+	"             WHEN NOT " live("l", LEASE_SQL_NOW) " THEN 'expiry_takeover'" \
 	"             WHEN l.handoff_to OPERATOR(pg_catalog.=) $4" \
 	"                  AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) " THEN 'transfer'" \
 	"             ELSE 'steal' END AS event" \
@@ -72,27 +76,54 @@ static LeaseStatement create_stmt = {
 	"  WHERE " LEASE_KEY_MATCHES \
 	"    AND " LEASE_SQL_NOT_ENDED("l") \
 	"    AND CASE WHEN $5 IS NULL" \
-	"             THEN NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"             THEN NOT " live("l", LEASE_SQL_NOW) \
 	"                  OR (l.handoff_to OPERATOR(pg_catalog.=) $4" \
 	"                      AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"                      AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline)" \
 	"             ELSE l.lease_count OPERATOR(pg_catalog.=) $5" \
 	"                  AND l.lease_owner IS DISTINCT FROM $4" \
-	"                  AND (NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"                  AND (NOT " live("l", LEASE_SQL_NOW) \
 	"                       OR NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"                       OR l.handoff_to OPERATOR(pg_catalog.=) $4)" \
 	"        END" \
 	"    AND NOT " LEASE_SQL_BLOCKED("l") \
 	"    FOR NO KEY UPDATE OF l)," \
+	recheck \
 	LEASE_SQL_TAKE_LOCKED("$4", "$6", "o.event") \
 	LEASE_SQL_RECORD_EVENTS("$7") \
 	loads \
 	" SELECT c.lease_count, " LEASE_SQL_NOTIFY("$8") " FROM c"
 
-static LeaseStatement take_stmts[2] =
-	LEASE_OWNERSHIP_STMTS("take_lease", TAKE_SQL, 8,
-						  TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID,
-						  LEASE_EVENT_ARGTYPES);
+/* Up to 0.3.0 the lease row's own expiry decides: nothing to re-check. */
+#define TAKE_AS_READ " o AS (SELECT o0.* FROM o0),"
+
+/*
+ * From 0.4.0 on an expiry takeover is decided by the holder's heartbeat
+ * too, which a renewal moves without touching the lease row: the
+ * workers' rows (holder and taker, in key order, as LEASE_SQL_RECORD_LOADS
+ * locks them) are locked and the expiry judged again on what is committed
+ * (a renewal either committed first, and the lease is live again, or waits
+ * for this take and then no longer lists the lease).  Live again, an
+ * expiry takeover is dropped, or with a lease_count given becomes the
+ * steal it asked for.  A takeover before the lease's expiry because its
+ * holder's session ended is recorded as 'session_ended'.
+ */
+#define TAKE_RECHECKED \
+	LEASE_SQL_RECHECKED("$4", \
+						"CASE WHEN o0.event OPERATOR(pg_catalog.<>) 'expiry_takeover' THEN o0.event" \
+						"     WHEN " LEASE_SQL_HELD_AGAIN " THEN 'steal'" \
+						"     ELSE " LEASE_SQL_EXPIRED_BECAUSE("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
+						" END", \
+						"o0.event OPERATOR(pg_catalog.<>) 'expiry_takeover'" \
+						" OR ($5 IS NOT NULL AND o0.may_steal)")
+
+static LeaseStatement take_stmts[3] =
+	LEASE_SCHEMA_STMTS3("take_lease", TAKE_SQL("", LEASE_SQL_LIVE_0_3, TAKE_AS_READ),
+						TAKE_SQL(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE_0_3, TAKE_AS_READ),
+						TAKE_SQL(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE, TAKE_RECHECKED),
+						0, false, 8,
+						TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID,
+						LEASE_EVENT_ARGTYPES);
 
 /* Renew: guarded on owner and lease_count. */
 static LeaseStatement renew_stmt = {
@@ -196,7 +227,7 @@ static LeaseStatement prepare_stmt = {
  * straight to the requester (for the lease duration it asked for), so no
  * third worker can grab it in between; otherwise it becomes unowned.
  */
-#define RELEASE_SQL(loads) \
+#define RELEASE_SQL(loads, live) \
 	"WITH c AS (UPDATE lease.shard_leases AS l" \
 	" SET lease_owner = CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"                   THEN l.handoff_to END," \
@@ -220,12 +251,12 @@ static LeaseStatement prepare_stmt = {
 	loads \
 	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c"
 
-static LeaseStatement release_stmts[2] =
+static LeaseStatement release_stmts[3] =
 	LEASE_OWNERSHIP_STMTS("release_lease", RELEASE_SQL, 6,
 						  TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES);
 
 /* Close: checkpoint SHARD_END and give the lease up, guarded on ownership. */
-#define CLOSE_SQL(loads) \
+#define CLOSE_SQL(loads, live) \
 	"WITH c AS (UPDATE lease.shard_leases AS l" \
 	" SET checkpoint = " LEASE_SQL_SHARD_END "," \
 	"     checkpoint_sub_sequence = 0," \
@@ -248,7 +279,7 @@ static LeaseStatement release_stmts[2] =
 	loads \
 	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c"
 
-static LeaseStatement close_stmts[2] =
+static LeaseStatement close_stmts[3] =
 	LEASE_OWNERSHIP_STMTS("close_shard", CLOSE_SQL, 6,
 						  TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES);
 
@@ -329,13 +360,21 @@ create_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_create_lease, create_lease, LEASE_SCHEMA_0_3)
 
-/* lease.take_lease: the new lease_count, or NULL when not taken. */
+/*
+ * lease.take_lease: the new lease_count, or NULL when not taken.  From
+ * 0.4.0 on, a renew_every (argument 7) records the taker's session with it
+ * (docs/worker-guide.md, "Fast failover").
+ */
 static Datum
 take_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[6 + LEASE_EVENT_NPARAMS];
 	char		nulls[6 + LEASE_EVENT_NPARAMS] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	int64		count;
+	Datum		renew_every = (Datum) 0;
+	bool		have_every = false;
+	LeaseCaller caller;
+	bool		isnull = true;
+	int64		count = 0;
 
 	lease_key_args(fcinfo, values);
 	values[3] = lease_arg_ident(fcinfo, 3, "new_owner");
@@ -347,10 +386,21 @@ take_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	else
 		values[4] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 4, "lease_count"));
 	values[5] = lease_arg_duration(fcinfo, 5, "lease_duration");
+	if (PG_NARGS() > 6)
+		have_every = lease_arg_opt_duration(fcinfo, 6, "renew_every", &renew_every);
 	lease_event_params(&values[6]);
 
-	if (!run_returning_count(fcinfo, schema, LEASE_SCHEMA_STMT(take_stmts, schema), values,
-							 nulls, &count))
+	lease_app_begin(fcinfo, schema, values[0], &caller);
+	if (lease_spi_run(LEASE_SCHEMA_STMT(take_stmts, schema), values, nulls, 0) > 0)
+		count = DatumGetInt64(lease_spi_value(0, 1, &isnull));
+	if (!isnull && have_every)
+	{
+		Datum		taker[3] = {values[0], values[1], values[3]};
+
+		lease_record_session(taker, true, renew_every, NULL);
+	}
+	lease_app_end(&caller);
+	if (isnull)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(count);
 }

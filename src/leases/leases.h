@@ -32,10 +32,96 @@
 #define LEASE_SQL_CLOCK		"(SELECT pg_catalog.clock_timestamp() AS now) AS k"
 #define LEASE_SQL_NOW		"k.now"
 
-/* Owned and not expired. */
-#define LEASE_SQL_LIVE(a, now) \
+/* Owned and not expired: the 0.1.0 to 0.3.0 schemas (a lease's own expiry). */
+#define LEASE_SQL_LIVE_0_3(a, now) \
 	"(" a ".lease_owner IS NOT NULL" \
 	" AND " a ".lease_expires_at OPERATOR(pg_catalog.>) " now ")"
+
+/*
+ * From 0.4.0 on, a lease's effective expiry, for its own lease_expires_at
+ * `le` (an SQL expression) and its holder's lease.stream_workers row `w`
+ * (all NULL when there is none): the later of its own expiry (set by the
+ * take, or by renew_lease) and the holder's heartbeat (renewed_until, set
+ * by renew_leases for every lease the worker holds), cut short to the
+ * liveness cutoff when the holder opted in with renew_every and its
+ * session has ended in this server incarnation (lease.liveness_cutoff,
+ * NULL otherwise; docs/worker-guide.md, "Fast failover").
+ */
+#define LEASE_SQL_EXPIRY_W(le, w, now) \
+	"LEAST(GREATEST(" le ", " w ".renewed_until), " LEASE_SQL_CUTOFF(w, now) ")"
+
+/*
+ * The liveness cutoff of worker row `w` (NULL: none), called only once the
+ * worker has missed a renewal (a CASE is evaluated lazily): a worker in the
+ * mode that renews on time costs one comparison.
+ */
+#define LEASE_SQL_CUTOFF(w, now) \
+	"CASE WHEN " now " OPERATOR(pg_catalog.>=) (" w ".renewed_at OPERATOR(pg_catalog.+) " w ".renew_every)" \
+	" THEN lease.liveness_cutoff(" w ".session_pid, " w ".session_start, " w ".server_incarnation," \
+	"                            " w ".renewed_at, " w ".renew_every, " now ") END"
+
+/* The effective expiry of lease `a`, its holder's row read by its key. */
+#define LEASE_SQL_EXPIRY(a, now) \
+	"COALESCE((SELECT " LEASE_SQL_EXPIRY_W(a ".lease_expires_at", "hw", now) \
+	"            FROM lease.stream_workers AS hw" \
+	"           WHERE hw.app_name OPERATOR(pg_catalog.=) " a ".app_name" \
+	"             AND hw.stream_name OPERATOR(pg_catalog.=) " a ".stream_name" \
+	"             AND hw.worker OPERATOR(pg_catalog.=) " a ".lease_owner), " a ".lease_expires_at)"
+
+/*
+ * Why an owned lease whose effective expiry has passed is takeable: its
+ * holder's session ended ('session_ended': without the liveness cutoff it
+ * would still be live), or it expired ('expiry_takeover').
+ */
+#define LEASE_SQL_EXPIRED_BECAUSE(le, w, now) \
+	"CASE WHEN GREATEST(" le ", " w ".renewed_until) OPERATOR(pg_catalog.>) " now \
+	"     THEN 'session_ended' ELSE 'expiry_takeover' END"
+
+/*
+ * The CTE `wl` of a statement that may take leases from workers by expiry
+ * (from 0.4.0 on): locks the lease.stream_workers rows of the holders
+ * (column from_owner of CTE `cand`, whose rows are locked already) and of
+ * the taker `taker`, in the key order LEASE_SQL_RECORD_LOADS locks them in,
+ * and returns their committed liveness columns, so the expiry is judged on
+ * a heartbeat no renewal can move until the statement commits (a renewal
+ * updates that row).  Nothing is locked when `cand` holds no owned lease.
+ */
+#define LEASE_SQL_LOCK_WORKERS(taker, cand) \
+	" wl AS (SELECT w.worker, w.renewed_until, w.session_pid, w.session_start," \
+	"               w.server_incarnation, w.renewed_at, w.renew_every" \
+	"          FROM lease.stream_workers AS w" \
+	"         WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
+	"           AND w.stream_name OPERATOR(pg_catalog.=) $2" \
+	"           AND ((w.worker OPERATOR(pg_catalog.=) " taker \
+	"                 AND EXISTS (SELECT 1 FROM " cand " WHERE " cand ".from_owner IS NOT NULL))" \
+	"                OR w.worker OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT " cand ".from_owner FROM " cand ")))" \
+	"         ORDER BY w.worker COLLATE pg_catalog.\"C\"" \
+	"           FOR NO KEY UPDATE OF w)"
+
+/*
+ * From 0.4.0 on, the CTE `o` of a take that may take leases by expiry: the
+ * leases read and locked in `o0` (with from_owner and from_expires_at),
+ * judged again on their holders' committed heartbeat with the workers'
+ * rows locked (LEASE_SQL_LOCK_WORKERS, for taker `taker`): a lease a
+ * renewal made live again is dropped unless `keep` (an SQL condition)
+ * holds; `event` is the event column.  A renewal either committed first
+ * (the lease is live again) or waits for the take and then no longer lists
+ * the lease.
+ */
+#define LEASE_SQL_HELD_AGAIN \
+	"(" LEASE_SQL_EXPIRY_W("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
+	" OPERATOR(pg_catalog.>) " LEASE_SQL_NOW ")"
+#define LEASE_SQL_RECHECKED(taker, event, keep) \
+	LEASE_SQL_LOCK_WORKERS(taker, "o0") "," \
+	" o AS (SELECT o0.app_name, o0.stream_name, o0.shard_id, o0.from_owner, " event " AS event" \
+	"         FROM o0 LEFT JOIN wl AS hw ON hw.worker OPERATOR(pg_catalog.=) o0.from_owner," \
+	"              " LEASE_SQL_CLOCK \
+	"        WHERE " keep " OR NOT " LEASE_SQL_HELD_AGAIN "),"
+
+/* Owned and not expired, by the effective expiry (0.4.0 on). */
+#define LEASE_SQL_LIVE(a, now) \
+	"(" a ".lease_owner IS NOT NULL" \
+	" AND " LEASE_SQL_EXPIRY(a, now) " OPERATOR(pg_catalog.>) " now ")"
 
 /*
  * A handoff is pending: requested and not lapsed (a request lapses one
@@ -143,35 +229,45 @@
 	"                           ELSE LEAST(w.expires_min, excluded.expires_min) END," \
 	"        version = w.version OPERATOR(pg_catalog.+) 1)"
 
-/*
- * A statement in the two forms the schemas need (common/version.h): [0] for
- * 0.1.0/0.2.0 objects, which have no bookkeeping tables (lease.stream_workers
- * and the takeable cache), [1] from 0.3.0 on; opts_0_3 the second one's
- * cursor_options; jit_off: both run with JIT off (LEASE_STMT_JIT_OFF).
- */
-#define LEASE_SCHEMA_STMTS(stmt_name, sql_0_2, sql_0_3, opts_0_3, jit_off, n, ...) \
+/* One prepared statement of a LEASE_SCHEMA_STMTS set. */
+#define LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_, opts, jit_off, n, ...) \
 	{ \
-		{ \
-			.name = stmt_name " (0.2 schema)", .sql = sql_0_2, .nargs = n, \
-			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_SELECT, \
-			.setting = (jit_off) ? "jit" : NULL, .setting_value = "off" \
-		}, \
-		{ \
-			.name = stmt_name, .sql = sql_0_3, .nargs = n, \
-			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_SELECT, \
-			.cursor_options = opts_0_3, \
-			.setting = (jit_off) ? "jit" : NULL, .setting_value = "off" \
-		} \
+		.name = stmt_name, .sql = sql_, .nargs = n, \
+		.argtypes = {__VA_ARGS__}, .expected = SPI_OK_SELECT, \
+		.cursor_options = opts, \
+		.setting = (jit_off) ? "jit" : NULL, .setting_value = "off" \
 	}
 
 /*
+ * A statement in the three forms the schemas need (common/version.h),
+ * indexed by LeaseSchema: [0] for 0.1.0/0.2.0 objects, which have no
+ * bookkeeping tables (lease.stream_workers and the takeable cache), [1] for
+ * 0.3.0, [2] from 0.4.0 on (the workers' heartbeat and liveness columns);
+ * opts the cursor_options of the last two; jit_off: all run with JIT off
+ * (LEASE_STMT_JIT_OFF).
+ */
+#define LEASE_SCHEMA_STMTS3(stmt_name, sql_0_2, sql_0_3, sql_0_4, opts, jit_off, n, ...) \
+	{ \
+		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.2 schema)", sql_0_2, 0, jit_off, n, __VA_ARGS__), \
+		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.3 schema)", sql_0_3, opts, jit_off, n, __VA_ARGS__), \
+		LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_0_4, opts, jit_off, n, __VA_ARGS__) \
+	}
+
+/* A statement whose text is the same from 0.3.0 on. */
+#define LEASE_SCHEMA_STMTS(stmt_name, sql_0_2, sql_0_3, opts_0_3, jit_off, n, ...) \
+	LEASE_SCHEMA_STMTS3(stmt_name, sql_0_2, sql_0_3, sql_0_3, opts_0_3, jit_off, n, __VA_ARGS__)
+
+/*
  * The common case: a statement that changes who holds a lease, with the
- * bookkeeping CTE from 0.3.0 on.  `sql` is a macro taking that CTE.
+ * bookkeeping CTE from 0.3.0 on.  `sql` is a macro taking that CTE and the
+ * liveness test of the schema (LEASE_SQL_LIVE_0_3 or LEASE_SQL_LIVE).
  */
 #define LEASE_OWNERSHIP_STMTS(stmt_name, sql, n, ...) \
-	LEASE_SCHEMA_STMTS(stmt_name, sql(""), sql(LEASE_SQL_RECORD_LOADS), 0, false, n, __VA_ARGS__)
+	LEASE_SCHEMA_STMTS3(stmt_name, sql("", LEASE_SQL_LIVE_0_3), \
+						sql(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE_0_3), \
+						sql(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE), 0, false, n, __VA_ARGS__)
 
-/* Which of a LEASE_SCHEMA_STMTS pair `schema` runs. */
-#define LEASE_SCHEMA_STMT(stmts, schema) (&(stmts)[(schema) >= LEASE_SCHEMA_0_3 ? 1 : 0])
+/* Which of a LEASE_SCHEMA_STMTS set `schema` runs. */
+#define LEASE_SCHEMA_STMT(stmts, schema) (&(stmts)[(schema)])
 
 #endif							/* LEASE_LEASES_H */

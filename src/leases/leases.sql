@@ -116,11 +116,25 @@ CREATE INDEX shard_leases_unowned_idx
 --   expires_min  a lower bound of their lease_expires_at: no lease of the
 --                worker expires before it (renew_leases sets it to the
 --                exact expiry; meaningless when leases = 0);
---   version      bumped by every change of the worker's leases, so that
---                renew_leases raises expires_min only when no ownership
---                change raced it.
--- A worker whose expires_min is still ahead holds live leases only, so a
--- round counts it without reading its leases.
+--   version      bumped by every change of the worker's leases (0.3.0's
+--                renew_leases raised expires_min only when no ownership
+--                change raced it);
+-- and, from 0.4.0 on, the worker's heartbeat and liveness record, written
+-- by renew_leases (one row per renewal, whatever the number of leases) and
+-- by a take given renew_every (docs/worker-guide.md, "Fast failover"):
+--   renewed_until       every lease the worker holds is live until at
+--                       least then (its effective expiry is the later of
+--                       this and its own lease_expires_at);
+--   renewed_at          the database time of the last renewal (or take
+--                       with renew_every);
+--   renew_every         the renewal interval the worker declared, NULL
+--                       when it is not in the fast-failover mode;
+--   session_pid, session_start, server_incarnation
+--                       the backend that renewed last, and the server
+--                       incarnation (postmaster start, timeline) it lived in.
+-- A worker whose expires_min or renewed_until is still ahead, and whose
+-- session has not ended (lease.liveness_cutoff), holds live leases only,
+-- so a round counts it without reading its leases.
 CREATE TABLE lease.stream_workers (
     app_name    text        NOT NULL,
     stream_name text        NOT NULL,
@@ -131,14 +145,22 @@ CREATE TABLE lease.stream_workers (
     -- the balancing load (issue 22): the sum of the known weights
     -- (COALESCE(weight, work_rate)) of the leases it holds, and how many of
     -- them have one; kept by the trigger shard_leases_load_changed below.
-    -- Last, so a fresh table equals one upgraded from 0.3.0.
+    -- After version, so a fresh table equals one upgraded from 0.3.0.
     load        double precision NOT NULL DEFAULT 0,
     weighed     bigint      NOT NULL DEFAULT 0,
+    -- the heartbeat and liveness record (issue 23, described above); after
+    -- load and weighed, the order the upgrade script adds them in.
+    renewed_until      timestamptz,
+    renewed_at         timestamptz,
+    renew_every        interval,
+    session_pid        integer,
+    session_start      timestamptz,
+    server_incarnation text,
     PRIMARY KEY (app_name, stream_name, worker)
 );
 
 COMMENT ON TABLE lease.stream_workers IS
-    'Per worker and stream: how many leases it holds, a lower bound of their expiry, and the sum and number of their known weights (kept by the lease functions and triggers; what take_leases reads instead of the stream).';
+    'Per worker and stream: how many leases it holds, a lower bound of their expiry, the sum and number of their known weights, its heartbeat and liveness record (kept by the lease functions and triggers; what take_leases reads instead of the stream).';
 
 -- Serves the round's read of a stream's workers; a worker left with no
 -- lease stays out of it.
@@ -166,7 +188,7 @@ COMMENT ON TABLE lease.stream_takeable IS
 
 
 -- What a worker declared as its capacity in its last take_leases call
--- (the seven-argument form; src/leases/balancing.c): the share of a
+-- (the 0.4.0 form; src/leases/balancing.c): the share of a
 -- stream's load it should carry is its capacity over the sum of its
 -- workers' capacities.  A worker with no row has capacity 1.
 CREATE TABLE lease.worker_capacities (
@@ -453,7 +475,8 @@ SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.take_lease(
     app_name text, stream_name text, shard_id text, new_owner text,
-    lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL)
+    lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL,
+    renew_every interval DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'lease_take_lease_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
@@ -563,7 +586,8 @@ SET search_path = pg_catalog, pg_temp;
 CREATE FUNCTION lease.take_leases(
     app_name text, stream_name text, owner text,
     lease_duration interval DEFAULT NULL, max_leases integer DEFAULT NULL,
-    max_steal integer DEFAULT 1, capacity double precision DEFAULT 1)
+    max_steal integer DEFAULT 1, capacity double precision DEFAULT 1,
+    renew_every interval DEFAULT NULL)
 RETURNS TABLE(shard_id text, lease_count bigint, action text,
               previous_owner text, lease_epoch bigint)
 AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
@@ -599,10 +623,23 @@ SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.renew_leases(
     app_name text, stream_name text, owner text,
-    lease_duration interval DEFAULT NULL)
+    lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL)
 RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
 AS 'MODULE_PATHNAME', 'lease_renew_leases_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- The fast-failover mode's test (src/leases/workers.c): from when the
+-- leases of a worker whose recorded session has ended in this server
+-- incarnation may be taken before their expiry, or NULL (also when an
+-- argument is NULL: a worker not in the mode).  Called by the lease
+-- functions and views as the extension owner; granted to nobody.
+CREATE FUNCTION lease.liveness_cutoff(
+    session_pid integer, session_start timestamptz, server_incarnation text,
+    renewed_at timestamptz, renew_every interval, now timestamptz)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'lease_liveness_cutoff'
+LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
 -- What a worker may read about its own leases (src/leases/my_leases.c): the
@@ -646,7 +683,7 @@ CREATE TABLE lease.lease_events (
     reason      text,
     CONSTRAINT lease_events_event_check CHECK (event OPERATOR(pg_catalog.=) ANY (ARRAY[
         'take', 'expiry_takeover', 'steal', 'transfer', 'release', 'close',
-        'handoff_request']))
+        'handoff_request', 'session_ended']))
 );
 
 COMMENT ON TABLE lease.lease_events IS
@@ -688,11 +725,11 @@ SELECT l.app_name,
                            AND p.shard_id = ANY (l.parent_shard_ids)
                            AND p.checkpoint <> 'SHARD_END') THEN 'blocked'
            WHEN l.lease_owner IS NULL THEN 'unowned'
-           WHEN l.lease_expires_at <= pg_catalog.clock_timestamp() THEN 'expired'
+           WHEN e.expires_at <= pg_catalog.clock_timestamp() THEN 'expired'
            WHEN h.pending THEN 'handoff_pending'
            ELSE 'owned'
        END AS state,
-       l.lease_expires_at - pg_catalog.clock_timestamp() AS time_to_expiry,
+       e.expires_at - pg_catalog.clock_timestamp() AS time_to_expiry,
        l.checkpoint,
        l.checkpoint_sub_sequence,
        l.pending_checkpoint,
@@ -703,7 +740,12 @@ SELECT l.app_name,
        l.owner_switches_since_checkpoint,
        l.parent_shard_ids,
        l.updated_at
-  FROM lease.shard_leases AS l,
+  FROM lease.shard_leases AS l
+       LEFT JOIN lease.stream_workers AS w
+              ON w.app_name = l.app_name AND w.stream_name = l.stream_name
+             AND w.worker = l.lease_owner,
+       -- the effective expiry (LEASE_SQL_EXPIRY_W, src/leases/leases.h)
+       LATERAL (SELECT GREATEST(l.lease_expires_at, w.renewed_until) AS expires_at) AS e,
        LATERAL (SELECT l.handoff_to IS NOT NULL
                        AND pg_catalog.clock_timestamp()
                            < l.handoff_deadline + l.handoff_lease_duration AS pending) AS h
@@ -732,9 +774,15 @@ SELECT g.app_name, g.stream_name, g.lease_owner, g.live_leases,
                COALESCE(pg_catalog.sum(COALESCE(l.weight, l.work_rate)), 0) AS known,
                pg_catalog.count(COALESCE(l.weight, l.work_rate)) AS weighed
           FROM lease.shard_leases AS l
+          LEFT JOIN lease.stream_workers AS w
+            ON w.app_name OPERATOR(pg_catalog.=) l.app_name
+           AND w.stream_name OPERATOR(pg_catalog.=) l.stream_name
+           AND w.worker OPERATOR(pg_catalog.=) l.lease_owner
          WHERE l.lease_owner IS NOT NULL
            AND lease.has_app_access(l.app_name)
-           AND l.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+           -- the effective expiry, as lease.lease_status (issue 23)
+           AND GREATEST(l.lease_expires_at, w.renewed_until)
+               OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
          GROUP BY l.app_name, l.stream_name, l.lease_owner) AS g
   LEFT JOIN lease.worker_capacities AS c
     ON c.app_name OPERATOR(pg_catalog.=) g.app_name

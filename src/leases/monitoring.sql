@@ -106,13 +106,17 @@ WITH k AS (SELECT pg_catalog.clock_timestamp() AS now),
                                           AND p.shard_id = ANY (l.parent_shard_ids)
                                           AND p.checkpoint <> 'SHARD_END') THEN 'blocked'
                       WHEN l.lease_owner IS NULL THEN 'unowned'
-                      WHEN l.lease_expires_at <= k.now THEN 'expired'
+                      WHEN GREATEST(l.lease_expires_at, w.renewed_until) <= k.now THEN 'expired'
                       WHEN l.handoff_to IS NOT NULL
                            AND k.now < l.handoff_deadline + l.handoff_lease_duration THEN 'handoff_pending'
                       ELSE 'owned'
                   END AS state,
                   pg_catalog.count(*) AS n
-             FROM lease.shard_leases AS l, k
+             FROM lease.shard_leases AS l
+                  LEFT JOIN lease.stream_workers AS w
+                         ON w.app_name = l.app_name AND w.stream_name = l.stream_name
+                        AND w.worker = l.lease_owner,
+                  k
             GROUP BY 1, 2, 3)
 SELECT s.app_name, s.stream_name, x.state, COALESCE(c.n, 0)
   FROM (SELECT DISTINCT c.app_name, c.stream_name FROM c) AS s
@@ -147,7 +151,9 @@ SET jit = off
 AS $$
 WITH k AS (SELECT pg_catalog.clock_timestamp() AS now),
      l AS (SELECT l.app_name, l.stream_name, l.lease_owner, k.now,
-                  l.lease_expires_at, l.handoff_requested_at, l.handoff_deadline,
+                  -- the expiry by lease duration and heartbeat, as lease.lease_status
+                  GREATEST(l.lease_expires_at, w.renewed_until) AS lease_expires_at,
+                  l.handoff_requested_at, l.handoff_deadline,
                   l.checkpointed_at,
                   l.checkpoint = 'SHARD_END' AS ended,
                   l.checkpoint <> 'SHARD_END' AND l.parent_shard_ids <> '{}'
@@ -156,10 +162,15 @@ WITH k AS (SELECT pg_catalog.clock_timestamp() AS now),
                                  AND p.stream_name = l.stream_name
                                  AND p.shard_id = ANY (l.parent_shard_ids)
                                  AND p.checkpoint <> 'SHARD_END') AS blocked,
-                  l.lease_owner IS NOT NULL AND l.lease_expires_at > k.now AS live,
+                  l.lease_owner IS NOT NULL
+                  AND GREATEST(l.lease_expires_at, w.renewed_until) > k.now AS live,
                   l.handoff_to IS NOT NULL
                   AND k.now < l.handoff_deadline + l.handoff_lease_duration AS handoff
-             FROM lease.shard_leases AS l, k),
+             FROM lease.shard_leases AS l
+                  LEFT JOIN lease.stream_workers AS w
+                         ON w.app_name = l.app_name AND w.stream_name = l.stream_name
+                        AND w.worker = l.lease_owner,
+                  k),
      s AS (SELECT l.app_name, l.stream_name,
                   pg_catalog.count(*) FILTER (WHERE NOT l.ended AND NOT l.blocked) AS open_leases,
                   pg_catalog.count(DISTINCT l.lease_owner) FILTER (WHERE l.live) AS live_workers,
@@ -204,8 +215,12 @@ SET jit = off
 AS $$
 SELECT l.app_name, l.stream_name, l.lease_owner, pg_catalog.count(*)
   FROM lease.shard_leases AS l
+  LEFT JOIN lease.stream_workers AS w
+         ON w.app_name = l.app_name AND w.stream_name = l.stream_name
+        AND w.worker = l.lease_owner
  WHERE l.lease_owner IS NOT NULL
-   AND l.lease_expires_at > pg_catalog.clock_timestamp()
+   AND GREATEST(l.lease_expires_at, w.renewed_until)
+       > pg_catalog.clock_timestamp()
  GROUP BY 1, 2, 3
  ORDER BY 1, 2, 3
 $$;
@@ -251,11 +266,12 @@ WITH c AS (SELECT e.app_name, e.stream_name, e.event, pg_catalog.count(*) AS n
 SELECT s.app_name, s.stream_name, x.event, CAST(COALESCE(pg_catalog.sum(c.n), 0) AS bigint)
   FROM s
  CROSS JOIN pg_catalog.unnest(ARRAY['take', 'expiry_takeover', 'steal', 'transfer',
-                                    'release', 'close', 'handoff_request']) AS x(event)
+                                    'release', 'close', 'handoff_request',
+                                    'session_ended']) AS x(event)
   LEFT JOIN c ON c.app_name = s.app_name AND c.stream_name = s.stream_name AND c.event = x.event
  GROUP BY 1, 2, 3
  ORDER BY 1, 2, 3
 $$;
 
 COMMENT ON FUNCTION lease.monitoring_ownership_changes() IS
-    'Metrics: ownership changes (take, expiry_takeover, steal, transfer, release, close) and handoff requests per app and stream, never decreasing across lease.prune_events.';
+    'Metrics: ownership changes (take, expiry_takeover, session_ended, steal, transfer, release, close) and handoff requests per app and stream, never decreasing across lease.prune_events.';

@@ -27,10 +27,10 @@
 #define MY_LEASES_COLUMNS 10
 
 /* The columns both halves of my_leases_stmt return, for lease `l`. */
-#define MY_LEASES_SELECT(handoff_to, handoff_from) \
+#define MY_LEASES_SELECT(expiry, handoff_to, handoff_from) \
 	" SELECT l.shard_id, l.lease_count, l.lease_epoch, l.checkpoint," \
 	"        l.checkpoint_sub_sequence, l.pending_checkpoint," \
-	"        l.lease_expires_at OPERATOR(pg_catalog.-) " LEASE_SQL_NOW " AS expires_in," \
+	"        " expiry " OPERATOR(pg_catalog.-) " LEASE_SQL_NOW " AS expires_in," \
 	"        " handoff_to " AS handoff_to, " handoff_from " AS handoff_from," \
 	"        ARRAY(SELECT p.shard_id FROM lease.shard_leases AS p" \
 	"               WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name" \
@@ -46,26 +46,33 @@
  * those a pending handoff promises to $3.  The first half is served by
  * shard_leases_owner_idx, the second by shard_leases_handoff_idx.
  */
-static LeaseStatement my_leases_stmt = {
-	.name = "my_leases",
-	.sql =
-	"SELECT m.* FROM ("
-	MY_LEASES_SELECT("CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-					 " THEN l.handoff_to END",
-					 "CAST(NULL AS pg_catalog.text)")
-	"  WHERE " LEASE_STREAM_MATCHES
-	"    AND l.lease_owner OPERATOR(pg_catalog.=) $3"
-	" UNION ALL"
-	MY_LEASES_SELECT("CAST(NULL AS pg_catalog.text)", "l.lease_owner")
-	"  WHERE " LEASE_STREAM_MATCHES
-	"    AND l.handoff_to OPERATOR(pg_catalog.=) $3"
-	"    AND l.lease_owner IS DISTINCT FROM $3"
-	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	") AS m ORDER BY m.shard_id COLLATE pg_catalog.\"C\"",
-	.nargs = 3,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
-	.expected = SPI_OK_SELECT
+#define MY_LEASES_SQL(expiry) \
+	"SELECT m.* FROM (" \
+	MY_LEASES_SELECT(expiry, "CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	" THEN l.handoff_to END", \
+	"CAST(NULL AS pg_catalog.text)") \
+	"  WHERE " LEASE_STREAM_MATCHES \
+	"    AND l.lease_owner OPERATOR(pg_catalog.=) $3" \
+	" UNION ALL" \
+	MY_LEASES_SELECT(expiry, "CAST(NULL AS pg_catalog.text)", "l.lease_owner") \
+	"  WHERE " LEASE_STREAM_MATCHES \
+	"    AND l.handoff_to OPERATOR(pg_catalog.=) $3" \
+	"    AND l.lease_owner IS DISTINCT FROM $3" \
+	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	") AS m ORDER BY m.shard_id COLLATE pg_catalog.\"C\""
+
+#define MY_LEASES_STMT(stmt_name, expiry) \
+	{ \
+		.name = stmt_name, .sql = MY_LEASES_SQL(expiry), .nargs = 3, \
+		.argtypes = {TEXTOID, TEXTOID, TEXTOID}, .expected = SPI_OK_SELECT \
+	}
+
+/* [0] up to 0.3.0 (each lease's own expiry), [1] the effective expiry. */
+static LeaseStatement my_leases_stmts[2] = {
+	MY_LEASES_STMT("my_leases (0.3 schema)", "l.lease_expires_at"),
+	MY_LEASES_STMT("my_leases", LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW)),
 };
+
 
 /*
  * lease.my_leases: the leases the owner holds or is promised in the stream,
@@ -85,7 +92,7 @@ my_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_app_begin(fcinfo, schema, values[0], &caller);
-	rows = lease_spi_run(&my_leases_stmt, values, NULL, 0);
+	rows = lease_spi_run(&my_leases_stmts[schema >= LEASE_SCHEMA_0_4 ? 1 : 0], values, NULL, 0);
 	for (uint64 row = 0; row < rows; row++)
 	{
 		Datum		out[MY_LEASES_COLUMNS];

@@ -54,6 +54,7 @@
 #include "leases/events.h"
 #include "leases/leases.h"
 #include "leases/privileges.h"
+#include "leases/workers.h"
 #include "common/spi_util.h"
 
 /*
@@ -70,22 +71,22 @@
  * leases counted, through shard_leases_owner_idx.  The pending handoffs
  * come through shard_leases_handoff_idx.
  */
-#define LOADS_SQL \
+#define LOADS_SQL(live, suspect, alive) \
 	"WITH h AS (" \
 	" SELECT l.lease_owner, l.handoff_to" \
 	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
 	"  WHERE " LEASE_STREAM_MATCHES \
 	"    AND l.handoff_to IS NOT NULL" \
-	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"    AND " live("l", LEASE_SQL_NOW) \
 	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ")," \
 	" o AS (" \
 	" SELECT w.worker," \
-	"        w.expires_min OPERATOR(pg_catalog.<=) k.now AS suspect," \
-	"        CASE WHEN w.expires_min OPERATOR(pg_catalog.>) k.now THEN w.leases" \
+	"        " suspect " AS suspect," \
+	"        CASE WHEN NOT " suspect " THEN w.leases" \
 	"             ELSE (SELECT pg_catalog.count(*) FROM lease.shard_leases AS l" \
 	"                    WHERE " LEASE_STREAM_MATCHES \
 	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
-	"                      AND l.lease_expires_at OPERATOR(pg_catalog.>) k.now) END AS live" \
+	"                      AND " alive " OPERATOR(pg_catalog.>) k.now) END AS live" \
 	"   FROM lease.stream_workers AS w, " LEASE_SQL_CLOCK \
 	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
 	"    AND w.stream_name OPERATOR(pg_catalog.=) $2" \
@@ -103,12 +104,28 @@
 	"  GROUP BY x.worker" \
 	"  ORDER BY load DESC, x.worker COLLATE pg_catalog.\"C\""
 
+/* Up to 0.3.0: a worker's bound, and each lease's own expiry. */
+#define LOADS_SQL_0_3 \
+	LOADS_SQL(LEASE_SQL_LIVE_0_3, "(w.expires_min OPERATOR(pg_catalog.<=) k.now)", "l.lease_expires_at")
+
+/*
+ * From 0.4.0 on a worker's leases are all live while its bound or its
+ * heartbeat is ahead (min over its leases of GREATEST(own expiry,
+ * heartbeat) = GREATEST(bound, heartbeat)) and no liveness cutoff applies
+ * (LOADS_SUSPECT_0_4 false); otherwise each lease's effective expiry
+ * (LOADS_ALIVE_0_4) is read.  The 0.4.0 loads are LOADS_SQL_WEIGHTED.
+ */
+#define LOADS_SUSPECT_0_4 \
+	"(GREATEST(w.expires_min, w.renewed_until) OPERATOR(pg_catalog.<=) k.now" \
+	" OR (" LEASE_SQL_CUTOFF("w", "k.now") ") IS NOT NULL)"
+#define LOADS_ALIVE_0_4 LEASE_SQL_EXPIRY_W("l.lease_expires_at", "w", "k.now")
+
 /*
  * From 0.4.0 on, three more columns: the worker's effective known load
  * (the sum of COALESCE(weight, work_rate) of its live leases, a promised
  * lease counting for the worker it is promised to), how many of those
  * leases have a known weight, and the worker's declared capacity.  A
- * worker whose bound is still ahead has them in lease.stream_workers.
+ * worker that is not suspect has them in lease.stream_workers.
  */
 #define LEASE_SQL_KNOWN_WEIGHT(a) "COALESCE(" a ".weight, " a ".work_rate)"
 #define LOADS_SQL_WEIGHTED \
@@ -121,24 +138,24 @@
 	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ")," \
 	" o AS (" \
 	" SELECT w.worker," \
-	"        w.expires_min OPERATOR(pg_catalog.<=) k.now AS suspect," \
-	"        CASE WHEN w.expires_min OPERATOR(pg_catalog.>) k.now THEN w.leases" \
+	"        " LOADS_SUSPECT_0_4 " AS suspect," \
+	"        CASE WHEN NOT " LOADS_SUSPECT_0_4 " THEN w.leases" \
 	"             ELSE (SELECT pg_catalog.count(*) FROM lease.shard_leases AS l" \
 	"                    WHERE " LEASE_STREAM_MATCHES \
 	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
-	"                      AND l.lease_expires_at OPERATOR(pg_catalog.>) k.now) END AS live," \
-	"        CASE WHEN w.expires_min OPERATOR(pg_catalog.>) k.now THEN w.load" \
+	"                      AND " LOADS_ALIVE_0_4 " OPERATOR(pg_catalog.>) k.now) END AS live," \
+	"        CASE WHEN NOT " LOADS_SUSPECT_0_4 " THEN w.load" \
 	"             ELSE (SELECT COALESCE(pg_catalog.sum(" LEASE_SQL_KNOWN_WEIGHT("l") "), 0)" \
 	"                     FROM lease.shard_leases AS l" \
 	"                    WHERE " LEASE_STREAM_MATCHES \
 	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
-	"                      AND l.lease_expires_at OPERATOR(pg_catalog.>) k.now) END AS wload," \
-	"        CASE WHEN w.expires_min OPERATOR(pg_catalog.>) k.now THEN w.weighed" \
+	"                      AND " LOADS_ALIVE_0_4 " OPERATOR(pg_catalog.>) k.now) END AS wload," \
+	"        CASE WHEN NOT " LOADS_SUSPECT_0_4 " THEN w.weighed" \
 	"             ELSE (SELECT pg_catalog.count(" LEASE_SQL_KNOWN_WEIGHT("l") ")" \
 	"                     FROM lease.shard_leases AS l" \
 	"                    WHERE " LEASE_STREAM_MATCHES \
 	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
-	"                      AND l.lease_expires_at OPERATOR(pg_catalog.>) k.now) END AS weighed" \
+	"                      AND " LOADS_ALIVE_0_4 " OPERATOR(pg_catalog.>) k.now) END AS weighed" \
 	"   FROM lease.stream_workers AS w, " LEASE_SQL_CLOCK \
 	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
 	"    AND w.stream_name OPERATOR(pg_catalog.=) $2" \
@@ -176,9 +193,9 @@
 	"       pg_catalog.sum(w.live)::pg_catalog.int8 AS live," \
 	"       pg_catalog.max(pg_catalog.max(w.takeable)) OVER () AS takeable" \
 	"  FROM (SELECT l.lease_owner AS worker," \
-	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE_0_3("l", LEASE_SQL_NOW) \
 	"                   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ") AS load," \
-	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) ") AS live," \
+	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE_0_3("l", LEASE_SQL_NOW) ") AS live," \
 	"               pg_catalog.sum(pg_catalog.count(*) FILTER (WHERE " \
 	LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") "))" \
 	"                   OVER ()::pg_catalog.int8 AS takeable" \
@@ -190,7 +207,7 @@
 	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
 	"         WHERE " LEASE_STREAM_MATCHES \
 	"           AND l.handoff_to IS NOT NULL" \
-	"           AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"           AND " LEASE_SQL_LIVE_0_3("l", LEASE_SQL_NOW) \
 	"           AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"         GROUP BY l.handoff_to" \
 	"        UNION ALL" \
@@ -198,9 +215,9 @@
 	" GROUP BY w.worker" \
 	" ORDER BY w.worker IS NULL, load DESC, w.worker COLLATE pg_catalog.\"C\""
 
-static LeaseStatement loads_stmts[2] =
-	LEASE_SCHEMA_STMTS("take_leases: count loads", LOADS_SQL_0_2, LOADS_SQL,
-					   CURSOR_OPT_GENERIC_PLAN, true, 3, TEXTOID, TEXTOID, TEXTOID);
+static LeaseStatement loads_stmts[3] =
+	LEASE_SCHEMA_STMTS3("take_leases: loads", LOADS_SQL_0_2, LOADS_SQL_0_3, LOADS_SQL_WEIGHTED,
+						CURSOR_OPT_GENERIC_PLAN, true, 3, TEXTOID, TEXTOID, TEXTOID);
 
 /*
  * The stream's number of takeable leases (not ended, not blocked), as
@@ -289,13 +306,13 @@ static LeaseStatement takeable_store_stmt = {
  * Claim: leases promised to $3 whose handoff deadline has passed and whose
  * holder still has them (live), taken with duration $4.
  */
-#define CLAIM_SQL(loads) \
+#define CLAIM_SQL(loads, live) \
 	"WITH o AS (" \
 	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner" \
 	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
 	"  WHERE " LEASE_STREAM_MATCHES \
 	"    AND l.handoff_to OPERATOR(pg_catalog.=) $3" \
-	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"    AND " live("l", LEASE_SQL_NOW) \
 	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"    AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline" \
 	"    AND " LEASE_SQL_NOT_ENDED("l") \
@@ -306,9 +323,11 @@ static LeaseStatement takeable_store_stmt = {
 	loads \
 	TAKER_RESULT("$6")
 
-static LeaseStatement claim_stmts[2] =
-	LEASE_SCHEMA_STMTS("take_leases: claim due handoffs",
-					   CLAIM_SQL(""), CLAIM_SQL(LEASE_SQL_RECORD_LOADS), CURSOR_OPT_GENERIC_PLAN,
+static LeaseStatement claim_stmts[3] =
+	LEASE_SCHEMA_STMTS3("take_leases: claim due handoffs",
+					   CLAIM_SQL("", LEASE_SQL_LIVE_0_3),
+					   CLAIM_SQL(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE_0_3),
+					   CLAIM_SQL(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE), CURSOR_OPT_GENERIC_PLAN,
 					   false,
 					   6, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES);
 
@@ -319,32 +338,55 @@ static LeaseStatement claim_stmts[2] =
  * From 0.3.0 on, `owners` limits the owned leases read to those of $8, the
  * workers whose expiry bound has passed (an index scan per worker).
  */
-#define TAKE_FREE_SQL(owners, loads) \
-	"WITH o AS (" \
-	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner" \
+#define TAKE_FREE_SQL(owners, live, expiry, recheck, loads) \
+	"WITH o0 AS (" \
+	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner," \
+	"        l.lease_expires_at AS from_expires_at" \
 	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
 	"  WHERE " LEASE_STREAM_MATCHES \
 	owners \
-	"    AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
+	"    AND NOT " live("l", LEASE_SQL_NOW) \
 	"    AND " LEASE_SQL_NOT_ENDED("l") \
 	"    AND NOT " LEASE_SQL_BLOCKED("l") \
-	"  ORDER BY l.lease_expires_at NULLS FIRST, l.shard_id COLLATE pg_catalog.\"C\"" \
+	"  ORDER BY " expiry " NULLS FIRST, l.shard_id COLLATE pg_catalog.\"C\"" \
 	"  LIMIT $5" \
 	"    FOR NO KEY UPDATE OF l SKIP LOCKED)," \
-	LEASE_SQL_TAKE_LOCKED("$3", "$4", \
-						  "CASE WHEN o.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END") \
+	recheck \
+	LEASE_SQL_TAKE_LOCKED("$3", "$4", "o.event") \
 	LEASE_SQL_RECORD_EVENTS("$6") \
 	loads \
 	TAKER_RESULT("$7")
+
+/* Up to 0.3.0 the lease row's own expiry decides: nothing to re-check. */
+#define TAKE_FREE_AS_READ \
+	" o AS (SELECT o0.*," \
+	"              CASE WHEN o0.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END AS event" \
+	"         FROM o0),"
+
+/*
+ * From 0.4.0 on, the expiry of an owned lease is judged again on its
+ * holder's committed heartbeat, with the workers' rows locked (see
+ * TAKE_RECHECKED in leases.c): a lease a renewal made live again is left.
+ */
+#define TAKE_FREE_RECHECKED \
+	LEASE_SQL_RECHECKED("$3", \
+						"CASE WHEN o0.from_owner IS NULL THEN 'take'" \
+						"     ELSE " LEASE_SQL_EXPIRED_BECAUSE("o0.from_expires_at", "hw", LEASE_SQL_NOW) \
+						" END", \
+						"o0.from_owner IS NULL")
 
 #define TAKE_FREE_SUSPECTS \
 	"    AND ((l.lease_owner IS NULL AND " LEASE_SQL_NOT_ENDED("l") ")" \
 	"         OR l.lease_owner OPERATOR(pg_catalog.=) ANY ($8))"
 
-static LeaseStatement take_free_stmts[2] =
-	LEASE_SCHEMA_STMTS("take_leases: take unowned and expired",
-					   TAKE_FREE_SQL("", ""),
-					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_RECORD_LOADS),
+static LeaseStatement take_free_stmts[3] =
+	LEASE_SCHEMA_STMTS3("take_leases: take unowned and expired",
+					   TAKE_FREE_SQL("", LEASE_SQL_LIVE_0_3, "l.lease_expires_at", TAKE_FREE_AS_READ, ""),
+					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_LIVE_0_3, "l.lease_expires_at",
+									 TAKE_FREE_AS_READ, LEASE_SQL_RECORD_LOADS),
+					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_LIVE,
+									 LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW),
+									 TAKE_FREE_RECHECKED, LEASE_SQL_RECORD_LOADS),
 					   CURSOR_OPT_GENERIC_PLAN, true,
 					   8, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES,
 					   TEXTARRAYOID);
@@ -355,52 +397,39 @@ static LeaseStatement take_free_stmts[2] =
  * duration the requester will hold them for.  Neither lease_count nor
  * lease_epoch changes: the holder keeps renewing and checkpointing.
  */
-static LeaseStatement request_stmt = {
-	.name = "take_leases: request handoffs",
-	.sql =
-	"WITH o AS ("
-	" SELECT l.app_name, l.stream_name, l.shard_id"
-	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_STREAM_MATCHES
-	"    AND l.lease_owner OPERATOR(pg_catalog.=) $5"
-	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"    AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"    AND " LEASE_SQL_NOT_ENDED("l")
-	"  ORDER BY l.shard_id COLLATE pg_catalog.\"C\""
-	"  LIMIT $6"
-	"    FOR NO KEY UPDATE OF l SKIP LOCKED),"
-	" c AS (UPDATE lease.shard_leases AS l"
-	"    SET handoff_to = $3,"
-	"        handoff_requested_at = " LEASE_SQL_NOW ","
-	"        handoff_deadline = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $7,"
-	"        handoff_lease_duration = $4,"
-	"        updated_at = pg_catalog.now()"
-	"   FROM o, " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_SQL_SAME_KEY("l", "o")
-	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'handoff_request' AS event,"
-	"            l.lease_owner AS from_owner, l.handoff_to AS to_owner,"
-	"            l.lease_count, l.lease_epoch)"
-	LEASE_SQL_RECORD_EVENTS("$8")
-	TAKER_RESULT("$9"),
-	.nargs = 9,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, TEXTOID, INT8OID, INTERVALOID,
-	LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
+#define REQUEST_SQL(live) \
+	"WITH o AS (" \
+	" SELECT l.app_name, l.stream_name, l.shard_id" \
+	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_STREAM_MATCHES \
+	"    AND l.lease_owner OPERATOR(pg_catalog.=) $5" \
+	"    AND " live("l", LEASE_SQL_NOW) \
+	"    AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"    AND " LEASE_SQL_NOT_ENDED("l") \
+	"  ORDER BY l.shard_id COLLATE pg_catalog.\"C\"" \
+	"  LIMIT $6" \
+	"    FOR NO KEY UPDATE OF l SKIP LOCKED)," \
+	" c AS (UPDATE lease.shard_leases AS l" \
+	"    SET handoff_to = $3," \
+	"        handoff_requested_at = " LEASE_SQL_NOW "," \
+	"        handoff_deadline = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $7," \
+	"        handoff_lease_duration = $4," \
+	"        updated_at = pg_catalog.now()" \
+	"   FROM o, " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_SQL_SAME_KEY("l", "o") \
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'handoff_request' AS event," \
+	"            l.lease_owner AS from_owner, l.handoff_to AS to_owner," \
+	"            l.lease_count, l.lease_epoch)" \
+	LEASE_SQL_RECORD_EVENTS("$8") \
+	TAKER_RESULT("$9")
 
-/*
- * Weighted balancing (0.4.0 on; docs/shard-leases.md "Balancing").  The
- * loads with weights and capacities; $3 may be NULL (plan_rebalance).
- */
-static LeaseStatement loads_weighted_stmt = {
-	.name = "take_leases: weighted loads",
-	.sql = LOADS_SQL_WEIGHTED,
-	.nargs = 3,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
-	.expected = SPI_OK_SELECT,
-	.cursor_options = CURSOR_OPT_GENERIC_PLAN,
-	LEASE_STMT_JIT_OFF			/* see read_loads */
-};
+static LeaseStatement request_stmts[3] =
+	LEASE_SCHEMA_STMTS3("take_leases: request handoffs", REQUEST_SQL(LEASE_SQL_LIVE_0_3),
+						REQUEST_SQL(LEASE_SQL_LIVE_0_3), REQUEST_SQL(LEASE_SQL_LIVE), 0, false, 9,
+						TEXTOID, TEXTOID, TEXTOID, INTERVALOID, TEXTOID, INT8OID, INTERVALOID,
+						LEASE_EVENT_ARGTYPES);
+
+
 
 /*
  * A read of the stream's leases that `pred` selects (about row l, $3 a
@@ -446,7 +475,8 @@ static LeaseStatement movable_stmt =
 /* Take the free leases $8 the plan gives the caller (still free, unlocked). */
 static LeaseStatement take_ids_stmt = {
 	.name = "take_leases: take the planned free leases",
-	.sql = TAKE_FREE_SQL("    AND l.shard_id OPERATOR(pg_catalog.=) ANY ($8)", LEASE_SQL_RECORD_LOADS),
+	.sql = TAKE_FREE_SQL("    AND l.shard_id OPERATOR(pg_catalog.=) ANY ($8)", LEASE_SQL_LIVE,
+						 LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW), TAKE_FREE_RECHECKED, LEASE_SQL_RECORD_LOADS),
 	.nargs = 8,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES, TEXTARRAYOID},
 	.expected = SPI_OK_SELECT,
@@ -537,39 +567,59 @@ static LeaseStatement request_move_stmt = {
 	" SELECT c.shard_id, c.lease_count, c.handoff_to, c.lease_epoch" \
 	"   FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\""
 
-static LeaseStatement renew_all_stmts[2] =
-	LEASE_SCHEMA_STMTS("renew_leases", RENEW_ALL_SQL(""), RENEW_ALL_SQL(RENEW_SQL_RAISE_BOUND), 0, false,
-					   4, TEXTOID, TEXTOID, TEXTOID, INTERVALOID);
+/*
+ * From 0.4.0 on a renewal writes one row, the worker's heartbeat
+ * (lease_record_session), whatever the number of its leases; this
+ * statement, run after it in a snapshot of its own, lists what the
+ * heartbeat renewed: the leases $3 holds, with the pending handoffs and
+ * the fencing tokens.  lease_count, lease_expires_at and updated_at of the
+ * leases stay as they were (docs/shard-leases.md, "renew_leases").  A take
+ * that judged one of them expired either locked the worker's row first
+ * (the heartbeat waited for it, and the lease is gone from this list) or
+ * waits for this renewal and then finds the lease live (TAKE_RECHECKED).
+ */
+#define RENEW_LIST_SQL \
+	"SELECT l.shard_id, l.lease_count," \
+	"       CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"            THEN l.handoff_to END AS handoff_to, l.lease_epoch" \
+	"  FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
+	" WHERE " LEASE_STREAM_MATCHES \
+	"   AND l.lease_owner OPERATOR(pg_catalog.=) $3" \
+	" ORDER BY l.shard_id COLLATE pg_catalog.\"C\""
+
+static LeaseStatement renew_all_stmts[3] =
+	LEASE_SCHEMA_STMTS3("renew_leases", RENEW_ALL_SQL(""), RENEW_ALL_SQL(RENEW_SQL_RAISE_BOUND),
+						RENEW_LIST_SQL, 0, false, 4, TEXTOID, TEXTOID, TEXTOID, INTERVALOID);
 
 /*
  * An operator's handoff request: a live lease, not already promised, not
  * held by $4 already, to be handed to $4 by now + $5 (lease duration $6).
  */
-static LeaseStatement request_one_stmt = {
-	.name = "request_handoff",
-	.sql =
-	"WITH c AS (UPDATE lease.shard_leases AS l"
-	"    SET handoff_to = $4,"
-	"        handoff_requested_at = " LEASE_SQL_NOW ","
-	"        handoff_deadline = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $5,"
-	"        handoff_lease_duration = $6,"
-	"        updated_at = pg_catalog.now()"
-	"   FROM " LEASE_SQL_CLOCK
-	"  WHERE " LEASE_KEY_MATCHES
-	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW)
-	"    AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
-	"    AND " LEASE_SQL_NOT_ENDED("l")
-	"    AND l.lease_owner OPERATOR(pg_catalog.<>) $4"
-	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'handoff_request' AS event,"
-	"            l.lease_owner AS from_owner, l.handoff_to AS to_owner,"
-	"            l.lease_count, l.lease_epoch)"
-	LEASE_SQL_RECORD_EVENTS("$7")
-	" SELECT true, " LEASE_SQL_NOTIFY("$8") " FROM c",
-	.nargs = 8,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INTERVALOID,
-	LEASE_EVENT_ARGTYPES},
-	.expected = SPI_OK_SELECT
-};
+#define REQUEST_ONE_SQL(live) \
+	"WITH c AS (UPDATE lease.shard_leases AS l" \
+	"    SET handoff_to = $4," \
+	"        handoff_requested_at = " LEASE_SQL_NOW "," \
+	"        handoff_deadline = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $5," \
+	"        handoff_lease_duration = $6," \
+	"        updated_at = pg_catalog.now()" \
+	"   FROM " LEASE_SQL_CLOCK \
+	"  WHERE " LEASE_KEY_MATCHES \
+	"    AND " live("l", LEASE_SQL_NOW) \
+	"    AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
+	"    AND " LEASE_SQL_NOT_ENDED("l") \
+	"    AND l.lease_owner OPERATOR(pg_catalog.<>) $4" \
+	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'handoff_request' AS event," \
+	"            l.lease_owner AS from_owner, l.handoff_to AS to_owner," \
+	"            l.lease_count, l.lease_epoch)" \
+	LEASE_SQL_RECORD_EVENTS("$7") \
+	" SELECT true, " LEASE_SQL_NOTIFY("$8") " FROM c"
+
+static LeaseStatement request_one_stmts[3] =
+	LEASE_SCHEMA_STMTS3("request_handoff", REQUEST_ONE_SQL(LEASE_SQL_LIVE_0_3),
+						REQUEST_ONE_SQL(LEASE_SQL_LIVE_0_3), REQUEST_ONE_SQL(LEASE_SQL_LIVE), 0, false,
+						8, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INTERVALOID,
+						LEASE_EVENT_ARGTYPES);
+
 
 /* The actions take_leases reports (docs/shard-leases.md). */
 #define LEASE_ACTION_TAKEN				"taken"
@@ -690,8 +740,7 @@ static void
 read_loads(TakeRound *r)
 {
 	bool		weighted = r->schema >= LEASE_SCHEMA_0_4;
-	uint64		rows = lease_spi_run(weighted ? &loads_weighted_stmt :
-									 LEASE_SCHEMA_STMT(loads_stmts, r->schema), r->stream, NULL, 0);
+	uint64		rows = lease_spi_run(LEASE_SCHEMA_STMT(loads_stmts, r->schema), r->stream, NULL, 0);
 
 	r->suspects = (Datum *) MemoryContextAlloc(r->callcxt, sizeof(Datum) * (rows + 1));
 	r->bw = (BalanceWorker *) MemoryContextAllocZero(r->callcxt, sizeof(BalanceWorker) * (rows + 1));
@@ -803,7 +852,7 @@ request_handoffs(TakeRound *r, int64 count)
 	values[n++] = Int64GetDatum(count);
 	values[n++] = lease_interval_from_ms(lease_handoff_timeout_ms);
 	lease_event_params(&values[n]);
-	lease_spi_run(&request_stmt, values, NULL, 0);
+	lease_spi_run(LEASE_SCHEMA_STMT(request_stmts, r->schema), values, NULL, 0);
 	put_rows(r->rsinfo, LEASE_ACTION_HANDOFF_REQUESTED);
 }
 
@@ -1001,6 +1050,30 @@ weighted_round(TakeRound *r, bool capped, int32 max_leases, int32 max_steal)
 }
 
 /*
+ * The round of a stream balanced by count: claim the due handoffs, take
+ * free leases up to the target, and ask the most loaded worker for some.
+ */
+static void
+count_round(TakeRound *r, bool capped, int32 max_leases, int32 max_steal)
+{
+	r->target = (r->takeable + r->workers - 1) / r->workers;
+	if (capped && r->target > max_leases)
+		r->target = max_leases;
+	claim_due(r);
+	if (r->mine < r->target)
+		take_free(r);
+
+	/*
+	 * Handoff requests only from a worker holding at least two more, at
+	 * most max_steal, never beyond the target, and never so many that the
+	 * caller would end up above that worker (mine + n <= victim_load - n).
+	 */
+	if (r->have_victim && max_steal > 0 && r->mine < r->target && r->victim_load - r->mine >= 2)
+		request_handoffs(r, Min(Min((int64) max_steal, (r->victim_load - r->mine) / 2),
+								r->target - r->mine));
+}
+
+/*
  * lease.take_leases: one balancing round for one worker; returns the
  * leases this call took or asked to be handed over.
  */
@@ -1013,6 +1086,8 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	int32		max_steal;
 	double		capacity = 1;
 	LeaseCaller caller;
+	Datum		renew_every = (Datum) 0;
+	bool		have_every = false;
 
 	r.stream[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	r.stream[1] = lease_arg_ident(fcinfo, 1, "stream_name");
@@ -1020,44 +1095,28 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	r.duration = lease_arg_duration(fcinfo, 3, "lease_duration");
 	capped = lease_arg_opt_positive_int32(fcinfo, 4, "max_leases", &max_leases);
 	max_steal = lease_arg_nonneg_int32(fcinfo, 5, "max_steal");
-	/* the 0.4.0 function declares the caller's capacity */
 	if (PG_NARGS() > 6)
+	{
+		/* the 0.4.0 function: the caller's capacity and renewal interval */
 		capacity = lease_arg_capacity(fcinfo, 6, "capacity");
+		have_every = lease_arg_opt_duration(fcinfo, 7, "renew_every", &renew_every);
+	}
 
 	InitMaterializedSRF(fcinfo, 0);
 	r.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	lease_app_begin(fcinfo, schema, r.stream[0], &caller);
 
 	read_loads(&r);
-	if (schema >= LEASE_SCHEMA_0_4)
+	if (schema >= LEASE_SCHEMA_0_4 && capacity != r.stored_capacity)
 	{
-		if (capacity != r.stored_capacity)
-		{
-			lease_record_capacity(r.stream, capacity);
-			if (r.me >= 0)
-				r.bw[r.me].capacity = capacity;
-		}
-		if (weighted_round(&r, capped, max_leases, max_steal))
-		{
-			lease_app_end(&caller);
-			return (Datum) 0;
-		}
+		lease_record_capacity(r.stream, capacity);
+		if (r.me >= 0)
+			r.bw[r.me].capacity = capacity;
 	}
-	r.target = (r.takeable + r.workers - 1) / r.workers;
-	if (capped && r.target > max_leases)
-		r.target = max_leases;
-	claim_due(&r);
-	if (r.mine < r.target)
-		take_free(&r);
-
-	/*
-	 * Handoff requests only from a worker holding at least two more, at
-	 * most max_steal, never beyond the target, and never so many that the
-	 * caller would end up above that worker (mine + n <= victim_load - n).
-	 */
-	if (r.have_victim && max_steal > 0 && r.mine < r.target && r.victim_load - r.mine >= 2)
-		request_handoffs(&r, Min(Min((int64) max_steal, (r.victim_load - r.mine) / 2),
-								 r.target - r.mine));
+	if (schema < LEASE_SCHEMA_0_4 || !weighted_round(&r, capped, max_leases, max_steal))
+		count_round(&r, capped, max_leases, max_steal);
+	if (have_every)
+		lease_record_session(r.stream, true, renew_every, NULL);
 
 	lease_app_end(&caller);
 	return (Datum) 0;
@@ -1091,15 +1150,21 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[4];
+	Datum		renew_every = (Datum) 0;
+	bool		have_every = false;
 	LeaseCaller caller;
 
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
 	values[2] = lease_arg_ident(fcinfo, 2, "owner");
 	values[3] = lease_arg_duration(fcinfo, 3, "lease_duration");
+	if (schema >= LEASE_SCHEMA_0_4)
+		have_every = lease_arg_opt_duration(fcinfo, 4, "renew_every", &renew_every);
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_app_begin(fcinfo, schema, values[0], &caller);
+	if (schema >= LEASE_SCHEMA_0_4)
+		lease_record_session(values, have_every, renew_every, &values[3]);
 	lease_spi_run(LEASE_SCHEMA_STMT(renew_all_stmts, schema), values, NULL, 0);
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
@@ -1134,7 +1199,7 @@ request_handoff(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[5] = lease_interval_from_ms(lease_default_lease_duration_ms);
 	lease_event_params(&values[6]);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &request_one_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, LEASE_SCHEMA_STMT(request_one_stmts, schema), values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_request_handoff, request_handoff, LEASE_SCHEMA_0_3)
@@ -1176,7 +1241,7 @@ lease_plan_rebalance(PG_FUNCTION_ARGS)
 	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, r.stream[0], &caller);
 
 	/* the workers, as a round of `owner` reads them */
-	lease_spi_run(&loads_weighted_stmt, r.stream, nulls, 0);
+	lease_spi_run(LEASE_SCHEMA_STMT(loads_stmts, LEASE_SCHEMA_0_4), r.stream, nulls, 0);
 	r.bw = (BalanceWorker *) MemoryContextAllocZero(r.callcxt, sizeof(BalanceWorker) * (SPI_processed + 1));
 	r.weighed = (int64 *) MemoryContextAllocZero(r.callcxt, sizeof(int64) * (SPI_processed + 1));
 	r.suspects = (Datum *) MemoryContextAlloc(r.callcxt, sizeof(Datum) * (SPI_processed + 1));

@@ -2,7 +2,8 @@
  *
  * src/leases/workers.c
  *	  The ownership bookkeeping (lease.stream_workers) of inserted and
- *	  deleted leases: the trigger lease.shard_leases_owners_changed.
+ *	  deleted leases (the trigger lease.shard_leases_owners_changed), and
+ *	  each worker's heartbeat and liveness record in the same row.
  *
  * Every statement that changes who holds a lease keeps lease.stream_workers
  * exact with LEASE_SQL_RECORD_LOADS (leases.h) in the same statement.
@@ -15,10 +16,20 @@
  */
 #include "pg_lease.h"
 
+#include "access/xlog.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "miscadmin.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
 
+#include "common/args.h"
+#include "common/config.h"
 #include "common/spi_util.h"
 #include "leases/leases.h"
+#include "leases/workers.h"
 
 /*
  * The changing CTE LEASE_SQL_RECORD_LOADS reads, over the transition table
@@ -73,4 +84,126 @@ lease_shard_leases_owners_changed(PG_FUNCTION_ARGS)
 	lease_spi_run(&owners_changed_stmts[inserted ? 0 : 1], NULL, NULL, 0);
 	lease_spi_finish();
 	return PointerGetDatum(NULL);
+}
+
+/*
+ * The server incarnation a session lives in: the postmaster's start time
+ * and the WAL timeline.  A restart changes the first, a promotion (a
+ * failover or switchover) both, so a session recorded before either is
+ * never judged by this server's list of backends.  NULL on a standby (it
+ * records nothing, and judges no session).
+ */
+static text *
+server_incarnation(void)
+{
+	if (RecoveryInProgress())
+		return NULL;
+	return cstring_to_text(psprintf(INT64_FORMAT "/%u", (int64) PgStartTime,
+									GetWALInsertionTimeLine()));
+}
+
+/* See workers.h. */
+void
+lease_session_params(Datum *values, char *nulls)
+{
+	text	   *incarnation = server_incarnation();
+
+	values[0] = Int32GetDatum(MyProcPid);
+	values[1] = TimestampTzGetDatum(MyStartTimestamp);
+	values[2] = incarnation ? PointerGetDatum(incarnation) : (Datum) 0;
+	nulls[0] = nulls[1] = ' ';
+	nulls[2] = incarnation ? ' ' : 'n';
+}
+
+/*
+ * The liveness columns a renewal (`until` the SET item of renewed_until)
+ * or a take with renew_every writes to the caller's row: $3 the worker,
+ * $4 renew_every (NULL: not in the mode), $5..$7 its session
+ * (lease_session_params).
+ */
+#define RECORD_SESSION_SQL(until) \
+	"UPDATE lease.stream_workers AS w" \
+	"   SET " until "renewed_at = " LEASE_SQL_NOW "," \
+	"       renew_every = $4, session_pid = $5, session_start = $6, server_incarnation = $7" \
+	"  FROM " LEASE_SQL_CLOCK \
+	" WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
+	"   AND w.stream_name OPERATOR(pg_catalog.=) $2" \
+	"   AND w.worker OPERATOR(pg_catalog.=) $3"
+
+#define RECORD_SESSION_STMT(stmt_name, until, n) \
+	{ \
+		.name = (stmt_name), .sql = RECORD_SESSION_SQL(until), .nargs = (n), \
+		.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, TEXTOID, \
+			INTERVALOID}, \
+		.expected = SPI_OK_UPDATE \
+	}
+
+/*
+ * [0] a take with renew_every: the session only; [1] renew_leases: the
+ * heartbeat too, every lease of the worker live until now + $8.
+ */
+static LeaseStatement record_session_stmts[2] = {
+	RECORD_SESSION_STMT("record the taker's session", "", 7),
+	RECORD_SESSION_STMT("renew_leases: heartbeat",
+						"renewed_until = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $8, ", 8),
+};
+
+/* See workers.h. */
+void
+lease_record_session(Datum *stream, bool have_every, Datum renew_every, Datum *duration)
+{
+	Datum		values[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+
+	memcpy(values, stream, 3 * sizeof(Datum));
+	values[3] = have_every ? renew_every : (Datum) 0;
+	nulls[3] = have_every ? ' ' : 'n';
+	lease_session_params(&values[4], &nulls[4]);
+	if (duration)
+		values[7] = *duration;
+	lease_spi_run(&record_session_stmts[duration ? 1 : 0], values, nulls, 0);
+}
+
+PG_FUNCTION_INFO_V1(lease_liveness_cutoff);
+
+/*
+ * lease.liveness_cutoff(session_pid, session_start, server_incarnation,
+ * renewed_at, renew_every, now): the time from which the leases of a worker
+ * in the fast-failover mode may be taken before their expiry, or NULL while
+ * they may not.  Non-NULL only when all of these hold: now is at least
+ * renewed_at + renew_every + lease.liveness_grace (the worker missed a
+ * renewal); the session recorded at its last renewal lived in this server
+ * incarnation (a restart or a failover ends every session, and there the
+ * lease duration rules); and no backend with that process id is running
+ * (one that is, even a reused pid, keeps the leases: the check fails
+ * safe).  NULL when an argument is NULL: a worker not in the mode
+ * (renew_every NULL), or one that never renewed.
+ */
+Datum
+lease_liveness_cutoff(PG_FUNCTION_ARGS)
+{
+	int32		pid;
+	text	   *incarnation;
+	Datum		cutoff;
+	text	   *current;
+
+	for (int i = 0; i < 6; i++)
+		if (PG_ARGISNULL(i))
+			PG_RETURN_NULL();
+	pid = PG_GETARG_INT32(0);
+	incarnation = PG_GETARG_TEXT_PP(2);
+
+	cutoff = DirectFunctionCall2(timestamptz_pl_interval, PG_GETARG_DATUM(3), PG_GETARG_DATUM(4));
+	cutoff = DirectFunctionCall2(timestamptz_pl_interval, cutoff,
+								 lease_interval_from_ms(lease_liveness_grace_ms));
+	if (PG_GETARG_TIMESTAMPTZ(5) < DatumGetTimestampTz(cutoff))
+		PG_RETURN_NULL();
+	current = server_incarnation();
+	if (current == NULL ||
+		!DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, PointerGetDatum(current),
+											  PointerGetDatum(incarnation))))
+		PG_RETURN_NULL();
+	if (BackendPidGetProc(pid) != NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(cutoff);
 }

@@ -44,6 +44,9 @@ WITH fn AS (
         ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = e.oid
      WHERE e.extname = 'pg_lease' AND p.pronamespace = 'lease'::pg_catalog.regnamespace
        AND p.prorettype OPERATOR(pg_catalog.<>) 'pg_catalog.trigger'::pg_catalog.regtype
+       -- called by pg_lease's own statements on a partition, about that
+       -- partition's sessions; no client calls it
+       AND p.proname OPERATOR(pg_catalog.<>) 'liveness_cutoff'
 ), ruled AS (
     SELECT fn.*,
            CASE

@@ -184,6 +184,81 @@ bench_renewal() {
     done
 }
 
+# -- 3b: renewal cost by the number of leases held ----------------------------
+# renew_leases at 10, 100 and 1,000 leases: 0.4.0's heartbeat (one row per
+# worker and stream) against 0.3.0's, which wrote every lease.  The 0.3.0 one
+# runs in the same run, from the same module: a database created with
+# CREATE EXTENSION pg_lease VERSION '0.3.0' is served by the plain C symbols
+# with 0.3.0's statements (src/common/version.h).
+bench_renewal_flat() {
+    "$PG_BINDIR/psql" -X -q -d postgres -c "CREATE DATABASE bench03"
+    "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d bench03 -c "CREATE EXTENSION pg_lease VERSION '0.3.0'" \
+        -f test/bench/setup.sql >/dev/null
+    {
+        echo
+        echo "### 3b. One renewal's cost by the number of leases held (issue 23)"
+        echo
+        echo "One client, \`SELECT count(*) FROM lease.renew_leases(...)\`; 0.4.0 writes one heartbeat row per worker and stream, 0.3.0 (same module, a database on the 0.3.0 schema) wrote every lease. Ratios against 10 leases of the same version; the goal is 1,000 within 1.5× of 10."
+        echo
+        echo "| leases held | 0.4.0 latency (ms) | 0.4.0 vs 10 leases | 0.3.0 latency (ms) | 0.3.0 vs 10 leases | 0.3.0 / 0.4.0 |"
+        echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+    } >>"$REPORT"
+    local base4= base3=
+    for n in 10 100 1000; do
+        step "renewal cost: $n leases, 0.4.0 and 0.3.0"
+        "${PSQL[@]}" -c "SELECT bench.make_stream('flat-$n', $n, 1)"
+        "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d bench03 -c "SELECT bench.make_stream('flat-$n', $n, 1)"
+        echo "SELECT count(*) FROM lease.renew_leases('bench', 'flat-$n', 'bench-owner', '7 days');" >"$WORK/renew_flat.sql"
+        run_pgbench "renew-flat-$n" "$WORK/renew_flat.sql" 1
+        local lat4=$LAT
+        "$PG_BINDIR/pgbench" -n -M prepared -T "$T" -c 1 -j 1 -f "$WORK/renew_flat.sql" bench03 \
+            >"$WORK/renew-flat03-$n.log" 2>&1 || { cat "$WORK/renew-flat03-$n.log" >&2; return 1; }
+        pgbench_figures "$WORK/renew-flat03-$n.log"
+        local lat3=$LAT
+        [ -n "$base4" ] || { base4=$lat4; base3=$lat3; }
+        printf '| %d | %.3f | %s× | %.3f | %s× | %s× |\n' "$n" "$lat4" "$(ratio "$lat4" "$base4")" \
+            "$lat3" "$(ratio "$lat3" "$base3")" "$(ratio "$lat3" "$lat4")" >>"$REPORT"
+    done
+}
+
+# -- 8: fast failover ---------------------------------------------------------
+# test/bench/failover.sh: a SIGKILLed worker's shards, normal mode against
+# the fast-failover mode (renew_every); then the mode's cost on the server:
+# one worker's steady balancing round and renewal with 100 workers in the
+# stream, every worker in the mode (renew_every 1 hour: never cut short) or
+# none.
+bench_failover() {
+    {
+        echo
+        echo "### 9. Fast failover (issue 23): a SIGKILLed worker's shards, and what the mode costs"
+        echo
+    } >>"$REPORT"
+    step "fast failover: SIGKILLs in both modes"
+    bash test/bench/failover.sh "$([ "$QUICK" -eq 1 ] && echo 2 || echo 10)" >>"$REPORT"
+    step "fast failover: the steady round at 100 workers"
+    local mode every lat_take lat_renew
+    {
+        echo
+        echo "One client, 1,000 leases over 100 workers, one worker's steady round (\`take_leases\`, nothing to do) and renewal (\`renew_leases\`, 10 leases); in the mode every call also records the caller's session."
+        echo
+        echo "| mode | steady round (ms) | renewal (ms) |"
+        echo "| --- | ---: | ---: |"
+    } >>"$REPORT"
+    for mode in normal fast; do
+        every=NULL
+        [ "$mode" = fast ] && every="'1 hour'"
+        "${PSQL[@]}" -c "SELECT bench.make_stream('steady-$mode', 1000, 100)" \
+            -c "SELECT count(*) FROM generate_series(1, 100) AS w, lease.renew_leases('bench', 'steady-$mode', 'worker-' || w, '7 days', $every)"
+        echo "SELECT count(*) FROM lease.take_leases('bench', 'steady-$mode', 'worker-1', '7 days', renew_every => $every);" >"$WORK/steady.sql"
+        run_pgbench "steady-$mode" "$WORK/steady.sql" 1
+        lat_take=$LAT
+        echo "SELECT count(*) FROM lease.renew_leases('bench', 'steady-$mode', 'worker-1', '7 days', $every);" >"$WORK/steady_renew.sql"
+        run_pgbench "steady-renew-$mode" "$WORK/steady_renew.sql" 1
+        lat_renew=$LAT
+        printf '| %s | %.3f | %.3f |\n' "$mode" "$lat_take" "$lat_renew" >>"$REPORT"
+    done
+}
+
 # -- 4: balancing -------------------------------------------------------------
 # A curve over the stream's size: one worker's round at steady state, and a
 # round that acts, next to the client-side list-all a KCL-style taker runs
@@ -548,11 +623,13 @@ plot_checkpoints "$WORK/checkpoints-plot.dat" "$PLOTS/checkpoints.svg"
 echo >>"$REPORT"
 echo "Plot of sections 1 and 2: [$PLOTS/checkpoints.svg]($PLOTS/checkpoints.svg)." >>"$REPORT"
 bench_renewal
+bench_renewal_flat
 bench_balancing
 bench_rotation
 bench_scale
 bench_exactly_once
 bench_weighted
+bench_failover
 bench_peers
 
 cp "$REPORT" "$ROOT/$OUT"

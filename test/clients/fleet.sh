@@ -15,8 +15,8 @@ declare -A PIDS
 FLEET_WORKER_FUNCTIONS="lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer, double precision),
-    lease.renew_leases(text, text, text, interval),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
+    lease.renew_leases(text, text, text, interval, interval),
     lease.my_leases(text, text, text)"
 # The fleet's 17 leases (app clients, stream orders), as SQL.
 fleet_leases_sql() {
@@ -50,7 +50,12 @@ start_worker() {   # name
 # takeable lease unheld.
 fair_sql() {
     cat <<SQL
-WITH t AS (SELECT l.shard_id, l.lease_owner, l.lease_expires_at > clock_timestamp() AS live
+WITH t AS (SELECT l.shard_id, l.lease_owner,
+                  -- live: by its own expiry or its owner's heartbeat (renew_leases)
+                  GREATEST(l.lease_expires_at,
+                           (SELECT w.renewed_until FROM lease.stream_workers w
+                             WHERE w.app_name = l.app_name AND w.stream_name = l.stream_name
+                               AND w.worker = l.lease_owner)) > clock_timestamp() AS live
              FROM lease.shard_leases l
             WHERE l.app_name = 'clients' AND l.stream_name = 'orders' AND l.checkpoint <> 'SHARD_END'
               AND NOT EXISTS (SELECT 1 FROM lease.shard_leases p

@@ -24,7 +24,9 @@
 #   6. transactional mode;
 #   7. the clients installed from their packages, failing loudly on bad
 #      credentials, and creating a stream's leases from a shard-list callback
-#      (test/clients/packages.sh).
+#      (test/clients/packages.sh);
+#   8. the fast-failover mode of the Python and Node workers
+#      (test/clients/fast_failover.sh).
 #   The Elixir client's ExUnit tests (clients/elixir/test: the kcl_ex AppState
 #   adapter, rotate_channel, the worker's loud failure) count one TAP line
 #   per test.  Its driver (erlang-p1-pgsql) speaks TCP only: it reaches the
@@ -470,6 +472,10 @@ ok $? "transactional mode: every record up to each checkpoint written exactly on
 # 7. Installed from the packages; loud failures; shard discovery.
 # shellcheck source=test/clients/packages.sh
 . test/clients/packages.sh
+
+# 8. Fast failover (docs/client-rules.md, rule 6).
+# shellcheck source=test/clients/fast_failover.sh
+. test/clients/fast_failover.sh
 
 kill "$relay" 2>/dev/null; wait "$relay" 2>/dev/null
 echo "1..$n"

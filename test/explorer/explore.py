@@ -138,6 +138,14 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
   docs/shard-leases.md "Balancing") and C reports work as well; the
   invariants are the same, bookkeeping included (its recount covers each
   worker's load).
+  With --fast-failover (docs/worker-guide.md, "Fast failover"), T and N
+  declare renew_every '1 hour' (so after the clock's step every worker has
+  missed a renewal) and every worker's alphabet gains
+    D  its database session ends: its lease.stream_workers row records a
+       process id no backend has (its next T or N records its live session
+       again, as a reconnect would)
+  so that leases are taken before their expiry ('session_ended') in some
+  interleavings; the invariants below are the same.
   The state key leaves out what no call of the alphabet decides on
   (lease_count, as no call passes a count; owner_switches_since_checkpoint)
   and keeps timestamps as what the functions compare them with: 6-hour
@@ -724,12 +732,16 @@ class Leases(Protocol):
     WEIGHTS = {"p": 4, "c": 1, "s": 2}
 
     def __init__(self, db, clients, calls, shards, advances, checkpoint_function, roles=False,
-                 weights=False):
+                 weights=False, fast_failover=False):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.weights = weights
         self.capacities = [2.0 if i == 0 else 1.0 for i in range(clients)]
         self.roles = roles
         self.alphabets = [self.ROLES[i % len(self.ROLES)] if roles else self.letters for i in range(clients)]
+        self.every = None
+        if fast_failover:
+            self.every = "1 hour"
+            self.alphabets = [a + "D" for a in self.alphabets]
         self.shards = ["p", "c", "s"][:shards]
         self.advances = advances
         self.checkpoint_function = checkpoint_function
@@ -776,14 +788,21 @@ class Leases(Protocol):
             "                l.checkpoint_sub_sequence::text, l.lease_epoch::text, l.handoff_to,"
             "                l.handoff_lease_duration::text, l.pending_checkpoint,"
             "                l.owner_switches_since_checkpoint::text,"
-            "                floor(extract(epoch FROM l.lease_expires_at - clock_timestamp()) / 21600)::text,"
+            "                floor(extract(epoch FROM l.expires_at - clock_timestamp()) / 21600)::text,"
             "                floor(extract(epoch FROM l.handoff_deadline - clock_timestamp()) / 21600)::text,"
             "                floor(extract(epoch FROM l.handoff_requested_at - clock_timestamp()) / 21600)::text,"
             "                l.expiry_rank::text] ORDER BY l.shard_id), '{}')"
-            "          FROM (SELECT x.*, dense_rank() OVER (ORDER BY x.lease_expires_at) AS expiry_rank"
-            "                  FROM lease.shard_leases AS x WHERE x.app_name = 'explore') AS l),"
+            "          FROM (SELECT y.*, dense_rank() OVER (ORDER BY y.expires_at) AS expiry_rank"
+            "                  FROM (SELECT x.*, GREATEST(x.lease_expires_at, (SELECT h.renewed_until"
+            "                               FROM lease.stream_workers AS h WHERE h.app_name = x.app_name"
+            "                                AND h.stream_name = x.stream_name AND h.worker = x.lease_owner))"
+            "                               AS expires_at"
+            "                          FROM lease.shard_leases AS x WHERE x.app_name = 'explore') AS y) AS l),"
             "       (SELECT coalesce(array_agg(ARRAY[w.worker, w.leases::text,"
             "                floor(extract(epoch FROM w.expires_min - clock_timestamp()) / 21600)::text,"
+            "                CASE WHEN w.renew_every IS NOT NULL THEN concat_ws('/', w.renew_every,"
+            "                     floor(extract(epoch FROM w.renewed_at - clock_timestamp()) / 21600),"
+            "                     w.session_pid = 0) END,"
             "                (SELECT count(*) FROM lease.shard_leases AS l WHERE l.app_name = 'explore'"
             "                   AND l.lease_expires_at < w.expires_min)::text] ORDER BY w.worker), '{}')"
             "          FROM lease.stream_workers AS w WHERE w.app_name = 'explore'),"
@@ -872,6 +891,8 @@ class Leases(Protocol):
             return {"label": "%s take_leases" % w}
         if letter == "N":
             return {"label": "%s renew_leases" % w}
+        if letter == "D":
+            return {"label": "%s its session ends" % w}
         if letter == "K":
             if not others:
                 return None
@@ -929,7 +950,9 @@ class Leases(Protocol):
                 "       handoff_requested_at = handoff_requested_at - interval '3 days',"
                 "       handoff_deadline = handoff_deadline - interval '3 days'"
                 " WHERE app_name = %(a)s;"
-                "UPDATE lease.stream_workers SET expires_min = expires_min - interval '3 days'"
+                "UPDATE lease.stream_workers SET expires_min = expires_min - interval '3 days',"
+                "       renewed_until = renewed_until - interval '3 days',"
+                "       renewed_at = renewed_at - interval '3 days'"
                 " WHERE app_name = %(a)s", {"a": APP})
             return "advanced"
         me = locals_[actor]
@@ -937,15 +960,14 @@ class Leases(Protocol):
         held = self.held(me)
         plan["told_checks"] = []
         if letter in "TN":
-            if letter == "T" and self.weights:
-                r = db.call(actor, "SELECT shard_id, lease_epoch, action FROM lease.take_leases(%s, %s, %s, %s,"
-                                   " capacity => %s)", (APP, STREAM, w, DAY, self.capacities[actor]))
-            elif letter == "T":
-                r = db.call(actor, "SELECT shard_id, lease_epoch, action FROM lease.take_leases(%s, %s, %s, %s)",
-                            (APP, STREAM, w, DAY))
+            if letter == "T":
+                # capacity 1 (the default) unless --weights: balancing by load
+                r = db.call(actor, "SELECT shard_id, lease_epoch, action"
+                            " FROM lease.take_leases(%s, %s, %s, %s, capacity => %s, renew_every => %s)",
+                            (APP, STREAM, w, DAY, self.capacities[actor] if self.weights else 1.0, self.every))
             else:
-                r = db.call(actor, "SELECT shard_id, lease_epoch, 'renewed' FROM lease.renew_leases(%s, %s, %s, %s)",
-                            (APP, STREAM, w, DAY))
+                r = db.call(actor, "SELECT shard_id, lease_epoch, 'renewed' FROM lease.renew_leases(%s, %s, %s, %s, %s)",
+                            (APP, STREAM, w, DAY, self.every))
             if isinstance(r, tuple):
                 return "error %s" % r[1]
             if letter == "N":
@@ -956,6 +978,10 @@ class Leases(Protocol):
                     plan["told_checks"].append((shard, epoch))
             me["held"] = tuple(sorted(held.items()))
             return ", ".join("%s %s@%d" % (a, s, e) for s, e, a in r) or "nothing"
+        if letter == "D":
+            self.db.execute(actor, "UPDATE lease.stream_workers SET session_pid = 0"
+                            " WHERE app_name = %(a)s AND worker = %(w)s", {"a": APP, "w": w})
+            return "ended"
         if letter == "K":
             r = db.call(actor, "SELECT lease.take_lease(%s, %s, %s, %s, NULL, %s)",
                         (APP, STREAM, plan["shard"], w, DAY))
@@ -1099,6 +1125,8 @@ def main():
                     help="leases: the shards weigh 4, 1, 2 and w1 has capacity 2 (balancing by load)")
     ap.add_argument("--roles", action="store_true",
                     help="per-client alphabets (Bindings.ROLES, Leases.ROLES) instead of every letter for every client")
+    ap.add_argument("--fast-failover", action="store_true",
+                    help="leases: T and N declare renew_every, and every worker may end its session (D)")
     args = ap.parse_args()
     options = ("-c lease.handoff_timeout=43200000 -c lease.default_lease_duration=86400000"
                " -c lease.record_events=off -c client_min_messages=error")
@@ -1109,7 +1137,7 @@ def main():
                          args.turn_function)
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
-                       args.roles, args.weights)
+                       args.roles, args.weights, args.fast_failover)
         extra = args.advances
     stats, violations = explore(proto, args.progress)
     report(proto, stats, violations, args.clients, args.calls, extra)

@@ -8,7 +8,7 @@
 #   test/explorer/run.sh --long   make explore: dependencies, build, install,
 #       its own throwaway cluster (test/lib/cluster.sh), the long sizes
 #
-# Six checks, one count each, closing with "N passed, N failed":
+# Seven checks, one count each, closing with "N passed, N failed":
 #   1. bindings against the extension: 0 violations;
 #   2. leases against the extension: 0 violations;
 #   2b. leases balanced by load (--weights: weighted shards, w1 of
@@ -18,7 +18,9 @@
 #   4. leases against update_checkpoint without its owner guard: at least
 #      one violation of checkpoint-owner, with its counterexample;
 #   5. bindings against admit_turn as released up to 0.3.0 (a first turn
-#      that ends nothing): at least one violation of lifecycle.
+#      that ends nothing): at least one violation of lifecycle;
+#   6. leases in the fast-failover mode (--fast-failover: sessions end, the
+#      clock moves, leases are taken as session_ended): no violation.
 # Sizes (clients x calls per client; the alphabets are in explore.py's
 # header): make test 2 x 3 bindings, every letter for both clients; 3 x 3
 # leases + 1 clock step, per-worker alphabets (--roles), and 3 x 2 of them
@@ -91,6 +93,8 @@ run() {
 run clean --protocol bindings "${BINDINGS[@]}"
 run clean --protocol leases "${LEASES[@]}"
 run clean --protocol leases "${WEIGHTED[@]}"
+# (issue 23) the fast-failover mode: sessions end (D), the clock moves
+run clean --protocol leases --fast-failover --roles --clients 2 --calls 3 --shards 2 --advances 1
 # The seeded defects, at the smallest sizes that reach them (the
 # counterexamples are 4 calls long).
 run restorable-unbound --protocol bindings --clients 2 --calls 2 \

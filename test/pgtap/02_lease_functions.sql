@@ -4,8 +4,8 @@ SELECT plan(28);
 
 SELECT has_function('lease', 'create_lease', ARRAY['text', 'text', 'text', 'text[]', 'text']);
 SELECT function_returns('lease', 'create_lease', ARRAY['text', 'text', 'text', 'text[]', 'text'], 'boolean');
-SELECT has_function('lease', 'take_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval']);
-SELECT function_returns('lease', 'take_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval'], 'bigint');
+SELECT has_function('lease', 'take_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval', 'interval']);
+SELECT function_returns('lease', 'take_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval', 'interval'], 'bigint');
 SELECT has_function('lease', 'renew_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval']);
 SELECT function_returns('lease', 'renew_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval'], 'bigint');
 SELECT has_function('lease', 'update_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text', 'bigint']);
@@ -19,8 +19,8 @@ SELECT function_returns('lease', 'close_shard', ARRAY['text', 'text', 'text', 't
 SELECT is((SELECT pg_get_function_arguments('lease.create_lease(text,text,text,text[],text)'::regprocedure)),
           'app_name text, stream_name text, shard_id text, parent_shard_ids text[] DEFAULT ''{}''::text[], checkpoint text DEFAULT ''TRIM_HORIZON''::text',
           'create_lease arguments');
-SELECT is((SELECT pg_get_function_arguments('lease.take_lease(text,text,text,text,bigint,interval)'::regprocedure)),
-          'app_name text, stream_name text, shard_id text, new_owner text, lease_count bigint DEFAULT NULL::bigint, lease_duration interval DEFAULT NULL::interval',
+SELECT is((SELECT pg_get_function_arguments('lease.take_lease(text,text,text,text,bigint,interval,interval)'::regprocedure)),
+          'app_name text, stream_name text, shard_id text, new_owner text, lease_count bigint DEFAULT NULL::bigint, lease_duration interval DEFAULT NULL::interval, renew_every interval DEFAULT NULL::interval',
           'take_lease arguments');
 SELECT is((SELECT pg_get_function_arguments('lease.renew_lease(text,text,text,text,bigint,interval)'::regprocedure)),
           'app_name text, stream_name text, shard_id text, owner text, lease_count bigint, lease_duration interval DEFAULT NULL::interval',
@@ -65,15 +65,15 @@ SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
                 'lease.prepare_checkpoint(text,text,text,text,text)',
                 'lease.release_lease(text,text,text,text)',
                 'lease.renew_lease(text,text,text,text,bigint,interval)',
-                'lease.renew_leases(text,text,text,interval)',
+                'lease.renew_leases(text,text,text,interval,interval)',
                 'lease.request_handoff(text,text,text,text)',
                 'lease.revoke_app(text,regrole)',
                 'lease.set_balance_tolerance(text,text,double precision)',
                 'lease.set_weight(text,text,text,double precision)',
                 'lease.shard_leases_checkpointed()',
                 'lease.sync_shards(text,text,text[],text[])',
-                'lease.take_lease(text,text,text,text,bigint,interval)',
-                'lease.take_leases(text,text,text,interval,integer,integer,double precision)',
+                'lease.take_lease(text,text,text,text,bigint,interval,interval)',
+                'lease.take_leases(text,text,text,interval,integer,integer,double precision,interval)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint)'],
           'exactly the app-checking functions and the imports are SECURITY INVOKER')
@@ -84,7 +84,7 @@ SELECT is(count(*)::int, 0, 'every lease function pins search_path')
 SELECT is(count(*)::int, 0, 'every lease function but has_app_access is VOLATILE (it is STABLE)')
   FROM pg_proc WHERE pronamespace = 'lease'::regnamespace
    AND provolatile <> CASE WHEN proname = 'has_app_access' THEN 's' ELSE 'v' END;
-SELECT function_lang_is('lease', 'take_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval'], 'c');
+SELECT function_lang_is('lease', 'take_lease', ARRAY['text', 'text', 'text', 'text', 'bigint', 'interval', 'interval'], 'c');
 SELECT function_lang_is('lease', 'update_checkpoint', ARRAY['text', 'text', 'text', 'text', 'text', 'bigint'], 'c');
 
 -- NULL where a value is required is 22004, not a NULL result
@@ -107,13 +107,13 @@ SELECT is(array_agg(p.oid::regprocedure::text || ' ' || p.prosrc ORDER BY p.oid:
                 'lease.prepare_checkpoint(text,text,text,text,text) lease_prepare_checkpoint_0_4',
                 'lease.release_lease(text,text,text,text) lease_release_lease_0_4',
                 'lease.renew_lease(text,text,text,text,bigint,interval) lease_renew_lease_0_4',
-                'lease.renew_leases(text,text,text,interval) lease_renew_leases_0_4',
+                'lease.renew_leases(text,text,text,interval,interval) lease_renew_leases_0_4',
                 'lease.request_handoff(text,text,text,text) lease_request_handoff_0_4',
                 'lease.revoke_app(text,regrole) lease_revoke_app_0_4',
                 'lease.rotate_channel(text,text,text,text,text,bigint) lease_rotate_channel_0_4',
                 'lease.start_conversation(text,text,text,text,text) lease_start_conversation_0_4',
-                'lease.take_lease(text,text,text,text,bigint,interval) lease_take_lease_0_4',
-                'lease.take_leases(text,text,text,interval,integer,integer,double precision) lease_take_leases_0_4',
+                'lease.take_lease(text,text,text,text,bigint,interval,interval) lease_take_lease_0_4',
+                'lease.take_leases(text,text,text,interval,integer,integer,double precision,interval) lease_take_leases_0_4',
                 'lease.update_checkpoint(text,text,text,text,text,bigint) lease_update_checkpoint_0_4',
                 'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint) lease_update_checkpoint_fenced_0_4'],
           'the schema-dependent functions are bound to their _0_4 C entry points')

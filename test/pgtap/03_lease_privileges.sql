@@ -13,7 +13,7 @@ CREATE ROLE tap_lease_worker;
 GRANT USAGE ON SCHEMA lease TO tap_lease_worker;
 GRANT EXECUTE ON FUNCTION
     lease.create_lease(text, text, text, text[], text),
-    lease.take_lease(text, text, text, text, bigint, interval),
+    lease.take_lease(text, text, text, text, bigint, interval, interval),
     lease.renew_lease(text, text, text, text, bigint, interval),
     lease.update_checkpoint(text, text, text, text, text, bigint),
     lease.release_lease(text, text, text, text),

@@ -32,17 +32,17 @@ SELECT columns_are('lease', 'worker_loads', ARRAY['app_name', 'stream_name', 'le
                                                    'load', 'capacity', 'target'],
                    'worker_loads columns');
 
-SELECT function_returns('lease', 'take_leases', ARRAY['text', 'text', 'text', 'interval', 'integer', 'integer', 'double precision'], 'setof record');
-SELECT is((SELECT pg_get_function_arguments('lease.take_leases(text,text,text,interval,integer,integer,double precision)'::regprocedure)),
-          'app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1',
+SELECT function_returns('lease', 'take_leases', ARRAY['text', 'text', 'text', 'interval', 'integer', 'integer', 'double precision', 'interval'], 'setof record');
+SELECT is((SELECT pg_get_function_arguments('lease.take_leases(text,text,text,interval,integer,integer,double precision,interval)'::regprocedure)),
+          'app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, max_leases integer DEFAULT NULL::integer, max_steal integer DEFAULT 1, capacity double precision DEFAULT 1, renew_every interval DEFAULT NULL::interval',
           'take_leases arguments');
-SELECT is((SELECT pg_get_function_result('lease.take_leases(text,text,text,interval,integer,integer,double precision)'::regprocedure)),
+SELECT is((SELECT pg_get_function_result('lease.take_leases(text,text,text,interval,integer,integer,double precision,interval)'::regprocedure)),
           'TABLE(shard_id text, lease_count bigint, action text, previous_owner text, lease_epoch bigint)',
           'take_leases result');
-SELECT is((SELECT pg_get_function_arguments('lease.renew_leases(text,text,text,interval)'::regprocedure)),
-          'app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval',
+SELECT is((SELECT pg_get_function_arguments('lease.renew_leases(text,text,text,interval,interval)'::regprocedure)),
+          'app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, renew_every interval DEFAULT NULL::interval',
           'renew_leases arguments');
-SELECT is((SELECT pg_get_function_result('lease.renew_leases(text,text,text,interval)'::regprocedure)),
+SELECT is((SELECT pg_get_function_result('lease.renew_leases(text,text,text,interval,interval)'::regprocedure)),
           'TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)',
           'renew_leases result: the fencing token last');
 SELECT function_returns('lease', 'my_leases', ARRAY['text', 'text', 'text'], 'setof record');

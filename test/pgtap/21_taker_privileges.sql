@@ -20,8 +20,8 @@ CREATE ROLE tap_taker_worker;
 GRANT USAGE ON SCHEMA lease TO tap_taker_worker;
 GRANT EXECUTE ON FUNCTION
     lease.create_lease(text, text, text, text[], text),
-    lease.take_leases(text, text, text, interval, integer, integer, double precision),
-    lease.renew_leases(text, text, text, interval),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
+    lease.renew_leases(text, text, text, interval, interval),
     lease.my_leases(text, text, text),
     lease.release_lease(text, text, text, text),
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint)

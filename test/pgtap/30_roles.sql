@@ -35,10 +35,10 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.prepare_checkpoint(text,text,text,text,text)',
                 'lease.release_lease(text,text,text,text)',
                 'lease.renew_lease(text,text,text,text,bigint,interval)',
-                'lease.renew_leases(text,text,text,interval)',
+                'lease.renew_leases(text,text,text,interval,interval)',
                 'lease.sync_shards(text,text,text[],text[])',
-                'lease.take_lease(text,text,text,text,bigint,interval)',
-                'lease.take_leases(text,text,text,interval,integer,integer,double precision)',
+                'lease.take_lease(text,text,text,text,bigint,interval,interval)',
+                'lease.take_leases(text,text,text,interval,integer,integer,double precision,interval)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint)'],
           'the worker role executes exactly the lease functions')

@@ -126,7 +126,7 @@ SELECT results_eq(
     $$SELECT event, changes FROM lease.monitoring_ownership_changes()
        WHERE app_name = 'mon-a' ORDER BY event$$,
     $$VALUES ('close', 1::bigint), ('expiry_takeover', 0), ('handoff_request', 1),
-             ('release', 0), ('steal', 1), ('take', 5), ('transfer', 0)$$,
+             ('release', 0), ('session_ended', 0), ('steal', 1), ('take', 5), ('transfer', 0)$$,
     'monitoring_ownership_changes: the fixture''s events, every kind');
 SELECT results_eq(
     $$SELECT event, changes FROM lease.monitoring_ownership_changes()
@@ -141,7 +141,7 @@ SELECT results_eq(
     $$SELECT event, changes FROM lease.monitoring_ownership_changes()
        WHERE app_name = 'mon-a' ORDER BY event$$,
     $$VALUES ('close', 1::bigint), ('expiry_takeover', 0), ('handoff_request', 1),
-             ('release', 0), ('steal', 1), ('take', 5), ('transfer', 0)$$,
+             ('release', 0), ('session_ended', 0), ('steal', 1), ('take', 5), ('transfer', 0)$$,
     'after prune_events the counters have not gone down');
 SELECT lease.release_lease('mon-a', 's', 'x3', 'w3');
 SELECT lease.take_lease('mon-a', 's', 'x2', 'w1', NULL, '1 hour');   -- expiry takeover
@@ -150,7 +150,7 @@ SELECT results_eq(
     $$SELECT event, changes FROM lease.monitoring_ownership_changes()
        WHERE app_name = 'mon-a' ORDER BY event$$,
     $$VALUES ('close', 1::bigint), ('expiry_takeover', 1), ('handoff_request', 1),
-             ('release', 1), ('steal', 1), ('take', 5), ('transfer', 0)$$,
+             ('release', 1), ('session_ended', 0), ('steal', 1), ('take', 5), ('transfer', 0)$$,
     'the counters add the new events across a second prune');
 
 -- 5. channel bindings

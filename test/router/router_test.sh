@@ -116,6 +116,8 @@ SELECT 'function lease.' || p.proname || '(' || pg_catalog.pg_get_function_argum
   FROM pg_catalog.pg_proc AS p WHERE p.pronamespace = 'lease'::pg_catalog.regnamespace
    -- trigger functions belong to pg_lease's tables, which a router has not
    AND p.prorettype OPERATOR(pg_catalog.<>) 'pg_catalog.trigger'::pg_catalog.regtype
+   -- nor pg_lease's internal liveness test (src/router/generate.sql)
+   AND p.proname OPERATOR(pg_catalog.<>) 'liveness_cutoff'
 UNION ALL
 SELECT 'view lease.' || c.relname || ' (' ||
        pg_catalog.string_agg(a.attname || ' ' || pg_catalog.format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum) || ')'

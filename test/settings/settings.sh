@@ -32,6 +32,7 @@ SETTINGS=(
     "lease.rotation_lock_timeout|'500ms'|500ms"
     "lease.admission_lock_timeout|'1500ms'|1500ms"
     "lease.handoff_timeout|'31s'|31s"
+    "lease.liveness_grace|'1500ms'|1500ms"
     "lease.record_events|off|off"
     "lease.notify_channel|'lease_settings_x'|lease_settings_x"
 )

@@ -32,9 +32,17 @@ BEGIN
     RETURN md5(acc);
 END $$;
 
--- Moves a lease's expiry into the past, as if its owner had stopped renewing.
+-- Moves a lease's expiry into the past, as if its owner had stopped renewing:
+-- its own expiry, and its owner's heartbeat (renew_leases renews every lease
+-- of a worker with one heartbeat, so the owner's other leases lose it too:
+-- those it took after its last renew_leases keep their own expiry).
 CREATE FUNCTION lease_test.expire(app text, stream text, shard text) RETURNS void
 LANGUAGE sql AS $$
+    UPDATE lease.stream_workers AS w
+       SET renewed_until = LEAST(w.renewed_until, clock_timestamp() - interval '1 second')
+      FROM lease.shard_leases AS l
+     WHERE l.app_name = app AND l.stream_name = stream AND l.shard_id = shard
+       AND w.app_name = app AND w.stream_name = stream AND w.worker = l.lease_owner;
     UPDATE lease.shard_leases SET lease_expires_at = clock_timestamp() - interval '1 second'
      WHERE app_name = app AND stream_name = stream AND shard_id = shard AND lease_owner IS NOT NULL
 $$;

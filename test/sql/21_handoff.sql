@@ -73,7 +73,9 @@ SELECT lease_owner, handoff_to FROM lease.shard_leases WHERE app_name = 'ho' AND
 
 -- a request its requester did not complete within one lease duration after
 -- the deadline lapses: the holder keeps the lease and releases it normally
--- (h6 is w1's again: renew_leases above renewed it, expired but not taken)
+-- (h6 is w1's again: expired but not taken, and w1 renews; one heartbeat
+-- renews all of a worker's leases, so expiring h5 above expired h6 too)
+SELECT shard_id FROM lease.renew_leases('ho', 's', 'w1');
 SELECT lease.request_handoff('ho', 's', 'h6', 'w9');
 UPDATE lease.shard_leases SET handoff_deadline = clock_timestamp() - interval '11 s'
  WHERE app_name = 'ho' AND shard_id = 'h6';

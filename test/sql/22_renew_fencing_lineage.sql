@@ -5,13 +5,19 @@ SELECT lease.create_lease('rf', 'other', 'r1');
 SELECT count(*) FROM lease.take_leases('rf', 's', 'w1');
 SELECT lease.take_lease('rf', 'other', 'r1', 'w1');
 
--- renew_leases: every lease the owner holds in that stream, one statement
+-- renew_leases: every lease the owner holds in that stream, one heartbeat
+-- (the worker's lease.stream_workers row); the lease rows are not written,
+-- so their lease_count stays, and their effective expiry is the heartbeat's
 SELECT * FROM lease.renew_leases('rf', 's', 'w1', '1 minute');
-SELECT shard_id, lease_expires_at - clock_timestamp() BETWEEN interval '59 s' AND interval '60 s' AS one_minute
-  FROM lease.shard_leases WHERE app_name = 'rf' AND stream_name = 's' ORDER BY shard_id;
+SELECT shard_id, time_to_expiry BETWEEN interval '59 s' AND interval '60 s' AS one_minute,
+       lease_count
+  FROM lease.lease_status WHERE app_name = 'rf' AND stream_name = 's' ORDER BY shard_id;
+SELECT renewed_until - renewed_at = interval '1 minute' AS heartbeat, renew_every,
+       session_pid = pg_backend_pid() AS this_session
+  FROM lease.stream_workers WHERE app_name = 'rf' AND stream_name = 's' AND worker = 'w1';
 -- a lease taken away is absent; an expired one nobody took is still renewed
 SELECT lease_test.expire('rf', 's', 'r2');
-SELECT lease.take_lease('rf', 's', 'r1', 'w2', 2) AS stolen;
+SELECT lease.take_lease('rf', 's', 'r1', 'w2', 1) AS stolen;
 SELECT lease_test.expire('rf', 's', 'r3');
 SELECT * FROM lease.renew_leases('rf', 's', 'w1');
 SELECT * FROM lease.renew_leases('rf', 's', 'nobody');

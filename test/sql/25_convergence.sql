@@ -86,9 +86,12 @@ RETURNS text LANGUAGE sql AS $$
       FROM lease.worker_loads WHERE app_name = app AND stream_name = stream
 $$;
 
--- A worker dies: its leases expire.
+-- A worker dies: its leases and its heartbeat expire.
 CREATE FUNCTION lease_test.sim_kill(app text, stream text, worker text)
 RETURNS void LANGUAGE sql AS $$
+    UPDATE lease.stream_workers AS w
+       SET renewed_until = LEAST(w.renewed_until, clock_timestamp() - interval '1 s')
+     WHERE w.app_name = app AND w.stream_name = stream AND w.worker = sim_kill.worker;
     UPDATE lease.shard_leases SET lease_expires_at = clock_timestamp() - interval '1 s'
      WHERE app_name = app AND stream_name = stream AND lease_owner = worker
 $$;

@@ -442,6 +442,13 @@ typedef struct Client
 static Client clients[MAX_CLIENTS];
 static const char *durations[] = {"300 ms", "800 ms", "2 s"};
 
+/*
+ * The fast-failover mode (issue 23): clients with an odd id declare
+ * renew_every on their renewals and balancing rounds, so a killed one's
+ * leases are taken before their expiry ('session_ended' events).
+ */
+#define RENEW_EVERY(cl)	((cl)->id % 2 ? "200 ms" : NULL)
+
 /* Shard name of index i. */
 static void
 shard_name(int i, char *buf, size_t len)
@@ -669,12 +676,13 @@ op_renew(Client *cl)
 static void
 op_renew_leases(Client *cl)
 {
-	const char *p[4] = {APP, STREAM, cl->owner, durations[rnd(&cl->rng, 3)]};
+	const char *p[5] = {APP, STREAM, cl->owner, durations[rnd(&cl->rng, 3)], RENEW_EVERY(cl)};
 	bool		seen[NSHARDS] = {false};
 	Res			r;
 	int			i;
 
-	r = q(&cl->c, "SELECT shard_id, lease_count, handoff_to FROM lease.renew_leases($1, $2, $3, $4::interval)", 4, p);
+	r = q(&cl->c, "SELECT shard_id, lease_count, handoff_to"
+		  " FROM lease.renew_leases($1, $2, $3, $4::interval, $5::interval)", 5, p);
 	if (r != RES_OK)
 	{
 		tally("renew_leases", on_error(cl, "renew_leases", r));
@@ -714,7 +722,7 @@ op_take_leases(Client *cl)
 {
 	static const char *capacities[] = {"1", "1", "1", "2", "0.5"};
 	char		max_leases[8];
-	const char *p[7];
+	const char *p[8];
 	Res			r;
 	int			i,
 				n;
@@ -729,8 +737,10 @@ op_take_leases(Client *cl)
 	p[4] = rnd(&cl->rng, 2) ? max_leases : NULL;
 	p[5] = rnd(&cl->rng, 2) ? "1" : "2";
 	p[6] = capacities[rnd(&cl->rng, 5)];
+	p[7] = RENEW_EVERY(cl);
 	r = q(&cl->c, "SELECT shard_id, lease_count, action, previous_owner, lease_epoch"
-		  " FROM lease.take_leases($1, $2, $3, $4::interval, $5::int, $6::int, $7::float8)", 7, p);
+		  " FROM lease.take_leases($1, $2, $3, $4::interval, $5::int, $6::int, $7::float8, $8::interval)",
+		  8, p);
 	if (r != RES_OK)
 	{
 		tally("take_leases", on_error(cl, "take_leases", r));
@@ -1993,7 +2003,7 @@ load_events(Conn *c, EpochOwners *eo)
 
 	if (q(c, "SELECT shard_id, lease_epoch, to_owner FROM lease.lease_events"
 		  " WHERE app_name = $1 AND stream_name = $2"
-		  "   AND event IN ('take', 'expiry_takeover', 'steal', 'transfer')", 2, p) != RES_OK)
+		  "   AND event IN ('take', 'expiry_takeover', 'session_ended', 'steal', 'transfer')", 2, p) != RES_OK)
 		return false;
 	for (i = 0; i < NSHARDS; i++)
 		eo[i].n = 0;

@@ -252,6 +252,10 @@ func TestLocalDeadline(t *testing.T) {
 	if _, err := tx.Exec(context.Background(), "SELECT FROM lease.shard_leases WHERE app_name = $1 AND stream_name = 'go-deadline' FOR UPDATE", app); err != nil {
 		t.Fatal(err)
 	}
+	// the renewal's heartbeat writes the worker's lease.stream_workers row
+	if _, err := tx.Exec(context.Background(), "SELECT FROM lease.stream_workers WHERE app_name = $1 AND stream_name = 'go-deadline' FOR UPDATE", app); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	locked = time.Now()
 	mu.Unlock()

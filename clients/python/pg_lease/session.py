@@ -28,15 +28,18 @@ class Fatal(Exception):
 class Session:
     """Runs pg_lease calls, each its own transaction, retrying per the rules."""
 
-    def __init__(self, dsn, application_name="pg_lease", options=None):
+    def __init__(self, dsn, application_name="pg_lease", options=None, params=None):
         self.dsn = dsn
         self.application_name = application_name
         self.options = options    # e.g. "-c lock_timeout=1000" (the renewer in transactional mode)
+        self.params = params or {}    # more libpq parameters (the renewer's timeouts in fast-failover mode)
         self.conn = None
 
     def connect(self):
         if self.conn is None or self.conn.closed:
-            extra = {"options": self.options} if self.options else {}
+            extra = dict(self.params)
+            if self.options:
+                extra["options"] = self.options
             self.conn = psycopg2.connect(self.dsn, application_name=self.application_name, **extra)
             self.conn.autocommit = True
         return self.conn

@@ -20,6 +20,14 @@ Logging (the "pg_lease" logger, session.py): connection and authentication
 failures at ERROR, retries at WARNING, lease changes at INFO.  A refused
 connection (bad credentials, no such database) stops the worker after the
 rules' tries: run() raises Fatal.
+
+Fast failover (Worker(..., fast_failover=True, renew_every=1.0),
+docs/client-rules.md rule 6): the worker declares renew_every, renews that
+often, and processes a shard only while its last successful renewal (or
+balancing round) was sent less than renew_every + margin ago; the renewer's
+connection has a statement timeout and a TCP user timeout, so a hung renewal
+stops processing at that deadline.  Other workers may then take its leases
+once its session has ended; lease.liveness_grace must be >= the margin.
 """
 import json
 import os
@@ -37,8 +45,9 @@ HANDED_OFF = "handed off"
 SHARD_ENDED = "shard ended"
 WORKER_STOPPED = "worker stopped"
 
-TAKE = "SELECT shard_id, action, lease_epoch FROM lease.take_leases(%s, %s, %s, %s::interval, NULL, %s)"
-RENEW = "SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases(%s, %s, %s, %s::interval)"
+TAKE = ("SELECT shard_id, action, lease_epoch"
+        "  FROM lease.take_leases(%s, %s, %s, %s::interval, NULL, %s, renew_every => %s::interval)")
+RENEW = "SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases(%s, %s, %s, %s::interval, %s::interval)"
 MINE = ("SELECT shard_id, lease_epoch, checkpoint, handoff_from"
         "  FROM lease.my_leases(%s, %s, %s)")
 CHECKPOINT = "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s)"
@@ -112,15 +121,24 @@ class Worker:
 
     def __init__(self, dsn, app_name, stream_name, owner, processor,
                  lease_duration=10.0, margin=None, balance_every=None,
-                 max_steal=1, journal=None, transactional=False, shard_lister=None, sync_every=60.0):
+                 max_steal=1, journal=None, transactional=False, shard_lister=None, sync_every=60.0,
+                 fast_failover=False, renew_every=1.0, contract=True):
         self.key = (app_name, stream_name)
         self.owner = owner
         self.processor = processor
         self.lease_duration = float(lease_duration)
         self.margin = self.lease_duration / 5 if margin is None else float(margin)
-        self.balance_every = balance_every or self.lease_duration / 3
         self.max_steal = max_steal
         self.interval = "%d milliseconds" % int(self.lease_duration * 1000)
+        # fast failover: renew (and balance) every renew_every; the margin is
+        # what the server's lease.liveness_grace (default 1 s) must cover
+        self.renew_every = float(renew_every) if fast_failover else None
+        self.every = "%d milliseconds" % int(self.renew_every * 1000) if fast_failover else None
+        if fast_failover and margin is None:
+            self.margin = min(self.margin, self.renew_every / 2)
+        self.balance_every = balance_every or (self.renew_every if fast_failover else self.lease_duration / 3)
+        self.contract = contract      # False: the negative control, rule 6's deadline ignored
+        self.contact_sent = None      # when the last acknowledged renewal or round was sent (monotonic)
         self.journal = Journal(journal, owner)
         self.transactional = transactional
         self.shard_lister = shard_lister    # () -> the stream's shards, for lease.sync_shards
@@ -129,8 +147,17 @@ class Worker:
         self.db = Session(dsn, owner)
         # transactional: a renewal waits behind a batch transaction holding one of
         # its leases for at most a tenth of the lease duration (55P03: repeated)
-        self.renew_db = Session(dsn, owner + " renewer",
-                                "-c lock_timeout=%d" % int(self.lease_duration * 100) if transactional else None)
+        renew_options = []
+        if transactional:
+            renew_options.append("-c lock_timeout=%d" % int(self.lease_duration * 100))
+        renew_params = {}
+        if fast_failover:
+            # a renewal that hangs (a slow server, a half-open connection) gives up
+            # within renew_every; rule 6's deadline stops processing meanwhile
+            renew_options.append("-c statement_timeout=%d" % int(self.renew_every * 1000))
+            renew_params = {"connect_timeout": max(1, int(self.renew_every)),
+                            "tcp_user_timeout": int(self.renew_every * 1000)}
+        self.renew_db = Session(dsn, owner + " renewer", " ".join(renew_options) or None, renew_params)
         self.held = {}            # shard_id -> _Lease, shared with the renewer
         self.forgotten = {}       # shard_id -> when it was dropped here (monotonic)
         self.running = {}         # shard_id -> epoch its processor was started with
@@ -148,12 +175,13 @@ class Worker:
     def _renew_once(self):
         sent = time.monotonic()
         try:
-            rows = self.renew_db.call(RENEW, self.key + (self.owner, self.interval))
+            rows = self.renew_db.call(RENEW, self.key + (self.owner, self.interval, self.every))
         except (Unavailable, Ambiguous) as e:
             self.journal("renew_failed", error=str(e))
             return
         acked = {}
         with self.lock:
+            self.contact_sent = max(self.contact_sent or sent, sent)
             seen = set()
             for shard, handoff_to, epoch in rows:
                 seen.add(shard)
@@ -171,7 +199,7 @@ class Worker:
         self.journal("renewed", sent=_wall(sent), leases=acked)
 
     def _renewer(self):
-        while not self.stopping.wait(self.lease_duration / 3):
+        while not self.stopping.wait(self.renew_every or self.lease_duration / 3):
             try:
                 self._renew_once()
             except Exception as e:    # an error the rules say to raise: stop the worker with it
@@ -185,12 +213,13 @@ class Worker:
     def _balance(self):
         sent = time.monotonic()
         try:
-            rows = self.db.call(TAKE, self.key + (self.owner, self.interval, self.max_steal))
+            rows = self.db.call(TAKE, self.key + (self.owner, self.interval, self.max_steal, self.every))
         except (Unavailable, Ambiguous) as e:
             self.journal("take_failed", error=str(e))
             return
         learned = time.monotonic()
         with self.lock:
+            self.contact_sent = max(self.contact_sent or sent, sent)   # the round recorded the session too
             for shard, action, epoch in rows:
                 if action == "taken":
                     self.held[shard] = _Lease(epoch, sent, learned)
@@ -255,7 +284,7 @@ class Worker:
         if lease.lost:
             self._drop(shard, LEASE_LOST, "not renewed")
             return False
-        deadline = lease.sent + self.lease_duration - self.margin
+        deadline = self._deadline(lease)
         if time.monotonic() >= deadline:
             self._drop(shard, LEASE_LOST, "local deadline")
             return False
@@ -281,6 +310,16 @@ class Worker:
             return True
         self._checkpoint(shard, lease, checkpoint, deadline)
         return True
+
+    def _deadline(self, lease):
+        """The local deadline (rule 3); in fast-failover mode also rule 6's: the
+        last acknowledged renewal or round was sent less than renew_every + margin ago."""
+        deadline = lease.sent + self.lease_duration - self.margin
+        if self.renew_every is not None and self.contract:
+            with self.lock:
+                contact = self.contact_sent if self.contact_sent is not None else lease.sent
+            deadline = min(deadline, contact + self.renew_every + self.margin)
+        return deadline
 
     def _checkpoint(self, shard, lease, checkpoint, deadline):
         """Writes a fenced checkpoint, repeating no later than the local deadline; True when acknowledged."""
@@ -434,7 +473,7 @@ class Worker:
         self.journal("stopping", held=held)
         for shard in held:
             lease = self.held.get(shard)
-            deadline = lease.sent + self.lease_duration - self.margin if lease else 0
+            deadline = self._deadline(lease) if lease else 0
             if shard in self.unacked and shard in self.running and time.monotonic() < deadline:
                 self._checkpoint(shard, lease, self.unacked[shard], deadline)   # before the release
             if shard in self.running:

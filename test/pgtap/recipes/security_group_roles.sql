@@ -16,15 +16,15 @@ GRANT USAGE ON SCHEMA lease TO lease_worker;
 GRANT EXECUTE ON FUNCTION
     lease.create_lease(text, text, text, text[], text),
     lease.sync_shards(text, text, text[], text[]),
-    lease.take_lease(text, text, text, text, bigint, interval),
+    lease.take_lease(text, text, text, text, bigint, interval, interval),
     lease.renew_lease(text, text, text, text, bigint, interval),
     lease.update_checkpoint(text, text, text, text, text, bigint),
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
     lease.prepare_checkpoint(text, text, text, text, text),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
-    lease.take_leases(text, text, text, interval, integer, integer, double precision),
-    lease.renew_leases(text, text, text, interval),
+    lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
+    lease.renew_leases(text, text, text, interval, interval),
     lease.my_leases(text, text, text)
     TO lease_worker;
 

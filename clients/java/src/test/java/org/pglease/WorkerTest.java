@@ -271,7 +271,7 @@ class WorkerTest {
         createLeases("java-deadline", "d1");
         try (Running w = new Running("java-deadline-1", "java-deadline", new Worker.Options())) {
             waitFor("processing", 8, () -> w.saw("d1 process 10"));
-            w.processors.get(0).checkpoints = false;      // only the renewals touch the lease row now
+            w.processors.get(0).checkpoints = false;      // only the renewals write now
             waitFor("a renewal", 4, () -> {
                 try {
                     return w.journalText().contains("\"leases\": {\"d1\"");
@@ -284,8 +284,10 @@ class WorkerTest {
             double lastBatch;
             try (Connection c = DriverManager.getConnection(url); Statement st = c.createStatement()) {
                 c.setAutoCommit(false);
-                // renew_leases waits behind this row lock: no renewal is acknowledged
+                // renew_leases waits behind these row locks (its heartbeat writes the
+                // worker's lease.stream_workers row): no renewal is acknowledged
                 st.execute("SELECT * FROM lease.shard_leases WHERE stream_name = 'java-deadline' FOR UPDATE");
+                st.execute("SELECT * FROM lease.stream_workers WHERE stream_name = 'java-deadline' FOR UPDATE");
                 waitFor("leaseLost", 4, () -> w.saw("d1 leaseLost"));
                 Thread.sleep(500);
                 assertEquals("d1 leaseLost", new ArrayList<>(w.events).get(w.events.size() - 1),
