@@ -221,7 +221,7 @@ bench_renewal_flat() {
     done
 }
 
-# -- 8: fast failover ---------------------------------------------------------
+# -- 9: fast failover ---------------------------------------------------------
 # test/bench/failover.sh: a SIGKILLed worker's shards, normal mode against
 # the fast-failover mode (renew_every); then the mode's cost on the server:
 # one worker's steady balancing round and renewal with 100 workers in the
