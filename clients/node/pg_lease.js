@@ -372,7 +372,7 @@ class Worker {
       committing = true;
       await q('COMMIT');
     } catch (e) {
-      let kind = typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? rules.classify(e.code, e.message)
+      let kind = rules.sqlstate(e) ? rules.classify(rules.sqlstate(e), e.message)
         : (e.code || this.db.client !== client ? 'ambiguous' : 'raise');
       if (this.db.client !== client) kind = 'ambiguous';
       else {

@@ -31,6 +31,15 @@ const FATAL = new Set(['28P01', '28000', '3D000']);
 const CONNECT_REFUSED = new RegExp(
   String.raw`(password authentication failed|Peer authentication failed|Ident authentication failed|no pg_hba\.conf entry|role "[^"]+" does not exist|database "[^"]+" does not exist)`);
 
+// The SQLSTATE of an error node-postgres raised, or undefined when it has
+// none: a server error (DatabaseError) carries it in `code`, but so does a
+// socket error its own (EPIPE, ECONNRESET: with `errno` and `syscall`), and
+// 'EPIPE' looks like a SQLSTATE.  A socket error is a lost connection.
+function sqlstate(e) {
+  if (e === null || typeof e !== 'object' || e.errno !== undefined || e.syscall !== undefined) return undefined;
+  return typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
+}
+
 const TRIES = 5;
 
 // 'repeat', 'reconnect', 'ambiguous', 'drop', 'fatal' or 'raise' for an
@@ -57,5 +66,5 @@ function backoff(attempt) {
 }
 
 module.exports = {
-  REPEAT, RECONNECT, AMBIGUOUS, PLPROXY_CONNECTION_LOST, LEASE_NOT_HELD, FATAL, CONNECT_REFUSED, TRIES, classify, backoff,
+  REPEAT, RECONNECT, AMBIGUOUS, PLPROXY_CONNECTION_LOST, LEASE_NOT_HELD, FATAL, CONNECT_REFUSED, TRIES, classify, backoff, sqlstate,
 };

@@ -83,8 +83,8 @@ class Session {
         client = await this.connect();
       } catch (e) {
         this.close();
-        last = `${e.code || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
-        if (rules.classify(e.code, e.message) === 'fatal') refused++;
+        last = `${rules.sqlstate(e) || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
+        if (rules.classify(rules.sqlstate(e), e.message) === 'fatal') refused++;
         this.log.warn(`${who}: cannot connect (try ${attempt + 1} of ${rules.TRIES}): ${last}`);
         continue;                     // could not connect: nothing was sent
       }
@@ -92,8 +92,8 @@ class Session {
         const res = await client.query({ text: sql, values: params, rowMode: 'array' });
         return res.rows;
       } catch (e) {
-        last = `${e.code || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
-        const kind = rules.classify(e.code, e.message);
+        last = `${rules.sqlstate(e) || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
+        const kind = rules.classify(rules.sqlstate(e), e.message);
         if (kind === 'raise' || kind === 'drop' || kind === 'fatal') throw e;
         if (kind !== 'repeat') this.close();
         if (kind === 'ambiguous' && !repeatSafe) throw new Ambiguous(e.message);

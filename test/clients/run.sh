@@ -143,6 +143,13 @@ const bad = cases.filter(([code, message, kind]) => rules.classify(code === null
 for (const c of bad) console.log(`# rules.js: ${JSON.stringify(c)}`);
 process.exit(bad.length || cases.length < 20 ? 1 : 0);'
 ok $? "rules.js classifies every SQLSTATE of the table as the page says"
+$NODE -e '
+const rules = require("./clients/node/rules.js");
+const epipe = Object.assign(new Error("write EPIPE"), { code: "EPIPE", errno: -32, syscall: "write" });
+const server = Object.assign(new Error("could not serialize access"), { code: "40001", severity: "ERROR" });
+process.exit(rules.sqlstate(epipe) === undefined && rules.classify(rules.sqlstate(epipe), epipe.message) === "ambiguous" &&
+             rules.sqlstate(server) === "40001" ? 0 : 1);'
+ok $? "rules.js takes a socket error (EPIPE: code, errno, syscall) for a lost connection, not for a SQLSTATE"
 # Elixir 1.14 ships no JSON reader: the cases reach it as lines of
 # code, kind and base64 message ("-" for null)
 $PY -c '
