@@ -87,9 +87,10 @@ class Fleet:
         self.mismatches = []
 
     def owners(self):
-        return dict(q(self.cur, "SELECT shard_id, lease_owner FROM lease.shard_leases "
-                                "WHERE app_name = %s AND stream_name = %s AND lease_owner IS NOT NULL "
-                                "AND lease_expires_at > clock_timestamp()", (APP, STREAM)))
+        # live by the lease's own expiry or its owner's heartbeat (renew_leases)
+        return dict(q(self.cur, "SELECT shard_id, lease_owner FROM lease.lease_status "
+                                "WHERE app_name = %s AND stream_name = %s "
+                                "AND state IN ('owned', 'handoff_pending')", (APP, STREAM)))
 
     def events(self):
         return q(self.cur, "SELECT count(*) FILTER (WHERE event <> 'handoff_request'), "

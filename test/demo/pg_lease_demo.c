@@ -1703,6 +1703,17 @@ spawn_worker(int index, const char *app, bool legacy)
 	return pid;
 }
 
+/*
+ * A lease is live while its own expiry or its holder's heartbeat is ahead:
+ * since 0.4.0 renew_leases writes one lease.stream_workers row per worker and
+ * stream (renewed_until), not every lease row (docs/taker-internals.md).
+ */
+#define LIVE_LEASE(l) \
+	"GREATEST(" l ".lease_expires_at," \
+	" (SELECT w.renewed_until FROM lease.stream_workers w" \
+	"   WHERE w.app_name = " l ".app_name AND w.stream_name = " l ".stream_name" \
+	"     AND w.worker = " l ".lease_owner)) > clock_timestamp()"
+
 /* Samples live leases per worker into shm->load. */
 static void
 sample_leases(PGconn *conn, const char *app, int sample)
@@ -1712,9 +1723,9 @@ sample_leases(PGconn *conn, const char *app, int sample)
 		? run(conn, "SELECT lease_owner, sum(live_leases) FROM lease.worker_loads"
 			  " WHERE app_name = $1 GROUP BY lease_owner", 1, params)
 		: run(conn,
-			  "SELECT lease_owner, count(*) FROM lease.shard_leases"
-			  " WHERE app_name = $1 AND stream_name = $2 AND lease_owner IS NOT NULL"
-			  "   AND lease_expires_at > clock_timestamp() GROUP BY lease_owner",
+			  "SELECT l.lease_owner, count(*) FROM lease.shard_leases l"
+			  " WHERE l.app_name = $1 AND l.stream_name = $2 AND l.lease_owner IS NOT NULL"
+			  "   AND " LIVE_LEASE("l") " GROUP BY l.lease_owner",
 			  2, params);
 
 	if (res == NULL && sample > 0 && sample < MAX_SAMPLES)
@@ -1933,7 +1944,7 @@ steal_for_thief(PGconn *conn, const char *app, FleetResult *fr, int n)
 			   "       lease.take_lease($1, $2, c.shard_id, 'demo-thief', c.lease_count, $4::interval)"
 			   "  FROM (SELECT l.shard_id, l.lease_owner, l.lease_count FROM lease.shard_leases l"
 			   "         WHERE l.app_name = $1 AND l.stream_name = $2 AND l.lease_owner <> 'worker-1'"
-			   "           AND l.lease_owner LIKE 'worker-%' AND l.lease_expires_at > clock_timestamp()"
+			   "           AND l.lease_owner LIKE 'worker-%' AND " LIVE_LEASE("l")
 			   "           AND l.shard_id LIKE 'shard-%'"
 			   "           AND l.handoff_to IS NULL AND l.checkpoint <> 'SHARD_END'"
 			   "         ORDER BY l.shard_id OFFSET $3::int LIMIT 1) AS c", 4, p);
@@ -2072,7 +2083,7 @@ fleet_orphans(PGconn *conn, const char *app, FleetResult *fr)
 		const char *p2[2] = {app, STREAM_NAME};
 
 		fr->orphaned = query_long(conn, "SELECT count(*) FROM " TAKEABLE_LEASES
-								  "   AND (l.lease_owner IS NULL OR l.lease_expires_at <= clock_timestamp())",
+								  "   AND (l.lease_owner IS NULL OR NOT " LIVE_LEASE("l") ")",
 								  2, p2);
 		fr->fair_floor = (int) (query_long(conn, "SELECT count(*) FROM " TAKEABLE_LEASES, 2, p2) / opt.workers);
 	}
