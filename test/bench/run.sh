@@ -192,8 +192,10 @@ bench_renewal() {
 # with 0.3.0's statements (src/common/version.h).
 bench_renewal_flat() {
     "$PG_BINDIR/psql" -X -q -d postgres -c "CREATE DATABASE bench03"
+    # setup.sql's weighted helpers name 0.4.0's columns: not checked (nor
+    # called) in the 0.3.0 database
     "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d bench03 -c "CREATE EXTENSION pg_lease VERSION '0.3.0'" \
-        -f test/bench/setup.sql >/dev/null
+        -c "SET check_function_bodies = off" -f test/bench/setup.sql >/dev/null
     {
         echo
         echo "### 3b. One renewal's cost by the number of leases held (issue 23)"
