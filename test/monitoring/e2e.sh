@@ -126,6 +126,7 @@ GRANT EXECUTE ON FUNCTION
     lease.monitoring_leases(),
     lease.monitoring_streams(),
     lease.monitoring_workers(),
+    lease.monitoring_worker_loads(),
     lease.monitoring_ownership_changes(),
     lease.monitoring_conversations(),
     lease.monitoring_sandboxes(),
