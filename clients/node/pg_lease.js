@@ -372,7 +372,8 @@ class Worker {
       committing = true;
       await q('COMMIT');
     } catch (e) {
-      let kind = rules.sqlstate(e) ? rules.classify(rules.sqlstate(e), e.message)
+      const state = rules.sqlstate(e);
+      let kind = state ? rules.classify(state, e.message)
         : (e.code || this.db.client !== client ? 'ambiguous' : 'raise');
       if (this.db.client !== client) kind = 'ambiguous';
       else {

@@ -83,8 +83,9 @@ class Session {
         client = await this.connect();
       } catch (e) {
         this.close();
-        last = `${rules.sqlstate(e) || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
-        if (rules.classify(rules.sqlstate(e), e.message) === 'fatal') refused++;
+        const state = rules.sqlstate(e);
+        last = `${state || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
+        if (rules.classify(state, e.message) === 'fatal') refused++;
         this.log.warn(`${who}: cannot connect (try ${attempt + 1} of ${rules.TRIES}): ${last}`);
         continue;                     // could not connect: nothing was sent
       }
@@ -92,8 +93,9 @@ class Session {
         const res = await client.query({ text: sql, values: params, rowMode: 'array' });
         return res.rows;
       } catch (e) {
-        last = `${rules.sqlstate(e) || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
-        const kind = rules.classify(rules.sqlstate(e), e.message);
+        const state = rules.sqlstate(e);
+        last = `${state || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
+        const kind = rules.classify(state, e.message);
         if (kind === 'raise' || kind === 'drop' || kind === 'fatal') throw e;
         if (kind !== 'repeat') this.close();
         if (kind === 'ambiguous' && !repeatSafe) throw new Ambiguous(e.message);
