@@ -980,3 +980,21 @@ $$;
 
 COMMENT ON FUNCTION lease.monitoring_ownership_changes() IS
     'Metrics: ownership changes (take, expiry_takeover, session_ended, steal, transfer, release, close) and handoff requests per app and stream, never decreasing across lease.prune_events.';
+
+-- A renewal whose cost does not grow with the leases held: renew_leases'
+-- one write, answered from the worker's row (src/leases/workers.c), and the
+-- index its count of pending handoffs reads.
+CREATE INDEX shard_leases_handoff_owner_idx
+    ON lease.shard_leases (app_name, stream_name, lease_owner)
+    WHERE handoff_to IS NOT NULL;
+
+CREATE FUNCTION lease.heartbeat(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL,
+    OUT leases bigint, OUT leases_version bigint, OUT handoffs_pending bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'lease_heartbeat'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION lease.heartbeat(text, text, text, interval, interval) FROM PUBLIC;

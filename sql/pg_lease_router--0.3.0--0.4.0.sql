@@ -214,3 +214,13 @@ $$;
 CREATE VIEW lease.worker_loads AS SELECT * FROM lease_router.worker_loads_on_all();
 
 REVOKE ALL ON lease.worker_loads FROM PUBLIC;
+
+-- lease.heartbeat: renew_leases' one write without the list of leases.
+CREATE FUNCTION lease.heartbeat(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, renew_every interval DEFAULT NULL::interval, OUT leases bigint, OUT leases_version bigint, OUT handoffs_pending bigint)
+RETURNS record
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+REVOKE ALL ON FUNCTION lease.heartbeat(text, text, text, interval, interval) FROM PUBLIC;

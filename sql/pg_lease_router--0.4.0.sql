@@ -155,6 +155,13 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.app_partition(app_name);
 $$;
 
+CREATE FUNCTION lease.heartbeat(app_name text, stream_name text, owner text, lease_duration interval DEFAULT NULL::interval, renew_every interval DEFAULT NULL::interval, OUT leases bigint, OUT leases_version bigint, OUT handoffs_pending bigint)
+RETURNS record
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 CREATE FUNCTION lease.hold_lease(app_name text, stream_name text, shard_id text, owner text, lease_epoch bigint)
 RETURNS text
 LANGUAGE plproxy AS $$

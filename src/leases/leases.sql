@@ -95,6 +95,13 @@ CREATE INDEX shard_leases_handoff_idx
     ON lease.shard_leases (app_name, stream_name, handoff_to)
     WHERE handoff_to IS NOT NULL;
 
+-- Serves lease.heartbeat's count of a worker's leases with a pending
+-- handoff request: the same rare rows as shard_leases_handoff_idx, by
+-- holder instead of by recipient.
+CREATE INDEX shard_leases_handoff_owner_idx
+    ON lease.shard_leases (app_name, stream_name, lease_owner)
+    WHERE handoff_to IS NOT NULL;
+
 SELECT pg_catalog.pg_extension_config_dump('lease.shard_leases', '');
 
 ----------------------------------------------------------------------------
@@ -626,6 +633,18 @@ CREATE FUNCTION lease.renew_leases(
     lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL)
 RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
 AS 'MODULE_PATHNAME', 'lease_renew_leases_0_4'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- renew_leases' one write without its list (src/leases/workers.c): a worker
+-- that lists its leases again only when leases_version moves or a handoff
+-- is pending renews at the same cost whatever it holds.
+CREATE FUNCTION lease.heartbeat(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL,
+    OUT leases bigint, OUT leases_version bigint, OUT handoffs_pending bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'lease_heartbeat'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 

@@ -20,6 +20,7 @@
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/procarray.h"
 #include "utils/builtins.h"
@@ -29,6 +30,7 @@
 #include "common/config.h"
 #include "common/spi_util.h"
 #include "leases/leases.h"
+#include "leases/privileges.h"
 #include "leases/workers.h"
 
 /*
@@ -147,6 +149,71 @@ static LeaseStatement record_session_stmts[2] = {
 	RECORD_SESSION_STMT("renew_leases: heartbeat",
 						"renewed_until = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $8, ", 8),
 };
+
+/*
+ * lease.heartbeat: renew_leases' one write (record_session_stmts[1]),
+ * answered from the worker's own row instead of a list of its leases: how
+ * many it holds, the row's version (moved by every statement that brings a
+ * lease to the worker or takes one away, LEASE_SQL_RECORD_LOADS; the row
+ * lock the heartbeat takes orders it with them), and how many of them have
+ * a pending handoff request (shard_leases_handoff_owner_idx: the rare rows
+ * that have one).  The statement's own snapshot counts the handoffs; the
+ * UPDATE's RETURNING gives the row as the heartbeat left it.  A worker
+ * without a row holds nothing: 0, NULL, 0.
+ */
+static LeaseStatement heartbeat_stmt = {
+	.name = "heartbeat",
+	.sql = "WITH hb AS (" RECORD_SESSION_SQL("renewed_until = " LEASE_SQL_NOW
+											 " OPERATOR(pg_catalog.+) $8, ")
+	"  RETURNING w.leases, w.version)"
+	" SELECT COALESCE((SELECT hb.leases FROM hb), 0),"
+	"        (SELECT hb.version FROM hb),"
+	"        (SELECT pg_catalog.count(*)"
+	"           FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK
+	"          WHERE " LEASE_STREAM_MATCHES
+	"            AND l.lease_owner OPERATOR(pg_catalog.=) $3"
+	"            AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ")",
+	.nargs = 8,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, TEXTOID,
+	INTERVALOID},
+	.expected = SPI_OK_SELECT
+};
+
+PG_FUNCTION_INFO_V1(lease_heartbeat);
+
+/*
+ * lease.heartbeat(app_name, stream_name, owner, lease_duration,
+ * renew_every, OUT leases, OUT leases_version, OUT handoffs_pending)
+ */
+Datum
+lease_heartbeat(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		out[3];
+	bool		outnulls[3];
+	LeaseCaller caller;
+	HeapTuple	tuple;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "pg_lease: lease.heartbeat must return a row");
+	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
+	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
+	values[2] = lease_arg_ident(fcinfo, 2, "owner");
+	values[7] = lease_arg_duration(fcinfo, 3, "lease_duration");
+	if (!lease_arg_opt_duration(fcinfo, 4, "renew_every", &values[3]))
+		nulls[3] = 'n';
+	lease_session_params(&values[4], &nulls[4]);
+
+	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, values[0], &caller);
+	lease_spi_run(&heartbeat_stmt, values, nulls, 0);
+	for (int col = 0; col < 3; col++)
+		out[col] = lease_spi_value(0, col + 1, &outnulls[col]);
+	tuple = heap_form_tuple(BlessTupleDesc(tupdesc), out, outnulls);
+	lease_app_end(&caller);
+	PG_RETURN_DATUM(HeapTupleGetDatum(tuple));
+}
 
 /* See workers.h. */
 void

@@ -17,6 +17,7 @@ FLEET_WORKER_FUNCTIONS="lease.update_checkpoint(text, text, text, text, text, bi
     lease.close_shard(text, text, text, text),
     lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
     lease.renew_leases(text, text, text, interval, interval),
+    lease.heartbeat(text, text, text, interval, interval),
     lease.my_leases(text, text, text)"
 # The fleet's 17 leases (app clients, stream orders), as SQL.
 fleet_leases_sql() {

@@ -31,6 +31,7 @@ SELECT lease.grant_app('rm-a', 'tap_rm_w1'), lease.grant_app('rm-b', 'tap_rm_w2'
 SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text COLLATE "C"),
           ARRAY['lease.close_shard(text,text,text,text)',
                 'lease.create_lease(text,text,text,text[],text)',
+                'lease.heartbeat(text,text,text,interval,interval)',
                 'lease.my_leases(text,text,text)',
                 'lease.prepare_checkpoint(text,text,text,text,text)',
                 'lease.release_lease(text,text,text,text)',

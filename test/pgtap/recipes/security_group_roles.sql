@@ -25,6 +25,7 @@ GRANT EXECUTE ON FUNCTION
     lease.close_shard(text, text, text, text),
     lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
     lease.renew_leases(text, text, text, interval, interval),
+    lease.heartbeat(text, text, text, interval, interval),
     lease.my_leases(text, text, text)
     TO lease_worker;
 
