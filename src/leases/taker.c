@@ -125,7 +125,8 @@
  * (the sum of COALESCE(weight, work_rate) of its live leases, a promised
  * lease counting for the worker it is promised to), how many of those
  * leases have a known weight, and the worker's declared capacity.  A
- * worker that is not suspect has them in lease.stream_workers.
+ * worker that is not suspect has them in lease.stream_workers; a suspect
+ * one has its leases read once (the lateral r, empty for the others).
  */
 #define LEASE_SQL_KNOWN_WEIGHT(a) "COALESCE(" a ".weight, " a ".work_rate)"
 #define LOADS_SQL_WEIGHTED \
@@ -137,26 +138,20 @@
 	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
 	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ")," \
 	" o AS (" \
-	" SELECT w.worker," \
-	"        " LOADS_SUSPECT_0_4 " AS suspect," \
-	"        CASE WHEN NOT " LOADS_SUSPECT_0_4 " THEN w.leases" \
-	"             ELSE (SELECT pg_catalog.count(*) FROM lease.shard_leases AS l" \
-	"                    WHERE " LEASE_STREAM_MATCHES \
-	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
-	"                      AND " LOADS_ALIVE_0_4 " OPERATOR(pg_catalog.>) k.now) END AS live," \
-	"        CASE WHEN NOT " LOADS_SUSPECT_0_4 " THEN w.load" \
-	"             ELSE (SELECT COALESCE(pg_catalog.sum(" LEASE_SQL_KNOWN_WEIGHT("l") "), 0)" \
-	"                     FROM lease.shard_leases AS l" \
-	"                    WHERE " LEASE_STREAM_MATCHES \
-	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
-	"                      AND " LOADS_ALIVE_0_4 " OPERATOR(pg_catalog.>) k.now) END AS wload," \
-	"        CASE WHEN NOT " LOADS_SUSPECT_0_4 " THEN w.weighed" \
-	"             ELSE (SELECT pg_catalog.count(" LEASE_SQL_KNOWN_WEIGHT("l") ")" \
-	"                     FROM lease.shard_leases AS l" \
-	"                    WHERE " LEASE_STREAM_MATCHES \
-	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
-	"                      AND " LOADS_ALIVE_0_4 " OPERATOR(pg_catalog.>) k.now) END AS weighed" \
-	"   FROM lease.stream_workers AS w, " LEASE_SQL_CLOCK \
+	" SELECT w.worker, s.suspect," \
+	"        CASE WHEN NOT s.suspect THEN w.leases ELSE r.live END AS live," \
+	"        CASE WHEN NOT s.suspect THEN w.load ELSE r.wload END AS wload," \
+	"        CASE WHEN NOT s.suspect THEN w.weighed ELSE r.weighed END AS weighed" \
+	"   FROM lease.stream_workers AS w, " LEASE_SQL_CLOCK "," \
+	"        LATERAL (SELECT " LOADS_SUSPECT_0_4 " AS suspect) AS s," \
+	"        LATERAL (SELECT pg_catalog.count(*) AS live," \
+	"                        COALESCE(pg_catalog.sum(" LEASE_SQL_KNOWN_WEIGHT("l") "), 0) AS wload," \
+	"                        pg_catalog.count(" LEASE_SQL_KNOWN_WEIGHT("l") ") AS weighed" \
+	"                   FROM lease.shard_leases AS l" \
+	"                  WHERE s.suspect" \
+	"                    AND " LEASE_STREAM_MATCHES \
+	"                    AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
+	"                    AND " LOADS_ALIVE_0_4 " OPERATOR(pg_catalog.>) k.now) AS r" \
 	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
 	"    AND w.stream_name OPERATOR(pg_catalog.=) $2" \
 	"    AND w.leases OPERATOR(pg_catalog.>) 0)" \
