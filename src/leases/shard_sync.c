@@ -27,6 +27,7 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -194,6 +195,103 @@ sync_shard_ids(FunctionCallInfo fcinfo, int *count)
 }
 
 /*
+ * Raises 22023 when the listed lineage is a cycle: every shard on it would
+ * wait for another's end, its own included, and none would ever be taken.
+ * pairs edges child[e] -> parent[e] (child: a position in shards); only the
+ * parents that are listed shards can close a cycle.  Depth first, with the
+ * grey path on a stack, so the cycle found is named in order.  (A shard
+ * named as its own parent is refused before, with a message of its own.)
+ */
+static void
+sync_check_cycles(Datum *shards, int n, const int *child, const Datum *parent, int pairs)
+{
+	HASHCTL		ctl;
+	HTAB	   *listed;
+	int		   *target = palloc(sizeof(int) * Max(pairs, 1));
+	int		   *next = palloc(sizeof(int) * Max(pairs, 1));
+	int		   *first = palloc(sizeof(int) * Max(n, 1));
+	int		   *cursor = palloc(sizeof(int) * Max(n, 1));
+	int		   *stack = palloc(sizeof(int) * Max(n, 1));
+	char	   *colour = palloc0(Max(n, 1));	/* 0 unseen, 1 on the path, 2 done */
+
+	ctl.keysize = LEASE_MAX_IDENT_BYTES + 1;
+	ctl.entrysize = sizeof(SyncShardEntry);
+	ctl.hcxt = CurrentMemoryContext;
+	listed = hash_create("sync_shards lineage", Max(n, 16), &ctl,
+						 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	for (int i = 0; i < n; i++)
+	{
+		SyncShardEntry *entry = hash_search(listed, TextDatumGetCString(shards[i]),
+											HASH_ENTER, NULL);
+
+		entry->index = i;
+		first[i] = -1;
+	}
+	for (int e = 0; e < pairs; e++)
+	{
+		SyncShardEntry *entry = hash_search(listed, TextDatumGetCString(parent[e]),
+											HASH_FIND, NULL);
+
+		target[e] = entry ? entry->index : -1;
+		if (target[e] < 0)
+			continue;
+		next[e] = first[child[e]];
+		first[child[e]] = e;
+	}
+
+	for (int root = 0; root < n; root++)
+	{
+		int			depth = 0;
+
+		if (colour[root] != 0)
+			continue;
+		stack[depth++] = root;
+		colour[root] = 1;
+		cursor[root] = first[root];
+		while (depth > 0)
+		{
+			int			v = stack[depth - 1];
+			int			e = cursor[v];
+			int			w;
+
+			if (e < 0)
+			{
+				colour[v] = 2;
+				depth--;
+				continue;
+			}
+			cursor[v] = next[e];
+			w = target[e];
+			if (colour[w] == 0)
+			{
+				colour[w] = 1;
+				cursor[w] = first[w];
+				stack[depth++] = w;
+			}
+			else if (colour[w] == 1)
+			{
+				StringInfoData path;
+				int			from = depth - 1;
+
+				while (stack[from] != w)
+					from--;
+				initStringInfo(&path);
+				for (int k = from; k < depth; k++)
+					appendStringInfo(&path, "\"%s\" -> ", TextDatumGetCString(shards[stack[k]]));
+				appendStringInfo(&path, "\"%s\"", TextDatumGetCString(shards[w]));
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("parent_ids make shard \"%s\" descend from itself",
+								TextDatumGetCString(shards[w])),
+						 errdetail("Each shard is listed with the next as a parent: %s.", path.data),
+						 errhint("A shard's parents are the shards it was split or merged from: fix the shard list.  Nothing was created.")));
+			}
+		}
+	}
+	hash_destroy(listed);
+}
+
+/*
  * Checks parent_ids against the n shard ids and fills the pairs of
  * statement parameters $4 (the shard's position, from 1) and $5 (the
  * parent).  NULL parent_ids, or a NULL element, means no parent.
@@ -208,6 +306,7 @@ sync_parent_pairs(FunctionCallInfo fcinfo, Datum *shards, int n, Datum *position
 	int			width = 1;
 	Datum	   *pos_out;
 	Datum	   *par_out;
+	int		   *child;
 	int			pairs = 0;
 
 	if (PG_ARGISNULL(3))
@@ -244,6 +343,7 @@ sync_parent_pairs(FunctionCallInfo fcinfo, Datum *shards, int n, Datum *position
 	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &nelems);
 	pos_out = palloc(sizeof(Datum) * Max(nelems, 1));
 	par_out = palloc(sizeof(Datum) * Max(nelems, 1));
+	child = palloc(sizeof(int) * Max(nelems, 1));
 	for (int i = 0; i < n; i++)
 	{
 		for (int j = 0; j < width; j++)
@@ -273,9 +373,11 @@ sync_parent_pairs(FunctionCallInfo fcinfo, Datum *shards, int n, Datum *position
 			}
 			pos_out[pairs] = Int64GetDatum((int64) i + 1);
 			par_out[pairs] = elems[k];
+			child[pairs] = i;
 			pairs++;
 		}
 	}
+	sync_check_cycles(shards, n, child, par_out, pairs);
 	*positions = PointerGetDatum(construct_array(pos_out, pairs, INT8OID, sizeof(int64),
 												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	*parents = PointerGetDatum(construct_array(par_out, pairs, TEXTOID, -1, false, TYPALIGN_INT));

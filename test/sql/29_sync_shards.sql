@@ -66,6 +66,10 @@ SELECT lease_test.try($$SELECT * FROM lease.sync_shards('sync', 's', ARRAY['n1']
 SELECT lease_test.try($$SELECT * FROM lease.sync_shards('sync', 's', ARRAY['n1', 'n2'], ARRAY[NULL, 'n2'])$$);
 SELECT lease_test.try($$SELECT * FROM lease.sync_shards('sync', 's', ARRAY['n1'], ARRAY[['b', 'b']])$$);
 SELECT lease_test.try($$SELECT * FROM lease.sync_shards('sync', 's', ARRAY['n1'], array_fill('p'::text, ARRAY[1, 33]))$$);
+-- a lineage that is a cycle (each shard would wait for its own end): of
+-- two shards, and of three through merges, with a parent outside the list
+SELECT lease_test.try($$SELECT * FROM lease.sync_shards('sync', 's', ARRAY['c1', 'c2'], ARRAY['c2', 'c1'])$$);
+SELECT lease_test.try($$SELECT * FROM lease.sync_shards('sync', 's', ARRAY['n1', 'c1', 'c2', 'c3'], ARRAY[[NULL, NULL], ['c3', 'x'], ['x', 'c1'], ['c2', NULL]])$$);
 -- a listed lineage that contradicts a lease's: f's parent is e, not b;
 -- e's parents are b and d, not b alone, nor none; n1 (new) is not created
 SELECT lease_test.try($$SELECT * FROM lease.sync_shards('sync', 's', ARRAY['n1', 'f'], ARRAY[NULL, 'b'])$$);
@@ -77,5 +81,7 @@ RESET ROLE;
 SELECT lease_test.digest() = d AS nothing_written FROM lease_test.sync_before;
 DROP TABLE lease_test.sync_before;
 \set VERBOSITY default
+-- a cycle's message in full
+SELECT * FROM lease.sync_shards('sync', 's', ARRAY['c1', 'c2', 'c3'], ARRAY['c3', 'c1', 'c2']);
 -- the contradiction's message in full
 SELECT * FROM lease.sync_shards('sync', 's', ARRAY['f'], ARRAY['b']);
