@@ -53,13 +53,18 @@ psql_at() {
     "$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$port" -U postgres "$@"
 }
 
-# A free loopback port: nothing listens on it and no socket file is there.
+# A free loopback port: no TCP socket uses it, no socket file is there, and
+# it lies below the kernel's ephemeral range, so no outgoing connection (the
+# nodes' own, to the monitor and to each other) can take it between now and
+# the server's start (a port from inside that range failed to bind once).
 free_port() {
-    local p
+    local p low
+    read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+    [ "$low" -gt 12000 ] || low=32768
     while :; do
-        p=$((40000 + RANDOM % 20000))
+        p=$((10000 + RANDOM % (low - 10000)))
         grep -qx "$p" "$DIR/ports.used" 2>/dev/null && continue
-        ss -Htln "sport = :$p" 2>/dev/null | grep -q . && continue
+        ss -Htan "sport = :$p" 2>/dev/null | grep -q . && continue
         [ -e "$DIR/.s.PGSQL.$p" ] && continue
         echo "$p" >>"$DIR/ports.used"
         echo "$p"
