@@ -43,7 +43,8 @@
  * renew_leases, a renewal every MS on a connection with an MS statement and
  * TCP user timeout, and client rule 6 (docs/client-rules.md): a shard is
  * processed only while the call that last acknowledged it was sent less than
- * MS + min(lease / 5, MS / 2) ago.  make scale runs workers 1, 3 and 5 so.
+ * MS + min(lease / 5, MS / 2) ago.  A worker-1 in the mode is killed right
+ * after one of its renewals.  make scale runs workers 1, 3 and 5 so.
  * --history DIR (with --public-only) makes every process record what the
  * server acknowledged to it (takes and renewals with their lease_epoch and
  * local deadline, positions read, checkpoints acknowledged, errors) and runs
@@ -2109,6 +2110,23 @@ restart_server(PGconn *conn, FleetResult *fr)
 		   rc == 0 ? "ok" : "the command failed");
 }
 
+/*
+ * Waits until worker w's renewer has just finished a round (for up to
+ * renew_every + 1 s), so a kill right after it is the fast-failover mode's
+ * longest wait: its leases are taken renew_every + lease.liveness_grace
+ * after that renewal, still before they expire, which any balancing round
+ * of the survivors in between shows (session_ended, not expiry_takeover).
+ */
+static void
+await_renewal(int w)
+{
+	long		rounds = __atomic_load_n(&shm->w[w].renew_rounds, __ATOMIC_RELAXED);
+	double		until = now_ms() + opt.renew_every_ms + 1000;
+
+	while (__atomic_load_n(&shm->w[w].renew_rounds, __ATOMIC_RELAXED) == rounds && now_ms() < until)
+		sleep_ms(2);
+}
+
 /* Samples the fleet every 500 ms for opt.duration seconds: worker-1 is killed at 35 %, one joins at 55 %. */
 static void
 fleet_drive(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult *fr)
@@ -2132,6 +2150,8 @@ fleet_drive(PGconn *conn, const char *app, bool legacy, bool channels, FleetResu
 			print_progress(fr, now_ms() - start);
 		if (!crashed && now_ms() >= crash_at)
 		{
+			if (ff_worker(0))
+				await_renewal(0);
 			kill(shm->w[0].pid, SIGKILL);
 			waitpid(shm->w[0].pid, NULL, 0);
 			shm->w[0].crashed = shm->sample;
