@@ -37,6 +37,14 @@
  * which the worker stops processing it.  --router (implies --public-only)
  * puts one stream and one tenant on each partition of the router
  * (lease_router.stream_partition, lease_router.user_partition).
+ * --fast-failover MS (with --public-only; --fast-failover-workers N,M,...
+ * for some workers only) runs workers in the fast-failover mode
+ * (docs/worker-guide.md): renew_every MS declared to take_leases and
+ * renew_leases, a renewal every MS on a connection with an MS statement and
+ * TCP user timeout, and client rule 6 (docs/client-rules.md): a shard is
+ * processed only while the call that last acknowledged it was sent less than
+ * MS + min(lease / 5, MS / 2) ago.  A worker-1 in the mode is killed right
+ * after one of its renewals.  make scale runs workers 1, 3 and 5 so.
  * --history DIR (with --public-only) makes every process record what the
  * server acknowledged to it (takes and renewals with their lease_epoch and
  * local deadline, positions read, checkpoints acknowledged, errors) and runs
@@ -119,6 +127,8 @@ typedef struct Options
 	bool		exactly_once;	/* also a fleet in transactional mode */
 	bool		omit_hold;		/* ... without hold_lease (must find duplicates) */
 	const char *restart_cmd;	/* ... and this command (an immediate restart of the server) mid-run */
+	int			renew_every_ms; /* --fast-failover: the renew_every its workers declare (0: off) */
+	unsigned	ff_workers;		/* ... which workers (bit i: worker-(i+1)); all by default */
 } Options;
 
 /* The fleet now running is the --exactly-once one (set before its workers fork). */
@@ -141,7 +151,25 @@ static Options opt = {
 	.router = false,
 	.partitions = 2,
 	.history = NULL,
+	.renew_every_ms = 0,
+	.ff_workers = ~0u,
 };
+
+/* Whether worker index i (worker-(i+1)) runs in the fast-failover mode (--fast-failover). */
+static bool
+ff_worker(int i)
+{
+	return opt.renew_every_ms > 0 && i >= 0 && i < 32 && ((opt.ff_workers >> i) & 1u) != 0;
+}
+
+/* Rule 6's margin in ms (docs/client-rules.md): min(lease / 5, renew_every / 2). */
+static double
+ff_margin_ms(void)
+{
+	double		m = opt.lease_ms / 5.0;
+
+	return opt.renew_every_ms / 2.0 < m ? opt.renew_every_ms / 2.0 : m;
+}
 
 /* ---------------------------------------------------------------------- */
 /* Shared memory: counters and the processing log */
@@ -187,6 +215,7 @@ typedef struct WorkerStats
 	long		tx_rolled_back;	/* --exactly-once: batches whose transaction did not commit */
 	long		tx_unknown;		/* ... whose COMMIT went unanswered (resolved from my_leases) */
 	long		tx_not_held;	/* ... refused by hold_lease (55000) */
+	long		deadline_drops; /* shards it stopped processing at their local deadline */
 } WorkerStats;
 
 typedef struct ChannelStats
@@ -303,13 +332,30 @@ quiet_notices(void *arg, const char *message)
 /* Settings for the connections made from now on ("-c name=value ..."), kept by PQreset; or NULL. */
 static const char *conn_options;
 
+/* The TCP user timeout (ms) of the connections made from now on, kept by PQreset; or NULL. */
+static const char *conn_tcp_timeout;
+
 /* Connects under an application name; --public-only waits up to 30 s for the server. */
 static PGconn *
 connect_db(const char *appname)
 {
-	const char *keys[] = {"dbname", "application_name", conn_options ? "options" : NULL, NULL};
-	const char *vals[] = {opt.dsn, appname, conn_options, NULL};
-	PGconn	   *conn = PQconnectdbParams(keys, vals, 1);
+	const char *keys[5] = {"dbname", "application_name"};
+	const char *vals[5] = {opt.dsn, appname};
+	int			n = 2;
+	PGconn	   *conn;
+
+	if (conn_options)
+	{
+		keys[n] = "options";
+		vals[n++] = conn_options;
+	}
+	if (conn_tcp_timeout)
+	{
+		keys[n] = "tcp_user_timeout";
+		vals[n++] = conn_tcp_timeout;
+	}
+	keys[n] = vals[n] = NULL;
+	conn = PQconnectdbParams(keys, vals, 1);
 
 	/* --public-only follows the client rules: a server that is away is waited for (30 s) */
 	for (int i = 0; opt.public_only && PQstatus(conn) != CONNECTION_OK && i < 150; i++)
@@ -541,6 +587,15 @@ static const char *app_name;
 static char lease_interval[32];
 static volatile sig_atomic_t got_term;
 
+/*
+ * --fast-failover, in a worker in the mode: the renew_every it declares to
+ * take_leases and renew_leases (NULL for a worker not in it), and rule 6's
+ * margin in ms.
+ */
+static const char *renew_every;
+static char renew_every_buf[32];
+static double ff_margin;
+
 /* SIGTERM: the worker stops after its current batch. */
 static void
 on_term(int sig)
@@ -556,11 +611,23 @@ worker_running(void)
 	return !got_term && !shm->stop_workers;
 }
 
-/* The local deadline's margin: a fifth of the lease (docs/client-rules.md, rule 3). */
+/*
+ * The local deadline of a lease acknowledged by a take or renewal sent at
+ * `sent`: rule 3's, the lease duration less a fifth of it
+ * (docs/client-rules.md); in the fast-failover mode rule 6's when it comes
+ * first, renew_every + a margin of min(lease / 5, renew_every / 2), which
+ * lease.liveness_grace (1 s by default) covers.  Per lease, from the call
+ * that acknowledged that lease: never later than rule 6's deadline from the
+ * stream's last acknowledged renewal.
+ */
 static double
 deadline_after(double sent)
 {
-	return sent + opt.lease_ms - opt.lease_ms / 5.0;
+	double		rule3 = opt.lease_ms - opt.lease_ms / 5.0;
+
+	if (renew_every != NULL && opt.renew_every_ms + ff_margin < rule3)
+		return sent + opt.renew_every_ms + ff_margin;
+	return sent + rule3;
 }
 
 /*
@@ -601,15 +668,16 @@ renewer_main(void *arg)
 	while (worker_running())
 	{
 		bool		failed = false;
+		double		round_sent = now_ms();
 
 		for (int st = 0; st < nstreams; st++)
 		{
-			const char *params[4] = {app_name, stream_names[st], me_name, lease_interval};
+			const char *params[5] = {app_name, stream_names[st], me_name, lease_interval, renew_every};
 			double		sent = now_ms();
 			PGresult   *res = run(conn,
 								  "SELECT shard_id, lease_count, handoff_to, lease_epoch"
-								  "  FROM lease.renew_leases($1, $2, $3, $4::interval)",
-								  4, params);
+								  "  FROM lease.renew_leases($1, $2, $3, $4::interval, $5::interval)",
+								  5, params);
 			int			seen[MAX_SHARDS] = {0};
 			double		ack = now_ms();
 
@@ -672,8 +740,21 @@ renewer_main(void *arg)
 		}
 		if (!failed)
 			shm->w[me].renew_rounds++;
-		/* a renewal that was not acknowledged is repeated soon (run() backed off already) */
-		if (!failed || !opt.public_only)
+		/*
+		 * A renewal that was not acknowledged is repeated soon (run() backed
+		 * off already).  The fast-failover mode renews every renew_every,
+		 * counted from send to send: its deadline counts from the send.
+		 */
+		if (failed && opt.public_only)
+			continue;
+		if (renew_every != NULL)
+		{
+			double		left = round_sent + opt.renew_every_ms - now_ms();
+
+			if (left > 0)
+				sleep_ms((int) left);
+		}
+		else
 			sleep_ms(opt.lease_ms / 3);
 	}
 	return NULL;
@@ -801,12 +882,13 @@ balance(PGconn *conn)
 {
 	for (int st = 0; st < nstreams; st++)
 	{
-		const char *params[4] = {app_name, stream_names[st], me_name, lease_interval};
+		const char *params[5] = {app_name, stream_names[st], me_name, lease_interval, renew_every};
 		double		sent = now_ms();
 		PGresult   *res = run(conn,
 							  "SELECT shard_id, action, lease_epoch"
-							  "  FROM lease.take_leases($1, $2, $3, $4::interval, NULL, 2)",
-							  4, params);
+							  "  FROM lease.take_leases($1, $2, $3, $4::interval, NULL, 2,"
+							  "                         renew_every => $5::interval)",
+							  5, params);
 		double		ack = now_ms();
 
 		if (res == NULL)
@@ -975,6 +1057,7 @@ shard_workable(int s, int *handoff)
 	{
 		forget_pending(s);
 		drop_shard(s, "deadline");
+		shm->w[me].deadline_drops++;
 		return false;
 	}
 	return true;
@@ -1232,6 +1315,12 @@ worker_main(int index, const char *app, bool legacy)
 	app_name = app;
 	snprintf(me_name, sizeof(me_name), "worker-%d", index + 1);
 	snprintf(lease_interval, sizeof(lease_interval), "%d milliseconds", opt.lease_ms);
+	if (ff_worker(index))
+	{
+		snprintf(renew_every_buf, sizeof(renew_every_buf), "%d milliseconds", opt.renew_every_ms);
+		renew_every = renew_every_buf;
+		ff_margin = ff_margin_ms();
+	}
 	signal(SIGTERM, on_term);
 	memset(held, 0, sizeof(held));
 	hist_open(me_name);
@@ -1259,6 +1348,23 @@ worker_main(int index, const char *app, bool legacy)
 		snprintf(roptions, sizeof(roptions), "-c synchronous_commit=on -c lock_timeout=%d", opt.lease_ms / 10);
 		conn_options = roptions;
 		rconn = connect_db(rname);
+	}
+	else if (renew_every != NULL)
+	{
+		/*
+		 * Fast failover (rule 6): a renewal that hangs, on a slow server or
+		 * a half-open connection, gives up within renew_every; the local
+		 * deadline stops processing meanwhile, returned or not.
+		 */
+		static char roptions[64];
+		static char rtimeout[16];
+
+		snprintf(roptions, sizeof(roptions), "-c statement_timeout=%d", opt.renew_every_ms);
+		snprintf(rtimeout, sizeof(rtimeout), "%d", opt.renew_every_ms);
+		conn_options = roptions;
+		conn_tcp_timeout = rtimeout;
+		rconn = connect_db(me_name);
+		conn_options = conn_tcp_timeout = NULL;
 	}
 	else
 		rconn = connect_db(me_name);
@@ -2004,6 +2110,23 @@ restart_server(PGconn *conn, FleetResult *fr)
 		   rc == 0 ? "ok" : "the command failed");
 }
 
+/*
+ * Waits until worker w's renewer has just finished a round (for up to
+ * renew_every + 1 s), so a kill right after it is the fast-failover mode's
+ * longest wait: its leases are taken renew_every + lease.liveness_grace
+ * after that renewal, still before they expire, which any balancing round
+ * of the survivors in between shows (session_ended, not expiry_takeover).
+ */
+static void
+await_renewal(int w)
+{
+	long		rounds = __atomic_load_n(&shm->w[w].renew_rounds, __ATOMIC_RELAXED);
+	double		until = now_ms() + opt.renew_every_ms + 1000;
+
+	while (__atomic_load_n(&shm->w[w].renew_rounds, __ATOMIC_RELAXED) == rounds && now_ms() < until)
+		sleep_ms(2);
+}
+
 /* Samples the fleet every 500 ms for opt.duration seconds: worker-1 is killed at 35 %, one joins at 55 %. */
 static void
 fleet_drive(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult *fr)
@@ -2027,11 +2150,14 @@ fleet_drive(PGconn *conn, const char *app, bool legacy, bool channels, FleetResu
 			print_progress(fr, now_ms() - start);
 		if (!crashed && now_ms() >= crash_at)
 		{
+			if (ff_worker(0))
+				await_renewal(0);
 			kill(shm->w[0].pid, SIGKILL);
 			waitpid(shm->w[0].pid, NULL, 0);
 			shm->w[0].crashed = shm->sample;
 			crashed = 1;
-			printf("  !! worker-1 killed (SIGKILL): nothing released; its leases must expire and be taken over\n");
+			printf("  !! worker-1 killed (SIGKILL): nothing released; its leases must %s and be taken over\n",
+				   ff_worker(0) ? "wait out renew_every + grace (fast failover)" : "expire");
 		}
 		if (eo_fleet && steals < 4 && now_ms() >= start + opt.duration * 10.0 * steal_pct[steals])
 		{
@@ -2668,6 +2794,17 @@ print_stream(const FleetResult *fr, bool pg_lease)
 	else
 		printf("  shards closed (split and merge parents)       %ld\n", fr->closes);
 	printf("  worker statements that raised an error        %ld\n", fr->errors);
+	if (opt.public_only)
+	{
+		long		drops[2] = {0, 0};
+
+		for (int w = 0; w < fr->nworkers; w++)
+			drops[ff_worker(w) ? 1 : 0] += shm->w[w].deadline_drops;
+		printf("  shards dropped at their local deadline        %ld", drops[0] + drops[1]);
+		if (opt.renew_every_ms > 0)
+			printf("   (fast-failover workers %ld, others %ld)", drops[1], drops[0]);
+		printf("\n");
+	}
 	printf("  takeable leases unheld before the stop        %ld   (must be 0)\n", fr->orphaned);
 	printf("  worker-%d (joined) holds %d leases at the end (fair share >= %d)\n",
 		   fr->joined + 1, fr->joined_final, fr->fair_floor);
@@ -2922,9 +3059,35 @@ usage(void)
 		   "  --restart-cmd CMD      ... and run CMD (an immediate stop and start of the server) at 60%%\n"
 		   "  --history DIR          record what the server acknowledged to each process in DIR and\n"
 		   "                         check it after the run (with --public-only)\n"
+		   "  --fast-failover MS     workers declare renew_every MS to take_leases and renew_leases,\n"
+		   "                         renew every MS and process a shard only while its last renewal was\n"
+		   "                         sent less than MS + min(lease/5, MS/2) ago (with --public-only)\n"
+		   "  --fast-failover-workers N,M,...  ... only these workers (default: all), e.g. 1,3,5\n"
 		   "  --quiet                no progress lines\n",
 		   opt.workers, MAX_SHARDS, opt.shards, opt.duration, opt.lease_ms, opt.channels,
 		   opt.partitions);
+}
+
+/* --fast-failover-workers: a comma-separated list of worker numbers, as a bit set (exits 2 on a bad one). */
+static unsigned
+parse_worker_list(const char *list)
+{
+	unsigned	set = 0;
+	const char *p = list;
+
+	while (*p != '\0')
+	{
+		char	   *end;
+		long		n = strtol(p, &end, 10);
+
+		if (end == p || n < 1 || n > MAX_WORKERS || (*end != ',' && *end != '\0'))
+			die("--fast-failover-workers must list worker numbers 1..%d, comma-separated: %s", MAX_WORKERS, list);
+		set |= 1u << (n - 1);
+		p = *end == ',' ? end + 1 : end;
+	}
+	if (set == 0)
+		die("--fast-failover-workers lists no worker");
+	return set;
 }
 
 /* Reads and validates the options (exits 2 on a bad one). */
@@ -2947,6 +3110,8 @@ parse_args(int argc, char **argv)
 		{"exactly-once", no_argument, NULL, 'E'},
 		{"omit-hold", no_argument, NULL, 'O'},
 		{"restart-cmd", required_argument, NULL, 'X'},
+		{"fast-failover", required_argument, NULL, 'F'},
+		{"fast-failover-workers", required_argument, NULL, 'V'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
@@ -2973,6 +3138,8 @@ parse_args(int argc, char **argv)
 			case 'E': opt.exactly_once = true; break;
 			case 'O': opt.exactly_once = opt.omit_hold = true; break;
 			case 'X': opt.restart_cmd = optarg; break;
+			case 'F': opt.renew_every_ms = atoi(optarg) > 0 ? atoi(optarg) : -1; break;
+			case 'V': opt.ff_workers = parse_worker_list(optarg); break;
 			case 'q': opt.quiet = true; break;
 			case 'h': usage(); exit(0);
 			default: usage(); exit(2);
@@ -3000,6 +3167,10 @@ parse_args(int argc, char **argv)
 		die("--lease-ms must be at least 300");
 	if (opt.channels < 1 || opt.channels > MAX_CHANNELS)
 		die("--channels must be between 1 and %d", MAX_CHANNELS);
+	if (opt.renew_every_ms != 0 && (opt.renew_every_ms < 100 || opt.renew_every_ms > 2000))
+		die("--fast-failover must be between 100 and 2000 ms (its margin stays within lease.liveness_grace's default 1 s)");
+	if (opt.renew_every_ms != 0 && !opt.public_only)
+		die("--fast-failover needs the client rules: with --public-only or --router");
 }
 
 /* Runs the fleet (and the legacy one), then the report; the exit status is the verdict. */
@@ -3038,6 +3209,14 @@ main(int argc, char **argv)
 			   opt.router ? ", through a router" : "", app, stream_names[0],
 			   nstreams > 1 ? " and " : "", nstreams > 1 ? stream_names[1] : "",
 			   tenant_user[0], tenant_user[1]);
+	if (opt.renew_every_ms > 0)
+	{
+		printf("fast failover (rule 6): renew_every %d ms, margin %.0f ms, for", opt.renew_every_ms, ff_margin_ms());
+		for (int w = 0; w <= opt.workers; w++)
+			if (ff_worker(w))
+				printf(" worker-%d", w + 1);
+		printf("\n");
+	}
 
 	/* --omit-hold is the negative control of --exactly-once: its fleet alone */
 	if (!opt.omit_hold)
