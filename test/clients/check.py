@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The fleet checker: the invariants of the demo, over what the workers recorded.
 
-    check.py DIR DSN --killed W,.. --joined W,.. [--failover]
+    check.py DIR DSN --killed W,.. --joined W,.. [--failover] [--stream NAME]
 
 DIR holds, per worker W, W.records (one JSON line per record processed:
 shard, seq, time) and W.journal (one JSON line per thing the server
@@ -51,6 +51,7 @@ ap.add_argument("--killed", default="")
 ap.add_argument("--joined", default="")
 ap.add_argument("--failover", action="store_true",
                 help="a partition failed over under the workers (through the router)")
+ap.add_argument("--stream", default="orders", help="the stream of app clients the workers ran on")
 args = ap.parse_args()
 killed = set(filter(None, args.killed.split(",")))
 joined = set(filter(None, args.joined.split(",")))
@@ -154,7 +155,7 @@ conn = psycopg2.connect(args.dsn)
 conn.autocommit = True
 cur = conn.cursor()
 cur.execute("SELECT shard_id, checkpoint, parent_shard_ids FROM lease.shard_leases"
-            " WHERE app_name = 'clients' AND stream_name = 'orders' ORDER BY shard_id")
+            " WHERE app_name = 'clients' AND stream_name = %s ORDER BY shard_id", (args.stream,))
 server = {s: (c, p) for s, c, p in cur.fetchall()}
 closed = {e["shard"] for j in journals.values() for e in j if e["ev"] == "closed" and e["ok"]}
 gaps = []

@@ -35,15 +35,6 @@ SELECT lease.create_lease('clients', 'orders', pg_catalog.format('s%s', pg_catal
   FROM pg_catalog.generate_series(1, 12) AS i;
 SQL
 }
-ff_start() {   # name [nocontract]
-    case $1 in
-        py-*) $PY test/clients/ff_worker.py "$FF_DSN" clients orders "$1" "$FF_OUT" $FF_LEASE $FF_RENEW ${2:-} \
-                  2>"$FF_OUT/$1.stderr" & ;;
-        node-*) $NODE test/clients/ff_worker.js "$FF_DSN" clients orders "$1" "$FF_OUT" $FF_LEASE $FF_RENEW \
-                  2>"$FF_OUT/$1.stderr" & ;;
-    esac
-    PIDS[$1]=$!
-}
 ff_sql() { "$PSQL" -X -qAt -d $FF_DB -c "$1"; }
 ff_cut_off() {   # name: its renewals hang from now on, and its backends are terminated
     kill -USR1 "${PIDS[$1]}"
@@ -92,24 +83,7 @@ $PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-1,py-ff-2 --joine
 ok $? "fast failover: fleet invariants (check.py) through a restart, a SIGKILL, a cut-off worker, terminated backends"
 taken=$(ff_sql "SELECT count(*) FROM lease.lease_events WHERE event = 'session_ended' AND from_owner = 'py-ff-1'")
 # how long until each of py-ff-1's shards had a new acknowledged checkpoint
-recovery=$($PY - "$FF_OUT" "$kill_wall" <<'PYEOF'
-import glob, json, statistics, sys
-out, kill = sys.argv[1], float(sys.argv[2])
-events = [json.loads(l) for p in glob.glob(out + "/*.journal") for l in open(p)]
-held = [e for e in events if e["w"] == "py-ff-1" and e["ev"] == "renewed" and e["t"] < kill]
-shards = set(held[-1]["leases"]) if held else set()
-gaps = []
-for s in shards:
-    after = [e["t"] for e in events if e["w"] != "py-ff-1" and e["ev"] == "checkpoint" and e.get("ok")
-             and e["shard"] == s and e["t"] > kill]
-    if after:
-        gaps.append(min(after) - kill)
-if gaps and len(gaps) == len(shards):
-    print("%d shards: median %.2f s, max %.2f s" % (len(gaps), statistics.median(gaps), max(gaps)))
-else:
-    print("%d of %d shards checkpointed again" % (len(gaps), len(shards)))
-PYEOF
-)
+recovery=$(ff_recovery py-ff-1 "$kill_wall")
 echo "# ff: py-ff-1's leases taken as session_ended: $taken; from its SIGKILL to a new acknowledged checkpoint: $recovery"
 [ "$taken" -gt 0 ] && grep -q "median" <<<"$recovery"
 ok $? "fast failover: a SIGKILLed worker's leases are taken before their expiry (session_ended)"

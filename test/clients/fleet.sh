@@ -8,7 +8,10 @@
 # GO_WORKER (the Go example worker's binary, built once by the sourcing
 # script, for go-* workers), WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and
 # t0 of the sourcing script, and for Elixir workers EX_EBIN (the compiled
-# client) and EX_DSN (a TCP URL).
+# client) and EX_DSN (a TCP URL); FLEET_STREAM, when set, names the stream
+# that fair_sql judges (default orders).  The fast-failover workers
+# (ff_start, ff_recovery) use FF_DSN, FF_OUT, FF_LEASE, FF_RENEW and
+# FF_STREAM (default orders).
 declare -A PIDS
 # The worker recipe's functions (docs/security.md), for GRANT EXECUTE ON
 # FUNCTION ... TO the worker role.
@@ -46,6 +49,38 @@ start_worker() {   # name
     esac
     PIDS[$1]=$!
 }
+ff_start() {   # name [nocontract]: a fast-failover worker (ff_worker.py / ff_worker.js, 10 s leases, renew_every)
+    case $1 in
+        py-*) $PY test/clients/ff_worker.py "$FF_DSN" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE $FF_RENEW \
+                  ${2:-} 2>"$FF_OUT/$1.stderr" & ;;
+        node-*) $NODE test/clients/ff_worker.js "$FF_DSN" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE \
+                  $FF_RENEW 2>"$FF_OUT/$1.stderr" & ;;
+    esac
+    PIDS[$1]=$!
+}
+# How long after the SIGKILL of fast-failover worker $1 (at $2, seconds since
+# the epoch) each shard it held had a new acknowledged checkpoint by another
+# worker, from the journals in $FF_OUT: "N shards: median M s, max X s", or
+# how many of them were checkpointed again.
+ff_recovery() {   # worker kill-time
+    $PY - "$FF_OUT" "$1" "$2" <<'PYEOF'
+import glob, json, statistics, sys
+out, victim, kill = sys.argv[1], sys.argv[2], float(sys.argv[3])
+events = [json.loads(l) for p in glob.glob(out + "/*.journal") for l in open(p) if l.endswith("\n")]
+held = [e for e in events if e["w"] == victim and e["ev"] == "renewed" and e["t"] < kill]
+shards = set(held[-1]["leases"]) if held else set()
+gaps = []
+for s in shards:
+    after = [e["t"] for e in events if e["w"] != victim and e["ev"] == "checkpoint" and e.get("ok")
+             and e["shard"] == s and e["t"] > kill]
+    if after:
+        gaps.append(min(after) - kill)
+if gaps and len(gaps) == len(shards):
+    print("%d shards: median %.2f s, max %.2f s" % (len(gaps), statistics.median(gaps), max(gaps)))
+else:
+    print("%d of %d shards checkpointed again" % (len(gaps), len(shards)))
+PYEOF
+}
 # The live leases per owner, and whether every live worker holds a fair share
 # (floor or ceil of the takeable leases over the live workers) with no
 # takeable lease unheld.
@@ -58,7 +93,7 @@ WITH t AS (SELECT l.shard_id, l.lease_owner,
                              WHERE w.app_name = l.app_name AND w.stream_name = l.stream_name
                                AND w.worker = l.lease_owner)) > clock_timestamp() AS live
              FROM lease.shard_leases l
-            WHERE l.app_name = 'clients' AND l.stream_name = 'orders' AND l.checkpoint <> 'SHARD_END'
+            WHERE l.app_name = 'clients' AND l.stream_name = '${FLEET_STREAM:-orders}' AND l.checkpoint <> 'SHARD_END'
               AND NOT EXISTS (SELECT 1 FROM lease.shard_leases p
                                WHERE p.app_name = l.app_name AND p.stream_name = l.stream_name
                                  AND p.shard_id = ANY (l.parent_shard_ids) AND p.checkpoint <> 'SHARD_END')),

@@ -4,18 +4,28 @@
 # over two pg_auto_failover partitions (test/scale/cluster.sh, its own
 # cluster) while the partition holding their stream fails over:
 #
-#   py-1 py-2 node-1 node-2 start on one stream (3 s leases);
+#   py-1 py-2 node-1 node-2 start on one stream (3 s leases), and
+#   py-ff-1 py-ff-2 node-ff-1 in the fast-failover mode (ff_worker.py,
+#   ff_worker.js: renew_every 0.5 s, 10 s leases) on a second stream of the
+#   same partition;
 #   at 4 s the partition's primary is SIGKILLed (its whole process tree):
 #     calls through the router fail with PL/Proxy's XX000 until the standby
 #     is promoted (docs/client-rules.md, "Through the router");
 #   at 6 s node-1 is SIGKILLed;
-#   once the standby is primary, the killed node rejoins as a standby;
-#   py-3 and node-3 join; the fleet stops once the shares are fair;
-# then test/clients/check.py --failover over what the workers recorded (no
+#   once the standby is primary: the fast-failover workers' router backends
+#     have reconnected and recorded new sessions in the new incarnation;
+#     py-ff-1 is SIGKILLed, and the partition backend recorded as its
+#     session ends (its router backend exited);
+#   the killed node rejoins as a standby; py-3 and node-3 join, then py-ff-3;
+#   both fleets stop once the shares are fair;
+# then test/clients/check.py --failover over what each fleet recorded (no
 # acknowledged checkpoint lost, no two owners, nothing processed twice but a
-# killed worker's or a lost lease's unacknowledged tail, ...), and that the
-# workers did see PL/Proxy's lost connection and carried on.  Prints TAP;
-# exits non-zero on any failure.  About 60 s.
+# killed worker's or a lost lease's unacknowledged tail, ...), that the
+# workers did see PL/Proxy's lost connection and carried on, that py-ff-1's
+# leases were taken early (session_ended, on the partition) with the time
+# until its shards were checkpointed again, and that the failover took
+# nothing early (every session_ended is py-ff-1's, after its SIGKILL).
+# Prints TAP; exits non-zero on any failure.  About 60 s.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=/usr/bin/python3
@@ -71,18 +81,52 @@ fleet_leases_sql | router_sql >/dev/null || setup=1
 # the partition of the stream (PL/Proxy: the hash's low bits, 2 partitions)
 K=$(router_sql -c "SELECT lease_router.stream_partition('clients', 'orders') & 1")
 PART_DSN=${PARTITIONS[$K]}
-[ "$setup" -eq 0 ] && [ "$("$PSQL" -X -qAt "$PART_DSN" -c \
-    "SELECT count(*) FROM lease.shard_leases WHERE app_name = 'clients' AND stream_name = 'orders'")" = 17 ]
-ok $? "the worker role on the router and both partitions; 17 leases through the router, on partition $K" ||
+part_sql() { "$PSQL" -X -qAt "$PART_DSN" -c "$1"; }
+# the fast-failover workers' stream: 12 leases on the first of orders-ff1,
+# orders-ff2, ... that lands on the same partition
+FF_STREAM=$(router_sql -c "SELECT s FROM (SELECT 'orders-ff' || i AS s, i FROM generate_series(1, 32) AS i) AS c
+                            WHERE lease_router.stream_partition('clients', s) & 1 = $K ORDER BY i LIMIT 1")
+router_sql -c "SELECT lease.create_lease('clients', '$FF_STREAM', format('s%s', lpad(i::text, 2, '0')))
+                 FROM generate_series(1, 12) AS i" >/dev/null || setup=1
+[ "$setup" -eq 0 ] && [ "$(part_sql "SELECT count(*) FILTER (WHERE stream_name = 'orders') || ' ' ||
+                                            count(*) FILTER (WHERE stream_name = '$FF_STREAM')
+                                       FROM lease.shard_leases WHERE app_name = 'clients'")" = "17 12" ]
+ok $? "the worker role on the router and both partitions; 17 + 12 ($FF_STREAM) leases through the router, on partition $K" ||
     { echo "1..$n"; exit 1; }
 
 WORKER_DSN="postgresql:///pg_lease?host=$DIR&port=$router_port&user=clients_worker"
 
-echo "# fleet through the router: py-1 py-2 node-1 node-2; partition $K's primary killed at 4 s, node-1 at 6 s;" \
-     "the node rejoins once the standby is primary; py-3 and node-3 join then"
+# The fast-failover workers (test/clients/ff_worker.*: renew_every 0.5 s,
+# 10 s leases) on $FF_STREAM, through the router too.
+FF_DSN=$WORKER_DSN
+FF_OUT=$OUT/ff && mkdir "$FF_OUT" && chmod 755 "$FF_OUT"
+FF_LEASE=10
+FF_RENEW=0.5
+FF_WORKERS="py-ff-1 py-ff-2 node-ff-1"
+# The sessions that the fast-failover workers $1 (an array literal) last
+# recorded on the partition, as worker=pid@incarnation, of the rows whose
+# incarnation matches the condition $2.
+ff_sessions() {
+    part_sql "SELECT string_agg(worker || '=' || session_pid || '@' || server_incarnation, ' ' ORDER BY worker)
+                FROM lease.stream_workers
+               WHERE app_name = 'clients' AND stream_name = '$FF_STREAM' AND worker = ANY ('$1')
+                 AND server_incarnation $2"
+}
+
+echo "# fleet through the router: py-1 py-2 node-1 node-2, and $FF_WORKERS in the fast-failover mode;" \
+     "partition $K's primary killed at 4 s, node-1 at 6 s; once the standby is primary py-ff-1 is killed," \
+     "the node rejoins, py-3 and node-3 join, then py-ff-3"
 t0=$SECONDS
 for w in py-1 py-2 node-1 node-2; do start_worker $w; done
+for w in $FF_WORKERS; do ff_start "$w"; done
 sleep 4
+for _ in $(seq 1 25); do   # and each of them renewed (a worker may take a few seconds to start)
+    ff_before=$(ff_sessions "{${FF_WORKERS// /,}}" "IS NOT NULL")
+    [ "$(wc -w <<<"$ff_before")" -eq 3 ] && break
+    sleep 0.2
+done
+old_incarnation=$(part_sql "SELECT max(server_incarnation) FROM lease.stream_workers
+                             WHERE app_name = 'clients' AND stream_name = '$FF_STREAM'")
 PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh kill "$DIR" "$K" | sed 's/^/# /'
 killed=$(cat "$DIR/killed.$K")
 echo "# $((SECONDS - t0)) s: partition $K's primary ($killed) killed"
@@ -100,15 +144,56 @@ for _ in $(seq 1 160); do
 done
 echo "# $((SECONDS - t0)) s: the standby is primary"
 ok $promoted "partition $K failed over to its standby while the workers ran"
+
+# Fast failover through the router.  The failover ended every partition
+# session: each router backend's next call reconnects (PL/Proxy drops a
+# broken connection) and records a new session, in the new primary's
+# incarnation.
+for _ in $(seq 1 50); do
+    ff_after=$(ff_sessions "{${FF_WORKERS// /,}}" "IS DISTINCT FROM '$old_incarnation'")
+    [ "$(wc -w <<<"$ff_after")" -eq 3 ] && break
+    sleep 0.2
+done
+echo "#   $((SECONDS - t0)) s: the fast-failover workers' sessions on partition $K before its failover: $ff_before;" \
+     "after: $ff_after"
+[ "$(wc -w <<<"$ff_before")" -eq 3 ] && [ "$(wc -w <<<"$ff_after")" -eq 3 ]
+ok $? "fast failover: $FF_WORKERS renewed through the router on the new primary, as new sessions of a new incarnation"
+# The session recorded for py-ff-1 is a partition backend that its router
+# backend holds: SIGKILL the worker, and the partition sees that session end.
+victim=$(part_sql "SELECT session_pid FROM lease.stream_workers
+                    WHERE app_name = 'clients' AND stream_name = '$FF_STREAM' AND worker = 'py-ff-1'")
+alive=$(part_sql "SELECT count(*) FROM pg_stat_activity WHERE pid = ${victim:-0}")
+kill_at=$(part_sql "SELECT clock_timestamp()")
+kill_wall=$(date +%s.%N)
+kill -KILL "${PIDS[py-ff-1]}"; wait "${PIDS[py-ff-1]}" 2>/dev/null
+ended="not within 5 s of"
+for _ in $(seq 1 50); do
+    if [ "$(part_sql "SELECT count(*) FROM pg_stat_activity WHERE pid = ${victim:-0}")" = 0 ]; then
+        ended=$(awk -v a="$kill_wall" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f s after", b - a }')
+        break
+    fi
+    sleep 0.1
+done
+echo "# $((SECONDS - t0)) s: py-ff-1 killed; its recorded session, partition $K's backend $victim, ended $ended the SIGKILL"
+[ "$alive" = 1 ] && [ "${ended#not}" = "$ended" ]
+ok $? "fast failover: the SIGKILLed worker's recorded session (its router backend's partition connection) ended $ended the SIGKILL"
+
 PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh rejoin "$DIR" "$K"
 start_worker py-3
 start_worker node-3
 echo "# $((SECONDS - t0)) s: $killed rejoins; py-3 and node-3 joined"
 LIVE="node-2 node-3 py-1 py-2 py-3"
-sleep 8
+sleep 3
+ff_start py-ff-3
+echo "# $((SECONDS - t0)) s: py-ff-3 joined"
+sleep 5
 settle_and_stop 24 "$PART_DSN"
 [ "$stopped" -eq 5 ]
 ok $? "the five live workers stopped gracefully on SIGTERM (none raised PL/Proxy's XX000)"
+LIVE="node-ff-1 py-ff-2 py-ff-3"
+OUT=$FF_OUT FLEET_STREAM=$FF_STREAM settle_and_stop 16 "$PART_DSN"
+[ "$stopped" -eq 3 ]
+ok $? "the three live fast-failover workers stopped gracefully on SIGTERM"
 
 # The workers met the failover as PL/Proxy's XX000 and handled it as an
 # ambiguous call (repeated, then left to the next tick and the local deadline).
@@ -120,6 +205,27 @@ ok $? "the workers saw the partition's lost connection as PL/Proxy's XX000 ($see
 
 $PY test/clients/check.py "$OUT" "$PART_DSN" --killed node-1 --joined py-3,node-3 --failover
 ok $? "fleet invariants through the router during the failover (test/clients/check.py --failover)"
+
+# py-ff-1's leases went early (session_ended, on the partition that holds
+# the stream), and the failover handed out nothing early: every
+# session_ended there is from the worker killed, after its SIGKILL.
+$PY test/clients/check.py "$FF_OUT" "$PART_DSN" --stream "$FF_STREAM" --killed py-ff-1 --joined py-ff-3 --failover
+ok $? "fast failover: fleet invariants through the router, a partition failover and a SIGKILL (check.py --failover)"
+taken=$(part_sql "SELECT count(*) FROM lease.lease_events WHERE event = 'session_ended' AND from_owner = 'py-ff-1'
+                     AND app_name = 'clients' AND stream_name = '$FF_STREAM' AND occurred_at >= '$kill_at'")
+wrong=$(part_sql "SELECT coalesce(string_agg(format('%s %s from %s at %s', stream_name, shard_id, from_owner, occurred_at),
+                                             '; ' ORDER BY event_id), '')
+                    FROM lease.lease_events
+                   WHERE event = 'session_ended' AND (from_owner <> 'py-ff-1' OR occurred_at < '$kill_at')")
+recovery=$(ff_recovery py-ff-1 "$kill_wall")
+grace=$("$PSQL" -X -qAt "$PART_DSN" -c "LOAD 'pg_lease'" -c "SHOW lease.liveness_grace")
+echo "#   from py-ff-1's SIGKILL to a new acknowledged checkpoint of each of its shards: $recovery;" \
+     "about renew_every ($FF_RENEW s) + lease.liveness_grace ($grace) + a round ($FF_RENEW s)"
+[ -n "$wrong" ] && echo "#   session_ended not caused by the SIGKILL: $wrong"
+[ "$taken" -gt 0 ] && grep -q "median" <<<"$recovery"
+ok $? "fast failover: the SIGKILLed worker's $taken leases were taken before their expiry (session_ended); its shards checkpointed again: $recovery"
+[ -z "$wrong" ]
+ok $? "fast failover: the partition's failover handed nothing out early (every session_ended is from py-ff-1, after its SIGKILL)"
 
 # The allowances of --failover do not hide a violation: the same history with
 # an acknowledged record processed again by a live worker, a refused
