@@ -235,8 +235,8 @@ CONF
 
     # The router.
     init_pgdata "$DIR/router"
-    as_pg "$PG_BINDIR/pg_ctl" -D "$DIR/router" -l "$DIR/logs/router.log" -o "-p $ROUTER_PORT" -w start \
-        >/dev/null || die "router failed to start"
+    as_pg "$PG_BINDIR/pg_ctl" -D "$DIR/router" -l "$DIR/logs/router.log" -o "-p $ROUTER_PORT" -w -t 120 start \
+        >/dev/null || { tail -n 20 "$DIR/logs/router.log" >&2; die "router failed to start"; }
     psql_at "$ROUTER_PORT" -d postgres -c "CREATE DATABASE $DB" >/dev/null || die "router database"
     local opts=""
     for k in $(seq 0 $((NPART - 1))); do
