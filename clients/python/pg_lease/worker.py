@@ -196,7 +196,8 @@ class Worker:
             for shard, lease in self.held.items():
                 if shard not in seen and lease.learned < sent:
                     lease.lost = True
-        self.journal("renewed", sent=_wall(sent), leases=acked)
+            # under the lock: nothing the processing loop does on this answer precedes its entry
+            self.journal("renewed", sent=_wall(sent), leases=acked)
 
     def _renewer(self):
         while not self.stopping.wait(self.renew_every or self.lease_duration / 3):
@@ -298,6 +299,10 @@ class Worker:
             self.journal("released", shard=shard, ok=self.db.one(RELEASE, key), to=lease.handoff_to)
             self._drop(shard, HANDED_OFF, "handoff to " + lease.handoff_to)
             return False
+        if self._stale(lease):
+            # the deadline passed since the check above (a pause, a slow my_leases): no batch starts
+            self._drop(shard, LEASE_LOST, "local deadline")
+            return False
         if self.transactional:
             return self._transaction(shard, lease)
         checkpoint = self.processor.process(shard)
@@ -314,24 +319,42 @@ class Worker:
     def _deadline(self, lease):
         """The local deadline (rule 3); in fast-failover mode also rule 6's: the
         last acknowledged renewal or round was sent less than renew_every + margin ago."""
-        deadline = lease.sent + self.lease_duration - self.margin
-        if self.renew_every is not None and self.contract:
-            with self.lock:
+        return self._limits(lease)[1]
+
+    def _stale(self, lease):
+        """True when the lease may no longer be processed: its deadline passed, or the last
+        renewal said it is not held."""
+        lost, deadline = self._limits(lease)
+        return lost or time.monotonic() >= deadline
+
+    def _limits(self, lease):
+        """(lost, deadline) of the lease, read together under the lock the renewer writes them in."""
+        with self.lock:
+            deadline = lease.sent + self.lease_duration - self.margin
+            if self.renew_every is not None and self.contract:
                 contact = self.contact_sent if self.contact_sent is not None else lease.sent
-            deadline = min(deadline, contact + self.renew_every + self.margin)
-        return deadline
+                deadline = min(deadline, contact + self.renew_every + self.margin)
+            return lease.lost, deadline
 
     def _checkpoint(self, shard, lease, checkpoint, deadline):
-        """Writes a fenced checkpoint, repeating no later than the local deadline; True when acknowledged."""
+        """Writes a fenced checkpoint, repeating no later than the local deadline; True when acknowledged.
+        None is sent past the deadline (a pause since the batch began): the batch stays unacknowledged,
+        and the next step drops the shard unless a fresh renewal says it is still held."""
+        if self._stale(lease):
+            self.unacked[shard] = checkpoint
+            self.journal("checkpoint_skipped", shard=shard, epoch=lease.epoch, checkpoint=checkpoint)
+            return False
+        sent = time.monotonic()
         try:
             ok = self.db.one(CHECKPOINT, self.key + (shard, self.owner, checkpoint, lease.epoch), until=deadline)
         except (Unavailable, Ambiguous) as e:
             # it may have committed, but it is not acknowledged: the next one covers it
             self.unacked[shard] = checkpoint
-            self.journal("checkpoint_failed", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, error=str(e))
+            self.journal("checkpoint_failed", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, error=str(e),
+                         sent=_wall(sent))
             return False
         self.unacked.pop(shard, None)
-        self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, ok=ok)
+        self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, ok=ok, sent=_wall(sent))
         if not ok:
             self._drop(shard, LEASE_LOST, "checkpoint refused")
         return ok
