@@ -116,7 +116,12 @@ class Worker {
     this.interval = `${Math.round(leaseDuration * 1000)} milliseconds`;
     this.journal = journal(journalPath, owner);
     this.transactional = transactional;
-    this.db = new Session(config, owner, null, logger);
+    // fast failover: a call that gets no answer (a proxy that lost its server, a
+    // half-open connection) is given up after a fifth of the lease duration and
+    // its connection dropped, so the loop goes on (and reconnects)
+    this.db = new Session(config, owner, null, logger,
+      renewEvery ? { callTimeout: Math.round(leaseDuration * 200),
+                     connectionTimeoutMillis: Math.round(leaseDuration * 200) } : {});
     // transactional: a renewal waits behind a batch transaction holding one of
     // its leases for at most a tenth of the lease duration (55P03: repeated)
     const renewOptions = [];

@@ -26,7 +26,9 @@ docs/client-rules.md rule 6): the worker declares renew_every, renews that
 often, and processes a shard only while its last successful renewal (or
 balancing round) was sent less than renew_every + margin ago; the renewer's
 connection has a statement timeout and a TCP user timeout, so a hung renewal
-stops processing at that deadline.  Other workers may then take its leases
+stops processing at that deadline; a call on either connection that gets no
+answer at all (a proxy that lost its server) has its connection severed, and
+the worker reconnects.  Other workers may then take its leases
 once its session has ended; lease.liveness_grace must be >= the margin.
 """
 import json
@@ -144,7 +146,11 @@ class Worker:
         self.shard_lister = shard_lister    # () -> the stream's shards, for lease.sync_shards
         self.sync_every = float(sync_every)
         self.unlisted = set()
-        self.db = Session(dsn, owner)
+        # fast failover: a call that hangs (a proxy that lost its server, a half-open
+        # connection) has its connection severed, and the worker reconnects: on the
+        # renewer after 2 x renew_every, here after a fifth of the lease duration
+        self.db = Session(dsn, owner, params={"connect_timeout": max(1, int(self.lease_duration / 5))}
+                          if fast_failover else None, call_timeout=self.lease_duration / 5 if fast_failover else None)
         # transactional: a renewal waits behind a batch transaction holding one of
         # its leases for at most a tenth of the lease duration (55P03: repeated)
         renew_options = []
@@ -157,7 +163,8 @@ class Worker:
             renew_options.append("-c statement_timeout=%d" % int(self.renew_every * 1000))
             renew_params = {"connect_timeout": max(1, int(self.renew_every)),
                             "tcp_user_timeout": int(self.renew_every * 1000)}
-        self.renew_db = Session(dsn, owner + " renewer", " ".join(renew_options) or None, renew_params)
+        self.renew_db = Session(dsn, owner + " renewer", " ".join(renew_options) or None, renew_params,
+                                call_timeout=2 * self.renew_every if fast_failover else None)
         self.held = {}            # shard_id -> _Lease, shared with the renewer
         self.forgotten = {}       # shard_id -> when it was dropped here (monotonic)
         self.running = {}         # shard_id -> epoch its processor was started with
