@@ -18,22 +18,24 @@
 #     record writes finishes that batch after the pause, which no client
 #     rule can prevent (its checkpoint is then refused by the fencing token,
 #     and only transactional mode fences the output);
-#   - a dropped connection while the worker lives: a Python worker reaches
-#     the server through test/clients/tcp_relay.py, which drops both its
+#   - a dropped connection while the worker lives: a Python and a Node worker
+#     reach the server through test/clients/tcp_relay.py, which drops their
 #     connections half-open (the server's side closed, the worker's side open
-#     and silent, so its calls hang); the server sees its session end and the
-#     others take its leases early (session_ended), after the worker's last
-#     record, which is within renew_every + margin of the drop;
+#     and silent, so its calls hang) and refuses new ones for 9 s; the server
+#     sees its session end and the others take its leases early
+#     (session_ended), after each worker's last record, which is within
+#     renew_every + margin of the drop; their hung calls are given up (the
+#     clients' call timeouts), and once the relay lets them reconnect they
+#     hold leases and process again;
 #   - a worker cut off from the database while alive (its renewals hang, its
 #     checkpoints fail, its backends are terminated): it stops processing by
 #     itself, before the others take its leases (--failover: its failed
 #     checkpoints are allowed);
 #   - pg_terminate_backend of a live worker's connections: it reconnects;
 # then test/clients/check.py over the journals (no two owners at once, among
-# the rest).  The negative control: the cut-off worker with rule 6 disabled
-# processes on after its leases were taken, and the checker must say so.
-# (Through the relay the same control shows nothing: a worker whose every
-# call hangs cannot process on, contract or not.)
+# the rest).  The negative control: the cut-off worker and the worker whose
+# connections dropped, with rule 6 disabled, process on after their leases
+# were taken, and the checker must say so of each.
 # Uses PY, NODE, PSQL, OUT, PGHOST, PGPORT, ok and the fleet harness.
 FF_DB=pg_lease_ff
 FF_RENEW=0.5
@@ -59,7 +61,7 @@ ff_start() {   # name [nocontract [dsn]]
     case $1 in
         py-*) $PY test/clients/ff_worker.py "${3:-$FF_DSN}" clients orders "$1" "$FF_OUT" $FF_LEASE $FF_RENEW ${2:-} \
                   2>"$FF_OUT/$1.stderr" & ;;
-        node-*) $NODE test/clients/ff_worker.js "$FF_DSN" clients orders "$1" "$FF_OUT" $FF_LEASE $FF_RENEW \
+        node-*) $NODE test/clients/ff_worker.js "${3:-$FF_DSN}" clients orders "$1" "$FF_OUT" $FF_LEASE $FF_RENEW \
                   2>"$FF_OUT/$1.stderr" & ;;
     esac
     PIDS[$1]=$!
@@ -108,6 +110,7 @@ for _ in $(seq 1 50); do [ -s "$FF_OUT/relay.port" ] && break; sleep 0.1; done
 FF_RELAY_DSN="postgresql://clients_worker@127.0.0.1:$(cat "$FF_OUT/relay.port")/$FF_DB?sslmode=disable"
 for w in py-ff-1 py-ff-2 py-ff-3 node-ff-1 node-ff-2; do ff_start $w; done
 ff_start py-ff-5 "" "$FF_RELAY_DSN"
+ff_start node-ff-3 "" "$FF_RELAY_DSN"
 sleep 3
 as_owner=()
 [ "$(id -u)" -eq 0 ] && as_owner=(runuser -u postgres --)
@@ -130,7 +133,7 @@ sleep 3
 ff_cut_off py-ff-2
 drop_at=$(date +%s.%N)
 kill -USR1 "$ff_relay"
-echo "# ff: $((SECONDS - t0)) s: py-ff-2 cut off (renewals hang, backends terminated); py-ff-5's connections dropped half-open"
+echo "# ff: $((SECONDS - t0)) s: py-ff-2 cut off (renewals hang, backends terminated); py-ff-5's and node-ff-3's connections dropped half-open, new ones refused"
 sleep 3
 ff_sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'node-ff-1%'" >/dev/null
 ff_start py-ff-4
@@ -139,15 +142,16 @@ echo "# ff: $((SECONDS - t0)) s: node-ff-1's connections terminated; py-ff-4 joi
 sleep "$($PY -c "import sys, time; print(max(0, float(sys.argv[1]) + 12 - time.time()))" "$stop_node")"
 cont_py=$(date +%s.%N); kill -CONT "${PIDS[py-ff-3]}"
 cont_node=$(date +%s.%N); kill -CONT "${PIDS[node-ff-2]}"
-echo "# ff: $((SECONDS - t0)) s: py-ff-3 and node-ff-2 continued (SIGCONT)"
-LIVE="node-ff-1 node-ff-2 py-ff-3 py-ff-4"
+heal_at=$(date +%s.%N); kill -USR2 "$ff_relay"
+echo "# ff: $((SECONDS - t0)) s: py-ff-3 and node-ff-2 continued (SIGCONT); py-ff-5 and node-ff-3 may connect again"
+LIVE="node-ff-1 node-ff-2 node-ff-3 py-ff-3 py-ff-4 py-ff-5"
 sleep 2
 settle_and_stop 16 -d "$FF_DB"
-for w in py-ff-2 py-ff-5; do kill -KILL "${PIDS[$w]}"; wait "${PIDS[$w]}" 2>/dev/null; done
+kill -KILL "${PIDS[py-ff-2]}"; wait "${PIDS[py-ff-2]}" 2>/dev/null
 kill "$ff_relay"; wait "$ff_relay" 2>/dev/null
-[ "$stopped" -eq 4 ]
-ok $? "fast failover: the four live workers stopped gracefully on SIGTERM"
-$PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-1,py-ff-2,py-ff-5 --joined py-ff-4 --failover
+[ "$stopped" -eq 6 ]
+ok $? "fast failover: the six live workers stopped gracefully on SIGTERM"
+$PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-1,py-ff-2 --joined py-ff-4 --failover
 ok $? "fast failover: fleet invariants (check.py) through a restart, a SIGKILL, SIGSTOP past the lease duration, a dropped connection, a cut-off worker, terminated backends"
 # SIGSTOP: taken at expiry, not as session_ended; after SIGCONT nothing before a fresh acknowledgement
 for pair in "py-ff-3 $stop_py $cont_py" "node-ff-2 $stop_node $cont_node"; do
@@ -182,24 +186,31 @@ sys.exit(0 if held[0] and expired > 0 and ended == 0 and not stale_checkpoints a
 PYEOF
     ok $? "fast failover: $w stopped 12 s (SIGSTOP): its leases taken at expiry; after SIGCONT no batch or checkpoint before a fresh renewal, then it processes again"
 done
-# the dropped connection: taken early, after the worker stopped by itself
-ended=$(ff_sql "SELECT count(*) || ' ' || coalesce(extract(epoch FROM min(occurred_at)), 0)
-                  FROM lease.lease_events WHERE event = 'session_ended' AND from_owner = 'py-ff-5'")
-$PY - "$FF_OUT" "$drop_at" $ended <<'PYEOF'
+# the dropped connections: taken early, after each worker stopped by itself
+for w in py-ff-5 node-ff-3; do
+    ended=$(ff_sql "SELECT count(*) || ' ' || coalesce(extract(epoch FROM min(occurred_at)), 0)
+                      FROM lease.lease_events WHERE event = 'session_ended' AND from_owner = '$w'")
+    $PY - "$FF_OUT" "$w" "$drop_at" "$heal_at" $ended <<'PYEOF'
 import json, sys
-out, drop, n_ended, first_ended = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-journal = [json.loads(l) for l in open(out + "/py-ff-5.journal") if l.endswith("\n")]
+out, w, drop, heal, n_ended, first_ended = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), \
+    int(sys.argv[5]), float(sys.argv[6])
+journal = [json.loads(l) for l in open("%s/%s.journal" % (out, w)) if l.endswith("\n")]
 started = next(e for e in journal if e["ev"] == "started")
 limit = drop + 0.5 + started["margin"]            # renew_every + margin
-records = [json.loads(l)["t"] for l in open(out + "/py-ff-5.records") if l.endswith("\n")]
+records = [json.loads(l)["t"] for l in open("%s/%s.records" % (out, w)) if l.endswith("\n")]
 before = sum(1 for t in records if t < drop)
-last = max(records, default=0)
-print("# ff: py-ff-5 processed %d records before the drop, its last %.2f s after it (its deadline: %.2f s);"
-      " %d of its leases taken as session_ended, the first %.2f s after the drop"
-      % (before, last - drop, limit - drop, n_ended, first_ended - drop))
-sys.exit(0 if before > 0 and last < limit and n_ended > 0 and last < first_ended else 1)
+last = max([t for t in records if t < heal], default=0)
+after = sum(1 for t in records if t >= heal)
+failed = sum(1 for e in journal if e["ev"].endswith("_failed") and drop <= e["t"] < heal)
+print("# ff: %s processed %d records before the drop, its last %.2f s after it (its deadline: %.2f s);"
+      " %d of its leases taken as session_ended, the first %.2f s after the drop; %d calls failed while cut"
+      " off; %d records after it could connect again"
+      % (w, before, last - drop, limit - drop, n_ended, first_ended - drop, failed, after))
+sys.exit(0 if before > 0 and last < limit and n_ended > 0 and last < first_ended and failed > 0 and after > 0
+         else 1)
 PYEOF
-ok $? "fast failover: a worker whose connections dropped half-open stops by its deadline; its leases are taken early (session_ended), after its last record"
+    ok $? "fast failover: $w, its connections dropped half-open, stops by its deadline; its leases are taken early (session_ended), after its last record; it recovers"
+done
 taken=$(ff_sql "SELECT count(*) FROM lease.lease_events WHERE event = 'session_ended' AND from_owner = 'py-ff-1'")
 # how long until each of py-ff-1's shards had a new acknowledged checkpoint
 recovery=$($PY - "$FF_OUT" "$kill_wall" <<'PYEOF'
@@ -224,23 +235,31 @@ echo "# ff: py-ff-1's leases taken as session_ended: $taken; from its SIGKILL to
 [ "$taken" -gt 0 ] && grep -q "median" <<<"$recovery"
 ok $? "fast failover: a SIGKILLed worker's leases are taken before their expiry (session_ended)"
 
-# The negative control: the same cut-off, rule 6 disabled.
+# The negative control: the same cut-off, and the same dropped connection
+# (py-ff-5, through a relay of its own), rule 6 disabled.
 ff_db
 FF_OUT=$OUT_SAVED/ff-nocontract && mkdir -p "$FF_OUT"
 OUT=$FF_OUT
+$PY test/clients/tcp_relay.py "$PGHOST/.s.PGSQL.$PGPORT" >"$FF_OUT/relay.port" &
+ff_relay=$!
+for _ in $(seq 1 50); do [ -s "$FF_OUT/relay.port" ] && break; sleep 0.1; done
 for w in py-ff-1 py-ff-3 node-ff-1; do ff_start $w; done
 ff_start py-ff-2 nocontract
+ff_start py-ff-5 nocontract "postgresql://clients_worker@127.0.0.1:$(cat "$FF_OUT/relay.port")/$FF_DB?sslmode=disable"
 sleep 4
 ff_cut_off py-ff-2
+kill -USR1 "$ff_relay"
 sleep 3
 ff_start py-ff-4
 LIVE="node-ff-1 py-ff-1 py-ff-3 py-ff-4"
 sleep 2
 settle_and_stop 16 -d "$FF_DB"
-kill -KILL "${PIDS[py-ff-2]}"; wait "${PIDS[py-ff-2]}" 2>/dev/null
-verdict=$($PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-2 --joined py-ff-4 --failover 2>&1)
+for w in py-ff-2 py-ff-5; do kill -KILL "${PIDS[$w]}"; wait "${PIDS[$w]}" 2>/dev/null; done
+kill "$ff_relay"; wait "$ff_relay" 2>/dev/null
+verdict=$($PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-2,py-ff-5 --joined py-ff-4 --failover 2>&1)
 status=$?
 grep -E '^  FAIL' <<<"$verdict" | head -5 | sed 's/^/# negative control: /'
-[ "$status" -eq 1 ] && grep -q 'FAIL no two owners at once' <<<"$verdict"
-ok $? "fast failover, negative control: a worker ignoring rule 6 overlaps the next owner, and the checker says so"
+[ "$status" -eq 1 ] && grep 'FAIL no two owners at once' <<<"$verdict" | grep -q "the earlier owners: .*py-ff-2" &&
+    grep 'FAIL no two owners at once' <<<"$verdict" | grep -q "the earlier owners: .*py-ff-5"
+ok $? "fast failover, negative control: a cut-off worker and one whose connections dropped, both ignoring rule 6, overlap the next owners, and the checker says so"
 OUT=$OUT_SAVED

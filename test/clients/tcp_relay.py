@@ -10,8 +10,8 @@ direct connection would.
 SIGUSR1 drops every connection open at that moment the way a half-open one
 is dropped: the server's side is closed (its backend sees the session end)
 while the client's side stays open and silent (what the client sends is
-read and thrown away, nothing comes back, so its calls hang).  Connections
-made afterwards are relayed as before.
+read and thrown away, nothing comes back, so its calls hang); and until
+SIGUSR2 every new connection is closed at once (the server is unreachable).
 
     tcp_relay.py UNIX_SOCKET_PATH
 """
@@ -47,8 +47,10 @@ async def swallow(reader, writer):
 
 async def serve(path):
     conns = {}      # id -> one relayed connection: its pipes, its server writer, its client streams
+    cut_off = [False]
 
     def drop_all():
+        cut_off[0] = True
         for conn in conns.values():
             conn["dropped"] = True
             for task in conn["pipes"]:
@@ -58,6 +60,9 @@ async def serve(path):
         conns.clear()
 
     async def relay(client_reader, client_writer):
+        if cut_off[0]:
+            client_writer.close()
+            return
         try:
             server_reader, server_writer = await asyncio.open_unix_connection(path)
         except OSError:
@@ -73,6 +78,7 @@ async def serve(path):
             await conn["swallow"]
 
     asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, drop_all)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, lambda: cut_off.__setitem__(0, False))
     server = await asyncio.start_server(relay, "127.0.0.1", 0)
     print(server.sockets[0].getsockname()[1], flush=True)
     async with server:
