@@ -77,7 +77,7 @@ ff_cut_off() {   # name: its renewals hang from now on, and its backends are ter
 # ppoll, epoll_pwait); prints the wall-clock time of the stop
 FF_WAITS=" 7 23 35 230 232 270 271 281 "
 ff_pause() {   # name
-    local pid=${PIDS[$1]} call= tries stat
+    local pid=${PIDS[$1]} call='' tries stat
     for tries in $(seq 1 100); do
         kill -STOP "$pid"
         for _ in $(seq 1 100); do   # until it has stopped
@@ -94,6 +94,12 @@ ff_pause() {   # name
     date +%s.%N
     echo "# ff: $1 stopped in system call $call (try $tries)" >&2
 }
+ff_relay_start() {   # a relay to the cluster (test/clients/tcp_relay.py): sets ff_relay, FF_RELAY_DSN
+    $PY test/clients/tcp_relay.py "$PGHOST/.s.PGSQL.$PGPORT" >"$FF_OUT/relay.port" &
+    ff_relay=$!
+    for _ in $(seq 1 50); do [ -s "$FF_OUT/relay.port" ] && break; sleep 0.1; done
+    FF_RELAY_DSN="postgresql://clients_worker@127.0.0.1:$(cat "$FF_OUT/relay.port")/$FF_DB?sslmode=disable"
+}
 FF_DSN="postgresql:///$FF_DB?host=$PGHOST&port=$PGPORT&user=clients_worker"
 FF_ADMIN="postgresql:///$FF_DB?host=$PGHOST&port=$PGPORT&user=postgres"
 
@@ -103,11 +109,8 @@ ok $? "fast failover: a database with a 12-shard stream"
 FF_OUT=$OUT/ff && mkdir -p "$FF_OUT"
 OUT_SAVED=$OUT; OUT=$FF_OUT
 t0=$SECONDS
-# py-ff-5 reaches the server through a relay of its own
-$PY test/clients/tcp_relay.py "$PGHOST/.s.PGSQL.$PGPORT" >"$FF_OUT/relay.port" &
-ff_relay=$!
-for _ in $(seq 1 50); do [ -s "$FF_OUT/relay.port" ] && break; sleep 0.1; done
-FF_RELAY_DSN="postgresql://clients_worker@127.0.0.1:$(cat "$FF_OUT/relay.port")/$FF_DB?sslmode=disable"
+# py-ff-5 and node-ff-3 reach the server through a relay
+ff_relay_start
 for w in py-ff-1 py-ff-2 py-ff-3 node-ff-1 node-ff-2; do ff_start $w; done
 ff_start py-ff-5 "" "$FF_RELAY_DSN"
 ff_start node-ff-3 "" "$FF_RELAY_DSN"
@@ -240,12 +243,10 @@ ok $? "fast failover: a SIGKILLed worker's leases are taken before their expiry 
 ff_db
 FF_OUT=$OUT_SAVED/ff-nocontract && mkdir -p "$FF_OUT"
 OUT=$FF_OUT
-$PY test/clients/tcp_relay.py "$PGHOST/.s.PGSQL.$PGPORT" >"$FF_OUT/relay.port" &
-ff_relay=$!
-for _ in $(seq 1 50); do [ -s "$FF_OUT/relay.port" ] && break; sleep 0.1; done
+ff_relay_start
 for w in py-ff-1 py-ff-3 node-ff-1; do ff_start $w; done
 ff_start py-ff-2 nocontract
-ff_start py-ff-5 nocontract "postgresql://clients_worker@127.0.0.1:$(cat "$FF_OUT/relay.port")/$FF_DB?sslmode=disable"
+ff_start py-ff-5 nocontract "$FF_RELAY_DSN"
 sleep 4
 ff_cut_off py-ff-2
 kill -USR1 "$ff_relay"
