@@ -116,7 +116,12 @@ class Worker {
     this.interval = `${Math.round(leaseDuration * 1000)} milliseconds`;
     this.journal = journal(journalPath, owner);
     this.transactional = transactional;
-    this.db = new Session(config, owner, null, logger);
+    // fast failover: a call that gets no answer (a proxy that lost its server, a
+    // half-open connection) is given up after a fifth of the lease duration and
+    // its connection dropped, so the loop goes on (and reconnects)
+    this.db = new Session(config, owner, null, logger,
+      renewEvery ? { callTimeout: Math.round(leaseDuration * 200),
+                     connectionTimeoutMillis: Math.round(leaseDuration * 200) } : {});
     // transactional: a renewal waits behind a batch transaction holding one of
     // its leases for at most a tenth of the lease duration (55P03: repeated)
     const renewOptions = [];
@@ -295,6 +300,11 @@ class Worker {
       await this.drop(shard, HANDED_OFF, `handoff to ${lease.handoffTo}`);
       return false;
     }
+    if (this.stale(lease)) {
+      // the deadline passed since the check above (a pause, a slow my_leases): no batch starts
+      await this.drop(shard, LEASE_LOST, 'local deadline');
+      return false;
+    }
     if (this.transactional) return this.transaction(shard, lease);
     const checkpoint = await this.processor.process(shard);
     if (checkpoint === null || checkpoint === undefined) return false;
@@ -316,8 +326,22 @@ class Worker {
     return Math.min(deadline, (this.contactSent ?? lease.sent) + this.renewEvery + this.margin);
   }
 
+  // True when the lease may no longer be processed: its deadline passed, or
+  // the last renewal said it is not held.
+  stale(lease) {
+    return lease.lost || now() >= this.deadline(lease);
+  }
+
   // Writes a fenced checkpoint, repeating no later than the local deadline; true when acknowledged.
+  // None is sent past the deadline (a pause since the batch began): the batch stays unacknowledged,
+  // and the next step drops the shard unless a fresh renewal says it is still held.
   async checkpoint(shard, lease, checkpoint, deadline) {
+    if (this.stale(lease)) {
+      this.unacked.set(shard, checkpoint);
+      this.journal('checkpoint_skipped', { shard, epoch: lease.epoch, checkpoint });
+      return false;
+    }
+    const sent = now();
     let ok;
     try {
       ok = await this.db.one(CHECKPOINT, [...this.key, shard, this.owner, checkpoint, lease.epoch], true, deadline);
@@ -325,11 +349,11 @@ class Worker {
       if (!(e instanceof Unavailable || e instanceof Ambiguous)) throw e;
       // it may have committed, but it is not acknowledged: the next one covers it
       this.unacked.set(shard, checkpoint);
-      this.journal('checkpoint_failed', { shard, epoch: lease.epoch, checkpoint, error: e.message });
+      this.journal('checkpoint_failed', { shard, epoch: lease.epoch, checkpoint, error: e.message, sent: wall(sent) });
       return false;
     }
     this.unacked.delete(shard);
-    this.journal('checkpoint', { shard, epoch: lease.epoch, checkpoint, ok });
+    this.journal('checkpoint', { shard, epoch: lease.epoch, checkpoint, ok, sent: wall(sent) });
     if (!ok) await this.drop(shard, LEASE_LOST, 'checkpoint refused');
     return ok;
   }

@@ -37,11 +37,16 @@ class Session {
   // config: a node-postgres connection string or config object.
   // options: e.g. '-c lock_timeout=1000' (the renewer in transactional mode).
   // logger: where connection failures and retries are logged.
-  // extra: more node-postgres settings (the renewer's timeouts in fast-failover mode).
+  // extra: more node-postgres settings (the renewer's timeouts in fast-failover mode),
+  // and callTimeout: milliseconds each of this session's own calls may wait for its
+  // answer (the connection is then dropped: ambiguous), leaving other queries on the
+  // client (a transactional batch's) unbounded.
   constructor(config, applicationName = 'pg_lease', options = null, logger = consoleLogger(), extra = {}) {
     this.log = logger;
     this.config = typeof config === 'string' ? { connectionString: config } : { ...config };
-    Object.assign(this.config, extra);
+    const { callTimeout = null, ...settings } = extra;
+    Object.assign(this.config, settings);
+    this.callTimeout = callTimeout;
     this.config.application_name = applicationName;
     if (options) this.config.options = options;
     this.client = null;
@@ -90,7 +95,8 @@ class Session {
         continue;                     // could not connect: nothing was sent
       }
       try {
-        const res = await client.query({ text: sql, values: params, rowMode: 'array' });
+        const res = await client.query({ text: sql, values: params, rowMode: 'array',
+                                         ...(this.callTimeout ? { query_timeout: this.callTimeout } : {}) });
         return res.rows;
       } catch (e) {
         const state = rules.sqlstate(e);

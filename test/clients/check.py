@@ -228,8 +228,9 @@ for shard, ss in spans.items():
             if pw != w and pep >= ep:
                 epochs_bad.append((shard, pw, pep, w, ep))
 n_spans = sum(len(v) for v in spans.values())
-check(not overlaps, "no two owners at once: %d processing spans, none overlapping another worker's %s"
-      % (n_spans, overlaps[:3]))
+check(not overlaps, "no two owners at once: %d processing spans, none overlapping another worker's %s%s"
+      % (n_spans, overlaps[:3], " (the earlier owners: %s)" % ", ".join(sorted({o[1] for o in overlaps}))
+         if overlaps else ""))
 check(not epochs_bad, "the fencing epoch grows from one owner of a shard to the next %s" % epochs_bad[:3])
 check(not deadline_bad, "every record processed within a lease duration of an acknowledged take/renewal %s"
       % deadline_bad[:3])

@@ -49,11 +49,13 @@ start_worker() {   # name
     esac
     PIDS[$1]=$!
 }
-ff_start() {   # name [nocontract]: a fast-failover worker (ff_worker.py / ff_worker.js, 10 s leases, renew_every)
+# ff_start name [nocontract [dsn]]: a fast-failover worker (ff_worker.py /
+# ff_worker.js, 10 s leases, renew_every) on $FF_DSN, or on dsn (a relay).
+ff_start() {
     case $1 in
-        py-*) $PY test/clients/ff_worker.py "$FF_DSN" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE $FF_RENEW \
-                  ${2:-} 2>"$FF_OUT/$1.stderr" & ;;
-        node-*) $NODE test/clients/ff_worker.js "$FF_DSN" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE \
+        py-*) $PY test/clients/ff_worker.py "${3:-$FF_DSN}" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE \
+                  $FF_RENEW ${2:-} 2>"$FF_OUT/$1.stderr" & ;;
+        node-*) $NODE test/clients/ff_worker.js "${3:-$FF_DSN}" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE \
                   $FF_RENEW 2>"$FF_OUT/$1.stderr" & ;;
     esac
     PIDS[$1]=$!

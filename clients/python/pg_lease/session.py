@@ -1,5 +1,8 @@
 """One autocommit connection that follows docs/client-rules.md."""
 import logging
+import os
+import socket
+import threading
 import time
 
 import psycopg2
@@ -25,15 +28,56 @@ class Fatal(Exception):
     (docs/client-rules.md: authentication): a configuration error, the worker stops."""
 
 
+class _Watchdog:
+    """Severs the connection of a call that outlasts its timeout: the socket is shut down, so
+    the blocked call fails at once (a lost connection: ambiguous) instead of waiting forever
+    on a peer that never answers (a proxy that lost its server but keeps the client's side
+    open acknowledges what is sent, so no TCP timeout fires)."""
+
+    def __init__(self, timeout):
+        self.timeout = timeout
+        self.cond = threading.Condition()
+        self.watched = None       # (connection, deadline) of the call in progress
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def watch(self, conn):
+        with self.cond:
+            self.watched = (conn, time.monotonic() + self.timeout)
+            self.cond.notify()
+
+    def done(self):
+        with self.cond:
+            self.watched = None
+
+    def _run(self):
+        with self.cond:
+            while True:
+                if self.watched is None:
+                    self.cond.wait()
+                    continue
+                conn, deadline = self.watched
+                if time.monotonic() < deadline:
+                    self.cond.wait(deadline - time.monotonic())
+                    continue
+                self.watched = None
+                try:
+                    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+                        sock.shutdown(socket.SHUT_RDWR)
+                except (OSError, psycopg2.Error):
+                    pass          # closed meanwhile
+
+
 class Session:
     """Runs pg_lease calls, each its own transaction, retrying per the rules."""
 
-    def __init__(self, dsn, application_name="pg_lease", options=None, params=None):
+    def __init__(self, dsn, application_name="pg_lease", options=None, params=None, call_timeout=None):
         self.dsn = dsn
         self.application_name = application_name
         self.options = options    # e.g. "-c lock_timeout=1000" (the renewer in transactional mode)
         self.params = params or {}    # more libpq parameters (the renewer's timeouts in fast-failover mode)
         self.conn = None
+        # seconds a call may wait for its answer before its connection is severed (fast-failover mode)
+        self.watchdog = _Watchdog(call_timeout) if call_timeout else None
 
     def connect(self):
         if self.conn is None or self.conn.closed:
@@ -73,6 +117,8 @@ class Session:
                 log.warning("%s: cannot connect (try %d of %d): %s", self.application_name,
                             attempt + 1, rules.TRIES, last)
                 continue                  # could not connect: nothing was sent
+            if self.watchdog is not None:
+                self.watchdog.watch(conn)
             try:
                 with conn.cursor() as cur:
                     cur.execute(sql, params)
@@ -90,6 +136,9 @@ class Session:
                     raise Ambiguous(str(e).strip()) from e
                 log.warning("%s: %s failed (%s, try %d of %d), retrying: %s", self.application_name,
                             name, kind, attempt + 1, rules.TRIES, last)
+            finally:
+                if self.watchdog is not None:
+                    self.watchdog.done()
         if refused and refused == rules.TRIES:
             log.error("%s: the server refused the connection %d times, stopping: %s",
                       self.application_name, refused, last)

@@ -26,7 +26,9 @@ docs/client-rules.md rule 6): the worker declares renew_every, renews that
 often, and processes a shard only while its last successful renewal (or
 balancing round) was sent less than renew_every + margin ago; the renewer's
 connection has a statement timeout and a TCP user timeout, so a hung renewal
-stops processing at that deadline.  Other workers may then take its leases
+stops processing at that deadline; a call on either connection that gets no
+answer at all (a proxy that lost its server) has its connection severed, and
+the worker reconnects.  Other workers may then take its leases
 once its session has ended; lease.liveness_grace must be >= the margin.
 """
 import json
@@ -144,7 +146,11 @@ class Worker:
         self.shard_lister = shard_lister    # () -> the stream's shards, for lease.sync_shards
         self.sync_every = float(sync_every)
         self.unlisted = set()
-        self.db = Session(dsn, owner)
+        # fast failover: a call that hangs (a proxy that lost its server, a half-open
+        # connection) has its connection severed, and the worker reconnects: on the
+        # renewer after 2 x renew_every, here after a fifth of the lease duration
+        self.db = Session(dsn, owner, params={"connect_timeout": max(1, int(self.lease_duration / 5))}
+                          if fast_failover else None, call_timeout=self.lease_duration / 5 if fast_failover else None)
         # transactional: a renewal waits behind a batch transaction holding one of
         # its leases for at most a tenth of the lease duration (55P03: repeated)
         renew_options = []
@@ -157,7 +163,8 @@ class Worker:
             renew_options.append("-c statement_timeout=%d" % int(self.renew_every * 1000))
             renew_params = {"connect_timeout": max(1, int(self.renew_every)),
                             "tcp_user_timeout": int(self.renew_every * 1000)}
-        self.renew_db = Session(dsn, owner + " renewer", " ".join(renew_options) or None, renew_params)
+        self.renew_db = Session(dsn, owner + " renewer", " ".join(renew_options) or None, renew_params,
+                                call_timeout=2 * self.renew_every if fast_failover else None)
         self.held = {}            # shard_id -> _Lease, shared with the renewer
         self.forgotten = {}       # shard_id -> when it was dropped here (monotonic)
         self.running = {}         # shard_id -> epoch its processor was started with
@@ -196,7 +203,8 @@ class Worker:
             for shard, lease in self.held.items():
                 if shard not in seen and lease.learned < sent:
                     lease.lost = True
-        self.journal("renewed", sent=_wall(sent), leases=acked)
+            # under the lock: nothing the processing loop does on this answer precedes its entry
+            self.journal("renewed", sent=_wall(sent), leases=acked)
 
     def _renewer(self):
         while not self.stopping.wait(self.renew_every or self.lease_duration / 3):
@@ -298,6 +306,10 @@ class Worker:
             self.journal("released", shard=shard, ok=self.db.one(RELEASE, key), to=lease.handoff_to)
             self._drop(shard, HANDED_OFF, "handoff to " + lease.handoff_to)
             return False
+        if self._stale(lease):
+            # the deadline passed since the check above (a pause, a slow my_leases): no batch starts
+            self._drop(shard, LEASE_LOST, "local deadline")
+            return False
         if self.transactional:
             return self._transaction(shard, lease)
         checkpoint = self.processor.process(shard)
@@ -314,24 +326,42 @@ class Worker:
     def _deadline(self, lease):
         """The local deadline (rule 3); in fast-failover mode also rule 6's: the
         last acknowledged renewal or round was sent less than renew_every + margin ago."""
-        deadline = lease.sent + self.lease_duration - self.margin
-        if self.renew_every is not None and self.contract:
-            with self.lock:
+        return self._limits(lease)[1]
+
+    def _stale(self, lease):
+        """True when the lease may no longer be processed: its deadline passed, or the last
+        renewal said it is not held."""
+        lost, deadline = self._limits(lease)
+        return lost or time.monotonic() >= deadline
+
+    def _limits(self, lease):
+        """(lost, deadline) of the lease, read together under the lock the renewer writes them in."""
+        with self.lock:
+            deadline = lease.sent + self.lease_duration - self.margin
+            if self.renew_every is not None and self.contract:
                 contact = self.contact_sent if self.contact_sent is not None else lease.sent
-            deadline = min(deadline, contact + self.renew_every + self.margin)
-        return deadline
+                deadline = min(deadline, contact + self.renew_every + self.margin)
+            return lease.lost, deadline
 
     def _checkpoint(self, shard, lease, checkpoint, deadline):
-        """Writes a fenced checkpoint, repeating no later than the local deadline; True when acknowledged."""
+        """Writes a fenced checkpoint, repeating no later than the local deadline; True when acknowledged.
+        None is sent past the deadline (a pause since the batch began): the batch stays unacknowledged,
+        and the next step drops the shard unless a fresh renewal says it is still held."""
+        if self._stale(lease):
+            self.unacked[shard] = checkpoint
+            self.journal("checkpoint_skipped", shard=shard, epoch=lease.epoch, checkpoint=checkpoint)
+            return False
+        sent = time.monotonic()
         try:
             ok = self.db.one(CHECKPOINT, self.key + (shard, self.owner, checkpoint, lease.epoch), until=deadline)
         except (Unavailable, Ambiguous) as e:
             # it may have committed, but it is not acknowledged: the next one covers it
             self.unacked[shard] = checkpoint
-            self.journal("checkpoint_failed", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, error=str(e))
+            self.journal("checkpoint_failed", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, error=str(e),
+                         sent=_wall(sent))
             return False
         self.unacked.pop(shard, None)
-        self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, ok=ok)
+        self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, ok=ok, sent=_wall(sent))
         if not ok:
             self._drop(shard, LEASE_LOST, "checkpoint refused")
         return ok
