@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# make bench, section 8 (issue 23): how long a SIGKILLed worker's shards sit
+# make bench, section 9 (issue 23): how long a SIGKILLed worker's shards sit
 # idle, in the normal mode and in the fast-failover mode (renew_every), with
-# 10 s leases; and what the mode costs.  Prints a Markdown fragment.
+# 10 s leases; then how the surviving workers find freed leases, short rounds
+# against LISTEN (test/bench/find_freed.py).  Prints a Markdown fragment.
 #
-#   failover.sh KILLS
+#   failover.sh KILLS [FIND_LEASE_SECONDS FIND_CYCLES]
 #
 # Runs against PGHOST/PGPORT (test/bench/run.sh's cluster).  A fleet of three
 # Python workers (test/clients/ff_worker.py, or the example worker in the
@@ -16,6 +17,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 KILLS=${1:-10}
+FIND_LEASE=${2:-10}
+FIND_CYCLES=${3:-5}
 PSQL="$PG_BINDIR/psql"
 PY=/usr/bin/python3
 LEASE=10
@@ -86,3 +89,9 @@ echo "| mode | median (s) | max (s) | kills | rounds per second per worker (rene
 echo "| --- | ---: | ---: | ---: | ---: |"
 printf '| normal | %s | %s | %s | %.1f |\n' "$nmed" "$nmax" "$nk" "$(awk -v l=$LEASE 'BEGIN { print 2 * 3 / l }')"
 printf '| fast failover | %s | %s | %s | %.1f |\n' "$fmed" "$fmax" "$fk" "$(awk -v r=$RENEW 'BEGIN { print 2 / r }')"
+
+# how the survivors find freed leases: short rounds against LISTEN
+"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS bench_find" -c "CREATE DATABASE bench_find" >/dev/null
+"$PSQL" -X -q -d bench_find -c "CREATE EXTENSION pg_lease" >/dev/null
+echo
+$PY test/bench/find_freed.py "postgresql:///bench_find?host=$PGHOST&port=$PGPORT&user=postgres" "$FIND_LEASE" "$FIND_CYCLES"

@@ -229,7 +229,8 @@ bench_renewal_flat() {
 
 # -- 9: fast failover ---------------------------------------------------------
 # test/bench/failover.sh: a SIGKILLed worker's shards, normal mode against
-# the fast-failover mode (renew_every); then the mode's cost on the server:
+# the fast-failover mode (renew_every), and how the survivors find freed
+# leases (short rounds against LISTEN); then the mode's cost on the server:
 # one worker's steady balancing round and renewal with 100 workers in the
 # stream, every worker in the mode (renew_every 1 hour: never cut short) or
 # none.
@@ -240,7 +241,12 @@ bench_failover() {
         echo
     } >>"$REPORT"
     step "fast failover: SIGKILLs in both modes"
-    bash test/bench/failover.sh "$([ "$QUICK" -eq 1 ] && echo 2 || echo 10)" >>"$REPORT"
+    # --quick: 2 kills a mode; finding freed leases with 4 s leases, one cycle
+    if [ "$QUICK" -eq 1 ]; then
+        bash test/bench/failover.sh 2 4 1 >>"$REPORT"
+    else
+        bash test/bench/failover.sh 10 10 5 >>"$REPORT"
+    fi
     step "fast failover: the steady round at 100 workers"
     local mode every lat_take lat_renew
     {
