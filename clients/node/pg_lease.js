@@ -37,6 +37,8 @@ const WORKER_STOPPED = 'worker stopped';
 const TAKE = 'SELECT shard_id, action, lease_epoch'
   + ' FROM lease.take_leases($1, $2, $3, $4::interval, NULL, $5::integer, renew_every => $6::interval)';
 const RENEW = 'SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases($1, $2, $3, $4::interval, $5::interval)';
+const HEARTBEAT = 'SELECT leases, leases_version, handoffs_pending'
+  + ' FROM lease.heartbeat($1, $2, $3, $4::interval, $5::interval)';
 const MINE = 'SELECT shard_id, lease_epoch, checkpoint, handoff_from FROM lease.my_leases($1, $2, $3)';
 const CHECKPOINT = 'SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)';
 const RELEASE = 'SELECT lease.release_lease($1, $2, $3, $4)';
@@ -132,6 +134,11 @@ class Worker {
       renewEvery ? { query_timeout: Math.round(renewEvery * 1000),
                      connectionTimeoutMillis: Math.round(renewEvery * 1000) } : {});
     this.held = new Map();        // shardId -> { epoch, sent, learned, handoffTo, lost }
+    // the last renew_leases list (shardId -> epoch) and the leases_version of
+    // the heartbeat sent before it; null: list again at the next tick (rule 5)
+    this.listed = null;
+    this.listedVersion = null;
+    this.listedStaleSince = 0;    // when a take last answered
     this.forgotten = new Map();   // shardId -> when it was dropped here
     this.running = new Map();     // shardId -> epoch its processor was started with
     this.unacked = new Map();     // shardId -> a processed checkpoint whose write failed
@@ -143,7 +150,36 @@ class Worker {
 
   // -- the renewer -------------------------------------------------------
 
+  // One renewal tick (docs/client-rules.md rule 5): a heartbeat; while its
+  // leases_version is the one remembered with the last list and no handoff
+  // is pending, it renews every lease on that list at the epoch listed;
+  // otherwise renew_leases lists them again.
   async renewOnce() {
+    const sent = now();
+    let row;
+    try {
+      [row] = await this.renewDb.call(HEARTBEAT, [...this.key, this.owner, this.interval, this.every]);
+    } catch (e) {
+      if (!(e instanceof Unavailable || e instanceof Ambiguous)) throw e;
+      this.journal('renew_failed', { error: e.message });   // not acknowledged: no deadline moves
+      return;
+    }
+    const [count, version, pending] = row;
+    this.contactSent = Math.max(this.contactSent ?? sent, sent);   // it recorded the session too
+    const listed = this.listed;
+    if (listed === null || version === null || version !== this.listedVersion
+        || Number(pending) !== 0 || Number(count) !== listed.size) {
+      this.listed = null;   // stale until a list succeeds (a take sets it stale too)
+      await this.list(version);
+      return;
+    }
+    const acked = this.renewed(sent, [...listed].map(([shard, epoch]) => [shard, null, epoch]));
+    this.journal('renewed', { sent: wall(sent), leases: acked, via: 'heartbeat' });
+  }
+
+  // renew_leases: the truth about what the worker holds (rule 5), remembered
+  // with the leases_version of the heartbeat sent before it.
+  async list(version) {
     const sent = now();
     let rows;
     try {
@@ -154,10 +190,21 @@ class Worker {
       return;
     }
     this.contactSent = Math.max(this.contactSent ?? sent, sent);
+    const acked = this.renewed(sent, rows.map(([shard, handoffTo, epoch]) => [shard, handoffTo, Number(epoch)]));
+    if (this.listedStaleSince < sent) {   // no take answered since this list was sent
+      this.listed = new Map(rows.map(([shard, , epoch]) => [shard, Number(epoch)]));
+      this.listedVersion = version;
+    }
+    this.journal('renewed', { sent: wall(sent), leases: acked, via: 'list' });
+  }
+
+  // Applies an acknowledged renewal sent at sent that renewed rows [shard,
+  // handoffTo, epoch]: the worker holds those and no others (but for what it
+  // learned since).  Returns {shard: epoch}.
+  renewed(sent, rows) {
     const seen = new Set();
     const acked = {};
-    for (const [shard, handoffTo, epochText] of rows) {
-      const epoch = Number(epochText);
+    for (const [shard, handoffTo, epoch] of rows) {
       seen.add(shard);
       let lease = this.held.get(shard);
       if ((this.forgotten.get(shard) ?? -1) > sent || (lease && lease.learned > sent)) continue;
@@ -172,7 +219,7 @@ class Worker {
     for (const [shard, lease] of this.held) {
       if (!seen.has(shard) && lease.learned < sent) lease.lost = true;
     }
-    this.journal('renewed', { sent: wall(sent), leases: acked });
+    return acked;
   }
 
   async renewer() {
@@ -207,6 +254,9 @@ class Worker {
     for (const [shard, action, epochText] of rows) {
       if (action === 'taken') {
         const epoch = Number(epochText);
+        // the renewer lists again before it trusts a heartbeat (rule 5)
+        this.listed = null;
+        this.listedStaleSince = learned;
         this.held.set(shard, { epoch, sent, learned, handoffTo: null, lost: false });
         this.journal('taken', { shard, epoch, sent: wall(sent) });
         this.log.info(`${this.owner}: took ${shard} (epoch ${epoch})`);

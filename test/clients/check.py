@@ -29,7 +29,11 @@ Invariants:
     worker's, and the fencing epoch grows from one owner to the next;
   - the local deadline: every record was processed less than one lease
     duration after the send time of an acknowledged take/renewal of that
-    shard by that worker;
+    shard by that worker (a renewal by heartbeat, journaled "via":
+    "heartbeat", counts for the shards it lists at the epochs listed:
+    those of the last renew_leases, whose leases_version it confirmed);
+  - the workers that renew by heartbeat (Python, Node) did, when they
+    renewed ten times or more;
   - ended shards closed, their children processed from the start;
   - every language's workers (the name's prefix: py, node, java, go, ex) and every
     joining worker processed records;
@@ -234,6 +238,18 @@ check(not overlaps, "no two owners at once: %d processing spans, none overlappin
 check(not epochs_bad, "the fencing epoch grows from one owner of a shard to the next %s" % epochs_bad[:3])
 check(not deadline_bad, "every record processed within a lease duration of an acknowledged take/renewal %s"
       % deadline_bad[:3])
+
+# -- renewals by heartbeat (the Python and Node workers, docs/client-rules.md rule 5) ------
+via = {}   # worker -> Counter of "heartbeat" and "list" renewals
+for w, j in journals.items():
+    c = collections.Counter(e["via"] for e in j if e["ev"] == "renewed" and "via" in e)
+    if c:
+        via[w] = c
+print("# renewals by heartbeat / by renew_leases: %s"
+      % {w: "%d/%d" % (c["heartbeat"], c["list"]) for w, c in sorted(via.items())})
+lived = [w for w, c in via.items() if sum(c.values()) >= 10]
+check(all(via[w]["heartbeat"] > 0 for w in lived),
+      "the workers that renew by heartbeat did: %s" % sorted(w for w in lived if not via[w]["heartbeat"]))
 
 # -- both languages, joiners, fairness ------------------------------------------------
 per_worker = {w: len(records.get(w, [])) for w in workers}

@@ -50,6 +50,8 @@ WORKER_STOPPED = "worker stopped"
 TAKE = ("SELECT shard_id, action, lease_epoch"
         "  FROM lease.take_leases(%s, %s, %s, %s::interval, NULL, %s, renew_every => %s::interval)")
 RENEW = "SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases(%s, %s, %s, %s::interval, %s::interval)"
+HEARTBEAT = ("SELECT leases, leases_version, handoffs_pending"
+             "  FROM lease.heartbeat(%s, %s, %s, %s::interval, %s::interval)")
 MINE = ("SELECT shard_id, lease_epoch, checkpoint, handoff_from"
         "  FROM lease.my_leases(%s, %s, %s)")
 CHECKPOINT = "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s)"
@@ -166,6 +168,11 @@ class Worker:
         self.renew_db = Session(dsn, owner + " renewer", " ".join(renew_options) or None, renew_params,
                                 call_timeout=2 * self.renew_every if fast_failover else None)
         self.held = {}            # shard_id -> _Lease, shared with the renewer
+        # the last renew_leases list {shard_id: epoch} and the leases_version of the
+        # heartbeat sent before it; None: list again at the next tick (rule 5)
+        self.listed = None
+        self.listed_version = None
+        self.listed_stale_since = 0.0   # when a take last answered (monotonic)
         self.forgotten = {}       # shard_id -> when it was dropped here (monotonic)
         self.running = {}         # shard_id -> epoch its processor was started with
         self.unacked = {}         # shard_id -> a processed checkpoint whose write failed
@@ -180,31 +187,69 @@ class Worker:
     # -- the renewer ------------------------------------------------------
 
     def _renew_once(self):
+        """One renewal tick (docs/client-rules.md rule 5): a heartbeat; while its
+        leases_version is the one remembered with the last list and no handoff is
+        pending, it renews every lease on that list at the epoch listed; otherwise
+        renew_leases lists them again."""
+        sent = time.monotonic()
+        try:
+            [(count, version, pending)] = self.renew_db.call(
+                HEARTBEAT, self.key + (self.owner, self.interval, self.every))
+        except (Unavailable, Ambiguous) as e:
+            self.journal("renew_failed", error=str(e))    # not acknowledged: no deadline moves
+            return
+        with self.lock:
+            self.contact_sent = max(self.contact_sent or sent, sent)   # it recorded the session too
+            listed = self.listed
+            if (listed is None or version is None or version != self.listed_version
+                    or pending or count != len(listed)):
+                self.listed = None    # stale until a list succeeds (a take sets it stale too)
+                listed = None
+            else:
+                acked = self._renewed(sent, [(shard, None, epoch) for shard, epoch in listed.items()])
+                # under the lock: nothing the processing loop does on this answer precedes its entry
+                self.journal("renewed", sent=_wall(sent), leases=acked, via="heartbeat")
+                return
+        self._list(version)
+
+    def _list(self, version):
+        """renew_leases: the truth about what the worker holds (rule 5), remembered
+        with the leases_version of the heartbeat sent before it."""
         sent = time.monotonic()
         try:
             rows = self.renew_db.call(RENEW, self.key + (self.owner, self.interval, self.every))
         except (Unavailable, Ambiguous) as e:
             self.journal("renew_failed", error=str(e))
             return
-        acked = {}
         with self.lock:
             self.contact_sent = max(self.contact_sent or sent, sent)
-            seen = set()
-            for shard, handoff_to, epoch in rows:
-                seen.add(shard)
-                lease = self.held.get(shard)
-                if self.forgotten.get(shard, -1) > sent or (lease and lease.learned > sent):
-                    continue      # this answer predates what we know now
-                if lease is None or lease.epoch != epoch:
-                    lease = self.held[shard] = _Lease(epoch, sent, time.monotonic())
-                lease.sent = sent
-                lease.handoff_to = handoff_to
-                acked[shard] = epoch
-            for shard, lease in self.held.items():
-                if shard not in seen and lease.learned < sent:
-                    lease.lost = True
+            acked = self._renewed(sent, rows)
+            if self.listed_stale_since < sent:     # no take answered since this list was sent
+                self.listed = {shard: epoch for shard, _, epoch in rows}
+                self.listed_version = version
             # under the lock: nothing the processing loop does on this answer precedes its entry
-            self.journal("renewed", sent=_wall(sent), leases=acked)
+            self.journal("renewed", sent=_wall(sent), leases=acked, via="list")
+
+    def _renewed(self, sent, rows):
+        """Applies an acknowledged renewal sent at sent that renewed rows
+        (shard, handoff_to, epoch): the worker holds those and no others
+        (but for what it learned since).  Under self.lock; returns {shard: epoch}."""
+        acked = {}
+        seen = set()
+        for shard, handoff_to, epoch in rows:
+            seen.add(shard)
+            lease = self.held.get(shard)
+            if self.forgotten.get(shard, -1) > sent or (lease and lease.learned > sent):
+                continue      # this answer predates what we know now
+            if lease is None or lease.epoch != epoch:
+                lease = self.held[shard] = _Lease(epoch, sent, time.monotonic())
+            lease.sent = sent
+            lease.handoff_to = handoff_to
+            acked[shard] = epoch
+        for shard, lease in self.held.items():
+            if shard not in seen and lease.learned < sent:
+                lease.lost = True
+        return acked
 
     def _renewer(self):
         while not self.stopping.wait(self.renew_every or self.lease_duration / 3):
@@ -230,6 +275,9 @@ class Worker:
             self.contact_sent = max(self.contact_sent or sent, sent)   # the round recorded the session too
             for shard, action, epoch in rows:
                 if action == "taken":
+                    # the renewer lists again before it trusts a heartbeat (rule 5)
+                    self.listed = None
+                    self.listed_stale_since = learned
                     self.held[shard] = _Lease(epoch, sent, learned)
                     self.journal("taken", shard=shard, epoch=epoch, sent=_wall(sent))
                     log.info("%s: took %s (epoch %s)", self.owner, shard, epoch)

@@ -306,6 +306,9 @@ class PgLease(Client):
         self.conn.autocommit = True
         self.cur = self.conn.cursor()
         self.interval = "%g seconds" % self.lease_s
+        # the last renew_leases list {shard: epoch} and the leases_version of
+        # the heartbeat sent before it (None: list at the next renewal)
+        self.listed, self.version = None, None
 
     def close(self):
         self.conn.close()
@@ -323,6 +326,7 @@ class PgLease(Client):
         got = dict(self.cur.fetchall())
         out = {}
         if got:
+            self.listed = None   # the next renewal lists again
             self.cur.execute("SELECT shard_id, checkpoint FROM lease.my_leases(%s, %s, %s)",
                              (APP, self.stream, self.owner))
             ckpt = dict(self.cur.fetchall())
@@ -332,11 +336,19 @@ class PgLease(Client):
         return out
 
     def renew(self):
-        # the call every pg_lease client makes; issue 23 makes it one row per worker
-        self.cur.execute("SELECT shard_id, lease_epoch FROM lease.renew_leases(%s, %s, %s, %s::interval)",
-                         (APP, self.stream, self.owner, self.interval))
-        now = dict(self.cur.fetchall())
-        self.held = {s: t for s, t in self.held.items() if now.get(s) == t}
+        # as the Python and Node workers renew (docs/client-rules.md, rule 5):
+        # a heartbeat, one row written whatever the worker holds; renew_leases
+        # lists the leases only when the heartbeat's leases_version moved since
+        # the last list, or a handoff is pending
+        key = (APP, self.stream, self.owner, self.interval)
+        self.cur.execute("SELECT leases, leases_version, handoffs_pending"
+                         "  FROM lease.heartbeat(%s, %s, %s, %s::interval)", key)
+        count, version, pending = self.cur.fetchone()
+        if (self.listed is None or version is None or version != self.version or pending
+                or count != len(self.listed)):
+            self.cur.execute("SELECT shard_id, lease_epoch FROM lease.renew_leases(%s, %s, %s, %s::interval)", key)
+            self.listed, self.version = dict(self.cur.fetchall()), version
+        self.held = {s: t for s, t in self.held.items() if self.listed.get(s) == t}
         return set(self.held)
 
     def checkpoint(self, shard, value):
