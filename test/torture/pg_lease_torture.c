@@ -436,6 +436,16 @@ typedef struct Client
 	SharedView	sh[NSHARED];
 	long long	seq;
 	bool		lost;			/* the last call lost the connection */
+	/*
+	 * The heartbeat protocol (docs/shard-leases.md, lease.heartbeat): the
+	 * leases_version of the last heartbeat (0: NULL, no row), and the one
+	 * held[] was listed under (renew_leases after that heartbeat); list_known
+	 * false until a list, and again after any error (its outcome unknown).
+	 */
+	bool		hb_known;
+	long long	hb_version;
+	bool		list_known;
+	long long	list_version;
 	pthread_t	thread;
 } Client;
 
@@ -493,6 +503,7 @@ on_error(Client *cl, const char *op, Res r)
 {
 	static __thread char label[48];
 
+	cl->list_known = false;		/* what the call changed is unknown: list again */
 	if (r == RES_LOST)
 	{
 		cl->lost = true;
@@ -709,7 +720,51 @@ op_renew_leases(Client *cl)
 	for (i = 0; i < NSHARDS; i++)
 		if (!seen[i])
 			cl->held[i].have = false;
+	/* the list, under the version of the heartbeat before it */
+	cl->list_known = cl->hb_known;
+	cl->list_version = cl->hb_version;
 	tally("renew_leases", PQntuples(cl->c.res) ? "renewed" : "none");
+}
+
+/*
+ * heartbeat: renew_leases' one write, answered from the client's row.  The
+ * same leases_version as its list's and no handoff pending: every lease on
+ * the list is renewed (held[] stands, and must count what the heartbeat
+ * counts); otherwise renew_leases lists again.
+ */
+static void
+op_heartbeat(Client *cl)
+{
+	const char *p[5] = {APP, STREAM, cl->owner, durations[rnd(&cl->rng, 3)], RENEW_EVERY(cl)};
+	long long	leases,
+				pending;
+	int			listed = 0;
+	Res			r;
+	int			i;
+
+	r = q(&cl->c, "SELECT leases, leases_version, handoffs_pending"
+		  " FROM lease.heartbeat($1, $2, $3, $4::interval, $5::interval)", 5, p);
+	if (r != RES_OK)
+	{
+		tally("heartbeat", on_error(cl, "heartbeat", r));
+		return;
+	}
+	leases = atoll(val(&cl->c, 0, 0));
+	cl->hb_version = isnull(&cl->c, 0, 1) ? 0 : atoll(val(&cl->c, 0, 1));
+	cl->hb_known = true;
+	pending = atoll(val(&cl->c, 0, 2));
+	if (!cl->list_known || cl->hb_version != cl->list_version || pending > 0)
+	{
+		tally("heartbeat", pending > 0 ? "handoff pending: list" : "version moved: list");
+		op_renew_leases(cl);
+		return;
+	}
+	for (i = 0; i < NSHARDS; i++)
+		listed += cl->held[i].have;
+	if (listed != leases)
+		violation("heartbeat: %s's list (version %lld) stands with %d leases, the heartbeat counts %lld",
+				  cl->owner, cl->hb_version, listed, leases);
+	tally("heartbeat", "list stands");
 }
 
 /*
@@ -1846,6 +1901,7 @@ resync(Client *cl)
 	int			i;
 
 	memset(cl->held, 0, sizeof(cl->held));
+	cl->list_known = false;
 	for (i = 0; i < NCHAN; i++)
 	{
 		long long	holder;
@@ -1893,7 +1949,7 @@ static const struct
 	int			weight;
 	void		(*fn) (Client *cl);
 }			mix[] = {
-	{10, op_take_free}, {3, op_steal}, {6, op_renew}, {5, op_renew_leases},
+	{10, op_take_free}, {3, op_steal}, {6, op_renew}, {2, op_renew_leases}, {3, op_heartbeat},
 	{6, op_take_leases}, {10, op_checkpoint_fenced}, {6, op_checkpoint_plain},
 	{3, op_prepare}, {3, op_release}, {2, op_handoff}, {4, op_lineage}, {1, op_events},
 	{21, op_channel}, {6, op_rotate_shared}, {6, op_admit_turn}, {3, op_admit_held},
@@ -2721,6 +2777,7 @@ tx_key(Client *cl, int s, char *shard, const char **p)
 static void
 tx_fail(Client *cl, const char *op, Res r)
 {
+	cl->list_known = false;		/* what the call changed is unknown: list again */
 	if (r == RES_LOST)
 	{
 		cl->lost = true;
