@@ -16,6 +16,12 @@
  * pg_terminate_backend while they are held mid-rotation and mid-restore by a
  * lock it owns, and checks that nothing partial is left.
  *
+ * Lease clients renew with renew_leases and with lease.heartbeat (issue 23):
+ * a client keeps its last renew_leases list under the leases_version of the
+ * heartbeat before it, lists again when the version moved or a handoff is
+ * pending, and otherwise checks that the heartbeat counts the leases its
+ * standing list holds.
+ *
  * Beside them, --txn-clients N (3 by default) transactional clients commit
  * one output row per record together with hold_lease and the fenced
  * checkpoint (issue 21); the checker proves each record up to each shard's
@@ -668,6 +674,9 @@ op_renew(Client *cl)
 	}
 	if (isnull(&cl->c, 0, 0))
 	{
+		/* guessed, not listed: the list no longer says what we hold */
+		if (cl->held[s].have)
+			cl->list_known = false;
 		cl->held[s].have = false;
 		tally("renew_lease", "lost");
 		return;
@@ -675,6 +684,7 @@ op_renew(Client *cl)
 	if (!cl->held[s].have)
 	{
 		/* the count matched although we thought we did not hold it */
+		cl->list_known = false;
 		cl->held[s].epoch = -1;
 		cl->held[s].pos_known = false;
 	}
@@ -934,6 +944,9 @@ op_checkpoint_fenced(Client *cl)
 	note_value(s, newpos, value, ok ? VAL_ACKED : VAL_REFUSED);
 	if (!ok)
 	{
+		/* given up on a refusal (a stale token we sent, too), not listed */
+		if (cl->held[s].have)
+			cl->list_known = false;
 		cl->held[s].have = false;
 		tally(op, stale ? "refused (stale token)" : "refused");
 		return;
@@ -1013,6 +1026,8 @@ op_checkpoint_plain(Client *cl)
 			cl->held[s].pos = newpos;
 		else
 		{
+			if (!cl->held[s].have)
+				cl->list_known = false;		/* learned apart from the list */
 			cl->held[s].have = true;
 			cl->held[s].epoch = epoch;
 			cl->held[s].pos = newpos;
@@ -1055,7 +1070,12 @@ op_lease_bool(Client *cl, int which)
 		return;
 	}
 	if (which == 1)
+	{
+		/* refused: it was not ours, whatever the list said */
+		if (cl->held[s].have && val(&cl->c, 0, 0)[0] != 't')
+			cl->list_known = false;
 		cl->held[s].have = false;
+	}
 	tally(names[which], val(&cl->c, 0, 0)[0] == 't' ? "true" : "false");
 }
 
