@@ -33,8 +33,8 @@
 # leases + 1 clock step, per-worker alphabets (--roles), and 3 x 2 of them
 # with --weights; the heartbeat runs 2 x 3 over alphabets without the
 # checkpoint letters (a heartbeat decides on who holds what, not on
-# checkpoints): TNRXB TNKHB, and TNRBD TKHBD in the fast-failover mode.
-# --long: 3 x 4
+# checkpoints): TNRXB TNKHB, and TNRBD TKHBD in the fast-failover mode
+# (--long: 2 x 4).  --long: 3 x 4
 # bindings (--roles); 3 x 3 leases + 1 clock step, every letter for every
 # worker, and 3 x 3 with --weights (--roles).  Each run prints its counts and time.
 set -uo pipefail
@@ -62,10 +62,12 @@ if [ "$LONG" -eq 1 ]; then
     BINDINGS=(--clients 3 --calls 4 --roles --progress)
     LEASES=(--clients 3 --calls 3 --shards 2 --advances 1 --progress)
     WEIGHTED=(--clients 3 --calls 3 --roles --shards 2 --advances 1 --weights --progress)
+    HEARTBEAT=(--clients 2 --calls 4 --shards 2 --advances 1 --progress)
 else
     BINDINGS=(--clients 2 --calls 3)
     LEASES=(--clients 3 --calls 3 --roles --shards 2 --advances 1)
     WEIGHTED=(--clients 3 --calls 2 --roles --shards 2 --advances 1 --weights)
+    HEARTBEAT=(--clients 2 --calls 3 --shards 2 --advances 1)
 fi
 
 "$PG_BINDIR/psql" -X -q -d postgres -c "SET client_min_messages = warning" \
@@ -106,9 +108,8 @@ run clean --protocol leases "${WEIGHTED[@]}"
 # (issue 23) the fast-failover mode: sessions end (D), the clock moves
 run clean --protocol leases --fast-failover --roles --clients 2 --calls 3 --shards 2 --advances 1
 # (issue 23) renewing by lease.heartbeat (B), in both modes
-run clean --protocol leases --heartbeat --alphabets TNRX,TNKH --clients 2 --calls 3 --shards 2 --advances 1
-run clean --protocol leases --heartbeat --fast-failover --alphabets TNR,TKH --clients 2 --calls 3 --shards 2 \
-    --advances 1
+run clean --protocol leases --heartbeat --alphabets TNRX,TNKH "${HEARTBEAT[@]}"
+run clean --protocol leases --heartbeat --fast-failover --alphabets TNR,TKH "${HEARTBEAT[@]}"
 # The seeded defects, at the smallest sizes that reach them (the
 # counterexamples are 4 calls long).
 run restorable-unbound --protocol bindings --clients 2 --calls 2 \
