@@ -7,7 +7,8 @@ tables.
   explore.py --dsn DSN --protocol bindings|leases [--clients N] [--calls K]
              [--roles] [--shards 2|3] [--advances N] [--weights] [--progress]
              [--restore-function F] [--retry-function F] [--checkpoint-function F]
-             [--turn-function F]
+             [--turn-function F] [--fast-failover] [--heartbeat]
+             [--alphabets A1,A2,...] [--setting NAME=VALUE]
 
 It deletes and re-creates the protocol's rows: give it a database of its own
 (test/explorer/run.sh makes one; make test and make explore run it).
@@ -121,8 +122,10 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
   the clock's step `A` (advance) moves every lease's expiry, handoff request
   and deadline 3 days into the past by UPDATE, and lowers
   lease.stream_workers.expires_min by the same 3 days (its lower bound must
-  stay a lower bound: docs/taker-internals.md); the clock has --advances
-  steps (default 1) to interleave anywhere.  A worker's alphabet:
+  stay a lower bound: docs/taker-internals.md), with no trigger firing, as
+  time passing fires none (lease.shard_leases_expiry_lowered would move the
+  holders' leases_version); the clock has --advances steps (default 1) to
+  interleave anywhere.  A worker's alphabet:
     T  take_leases(w, '1 day')            (learns the epochs of what it took)
     N  renew_leases(w, '1 day')           (learns what it holds, with epochs)
     K  take_lease of the first shard (p, c, s) it does not believe it holds
@@ -146,13 +149,30 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
        again, as a reconnect would)
   so that leases are taken before their expiry ('session_ended') in some
   interleavings; the invariants below are the same.
+  With --heartbeat (issue 23; docs/shard-leases.md, lease.heartbeat) every
+  worker's alphabet gains
+    B  lease.heartbeat(w, '1 day'), the worker keeping a list: its last
+       renew_leases list (plus what its own takes and releases changed),
+       remembered with the leases_version of the last heartbeat before that
+       list.  Same version and no handoff pending: every lease on the list
+       is renewed, at the epoch listed (told, as N tells).  Otherwise it
+       lists again at once (renew_leases in the same transaction), and that
+       list, with this heartbeat's version, is its list.  N on its own also
+       makes the list, with the version of the worker's last heartbeat.
+  (and with --fast-failover B declares renew_every too).  --alphabets gives
+  the workers' alphabets outright (B and D appended by the flags); the state
+  key keeps a remembered version as whether it is the worker's current one
+  (a version never moves back).  --setting NAME=VALUE sets a setting in the
+  explorer's sessions (explore_mutant.keep_version=on switches on a seeded
+  defect, mutants.sql).
   The state key leaves out what no call of the alphabet decides on
   (lease_count, as no call passes a count; owner_switches_since_checkpoint)
   and keeps timestamps as what the functions compare them with: 6-hour
   buckets relative to the clock, and the order of the expiries.
   A worker "believes it holds" a shard from what it was told: taken by
   take_lease/take_leases, listed by renew_leases (which also tells it what it
-  no longer holds); released or closed by its own call.  A worker writes
+  no longer holds) or renewed by a heartbeat that left its list standing;
+  released or closed by its own call.  A worker writes
   checkpoints "<worker>.<n>", n counting its own writes.
   Invariants, after every step:
     one-owner         no two workers are ever told the same (shard, epoch)
@@ -168,6 +188,12 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
                       current one returns false and changes nothing
     lineage           the child is never owned while its parent has not ended
     taker-recount     test/lib/taker_state_check.sql returns no row
+    heartbeat-list    a heartbeat that leaves the worker's list standing
+                      (same leases_version, no handoff pending): the list is
+                      what renew_leases answers at that moment (read in a
+                      savepoint rolled back): the same shards at the same
+                      epochs, none with a handoff pending, and as many as the
+                      heartbeat's `leases`
 """
 
 import argparse
@@ -717,6 +743,7 @@ class Bindings(Protocol):
 # ---------------------------------------------------------------------------
 
 APP, STREAM, DAY = "explore", "st", "1 day"
+NOBEAT = "none"     # a worker's remembered leases_version before its first heartbeat
 
 
 class Leases(Protocol):
@@ -732,12 +759,16 @@ class Leases(Protocol):
     WEIGHTS = {"p": 4, "c": 1, "s": 2}
 
     def __init__(self, db, clients, calls, shards, advances, checkpoint_function, roles=False,
-                 weights=False, fast_failover=False):
+                 weights=False, fast_failover=False, heartbeat=False, alphabets=None):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.weights = weights
         self.capacities = [2.0 if i == 0 else 1.0 for i in range(clients)]
         self.roles = roles
         self.alphabets = [self.ROLES[i % len(self.ROLES)] if roles else self.letters for i in range(clients)]
+        if alphabets:
+            self.alphabets = [alphabets[i % len(alphabets)] for i in range(clients)]
+        if heartbeat:
+            self.alphabets = [a + "B" for a in self.alphabets]
         self.every = None
         if fast_failover:
             self.every = "1 hour"
@@ -809,7 +840,9 @@ class Leases(Protocol):
             "       (SELECT coalesce(array_agg(t.takeable::text), '{}') FROM lease.stream_takeable AS t"
             "         WHERE t.app_name = 'explore'),"
             "       (SELECT count(*) FROM lease.lineage_changes AS g WHERE g.app_name = 'explore'),"
-            "       (SELECT coalesce(array_agg(disagreement ORDER BY 1), '{}') FROM taker_disagreements)")
+            "       (SELECT coalesce(array_agg(disagreement ORDER BY 1), '{}') FROM taker_disagreements),"
+            "       (SELECT coalesce(array_agg(ARRAY[w.worker, w.version::text]), '{}')"
+            "          FROM lease.stream_workers AS w WHERE w.app_name = 'explore')")
 
     def view(self, conn, snapshot):
         """What the invariants and the key read: timestamps as 6-hour buckets
@@ -820,7 +853,8 @@ class Leases(Protocol):
         for r in row[0]:
             shards[r[0]] = {"owner": r[1], "checkpoint": r[3], "epoch": int(r[5]), "row": tuple(r)}
         return {"shards": shards, "workers": tuple(tuple(w) for w in row[1]),
-                "takeable": tuple(row[2]), "lineage_changes": row[3], "disagreements": list(row[4])}
+                "takeable": tuple(row[2]), "lineage_changes": row[3], "disagreements": list(row[4]),
+                "versions": {w: int(v) for w, v in row[5]}}
 
     def restore(self, snapshot):
         self.db.ctl.cursor().execute(
@@ -836,8 +870,10 @@ class Leases(Protocol):
              "g": list(snapshot[3])})
 
     def initial_locals(self):
-        # held: shard -> epoch known (None: held, epoch not told); writes: n
-        locals_ = [{"held": (), "writes": 0} for _ in range(self.nclients)]
+        # held: shard -> epoch known (None: held, epoch not told); writes: n;
+        # hb: the leases_version of its last heartbeat, lv: the one its list
+        # was made under (NOBEAT before any heartbeat: it never matches)
+        locals_ = [{"held": (), "writes": 0, "hb": NOBEAT, "lv": NOBEAT} for _ in range(self.nclients)]
         locals_.append({"advances": 0})    # the clock
         return locals_
 
@@ -864,8 +900,18 @@ class Leases(Protocol):
                 "acked" if acked.get(shard) == r[3] else "other")
             rows.append((r[0], r[1], cp, r[5], r[6], r[7]) + r[10:])
         return (tuple(rows), view["workers"], view["takeable"], view["lineage_changes"],
-                tuple(tuple(sorted((k, v) for k, v in l.items() if k != "writes")) for l in locals_),
+                tuple(tuple(sorted((k, self.version_key(view, i, k, v)) for k, v in l.items() if k != "writes"))
+                      for i, l in enumerate(locals_)),
                 glob["max_told"])
+
+    def version_key(self, view, i, k, v):
+        """A remembered leases_version in the key: only whether it is the
+        worker's current one (a version never moves back, so one that is not
+        current never will be; the numbers themselves differ between paths
+        to the same state)."""
+        if k not in ("hb", "lv"):
+            return v
+        return v == view["versions"].get(self.workers[i])
 
     def moves(self, node):
         for i in range(self.nclients):
@@ -891,6 +937,8 @@ class Leases(Protocol):
             return {"label": "%s take_leases" % w}
         if letter == "N":
             return {"label": "%s renew_leases" % w}
+        if letter == "B":
+            return {"label": "%s heartbeat" % w}
         if letter == "D":
             return {"label": "%s its session ends" % w}
         if letter == "K":
@@ -943,9 +991,11 @@ class Leases(Protocol):
         db = self.db
         if letter == "A":
             locals_[actor]["advances"] += 1
+            # on the control connection, session_replication_role = replica:
+            # no trigger fires, as time passing fires none (with one, moving
+            # an expiry earlier would move its holder's leases_version)
             self.db.execute(
                 actor,
-                "SET LOCAL session_replication_role = origin;"
                 "UPDATE lease.shard_leases SET lease_expires_at = lease_expires_at - interval '3 days',"
                 "       handoff_requested_at = handoff_requested_at - interval '3 days',"
                 "       handoff_deadline = handoff_deadline - interval '3 days'"
@@ -959,6 +1009,8 @@ class Leases(Protocol):
         w = self.workers[actor]
         held = self.held(me)
         plan["told_checks"] = []
+        if letter == "B":
+            return self.heartbeat(actor, plan, me)
         if letter in "TN":
             if letter == "T":
                 # capacity 1 (the default) unless --weights: balancing by load
@@ -972,6 +1024,7 @@ class Leases(Protocol):
                 return "error %s" % r[1]
             if letter == "N":
                 held = {}
+                me["lv"] = me["hb"]     # the list, under its last heartbeat's version
             for shard, epoch, action in r:
                 if action in ("taken", "renewed"):
                     held[shard] = epoch
@@ -1033,10 +1086,59 @@ class Leases(Protocol):
             return "true" if r[0][0] else "false"
         raise ValueError(letter)
 
+    RENEW_SQL = "SELECT shard_id, lease_epoch, handoff_to FROM lease.renew_leases(%s, %s, %s, %s, %s)"
+
+    def heartbeat(self, actor, plan, me):
+        """B: the worker's renewal by heartbeat (docs/shard-leases.md,
+        lease.heartbeat).  The same leases_version as its list's and no
+        handoff pending: every lease on its list is renewed at the epoch
+        listed (what renew_leases would answer then is read too, in a
+        savepoint rolled back, for heartbeat-list).  Otherwise it lists again
+        at once, in the same transaction: renew_leases, which becomes its
+        list, under the heartbeat's version."""
+        db, w = self.db, self.workers[actor]
+        r = db.call(actor, "SELECT leases, leases_version, handoffs_pending"
+                    " FROM lease.heartbeat(%s, %s, %s, %s, %s)", (APP, STREAM, w, DAY, self.every))
+        if isinstance(r, tuple):
+            return "error %s" % r[1]
+        count, version, pending = r[0]
+        me["hb"] = version
+        said = "leases %d, version %s, %d handoff%s pending" % (
+            count, version, pending, "" if pending == 1 else "s")
+        if version == me["lv"] and pending == 0:
+            held = self.held(me)
+            plan["told_checks"] = [(s, e) for s, e in sorted(held.items()) if e is not None]
+            plan["standing"] = (count, db.rows(actor, "SAVEPOINT explore_oracle; " + self.RENEW_SQL,
+                                               (APP, STREAM, w, DAY, self.every)))
+            db.execute(actor, "ROLLBACK TO SAVEPOINT explore_oracle")
+            return "%s: the list stands, renewed %s" % (
+                said, ", ".join("%s@%s" % (s, "?" if e is None else e) for s, e in sorted(held.items()))
+                or "nothing")
+        r = db.call(actor, self.RENEW_SQL, (APP, STREAM, w, DAY, self.every))
+        if isinstance(r, tuple):
+            return "%s; renew_leases: error %s" % (said, r[1])
+        was, me["lv"] = me["lv"], version
+        me["held"] = tuple(sorted((shard, epoch) for shard, epoch, _ in r))
+        plan["told_checks"] = [(shard, epoch) for shard, epoch, _ in r]
+        return "%s (list's %s): renew_leases -> %s" % (
+            said, was,
+            ", ".join("renewed %s@%d" % (shard, epoch) for shard, epoch, _ in r) or "nothing")
+
     def check(self, before, after, actor, letter, plan, told, locals_, glob):
         w = self.workers[actor] if actor < self.nclients else None
         for shard, epoch in plan.get("told_checks", []):
             self.tell(glob, w, shard, epoch)
+        if plan.get("standing"):
+            count, rows = plan["standing"]
+            truth = {shard: epoch for shard, epoch, _ in rows}
+            listed = self.held(locals_[actor])
+            handoffs = [shard for shard, _, to in rows if to is not None]
+            check(set(listed) == set(truth) and not handoffs and count == len(truth)
+                  and all(e is None or truth[s] == e for s, e in listed.items()), "heartbeat-list",
+                  "%s's heartbeat left its list standing (%s), but renew_leases answers %s (heartbeat: %d leases)"
+                  % (w, ", ".join("%s@%s" % (s, e) for s, e in sorted(listed.items())) or "nothing",
+                     ", ".join("%s@%d%s" % (s, e, " handoff to %s" % to if to else "") for s, e, to in rows)
+                     or "nothing", count))
         if plan.get("taken"):
             s = after["shards"][plan["shard"]]
             self.tell(glob, w, plan["shard"], s["epoch"])
@@ -1126,10 +1228,17 @@ def main():
     ap.add_argument("--roles", action="store_true",
                     help="per-client alphabets (Bindings.ROLES, Leases.ROLES) instead of every letter for every client")
     ap.add_argument("--fast-failover", action="store_true",
-                    help="leases: T and N declare renew_every, and every worker may end its session (D)")
+                    help="leases: T, N and B declare renew_every, and every worker may end its session (D)")
+    ap.add_argument("--heartbeat", action="store_true",
+                    help="leases: every worker may renew by lease.heartbeat with its remembered list (B)")
+    ap.add_argument("--alphabets", type=lambda v: v.split(","),
+                    help="leases: the workers' alphabets, comma-separated (instead of --roles or every letter)")
+    ap.add_argument("--setting", action="append", default=[],
+                    help="NAME=VALUE, a setting of the explorer's sessions (a seeded defect's switch)")
     args = ap.parse_args()
     options = ("-c lease.handoff_timeout=43200000 -c lease.default_lease_duration=86400000"
                " -c lease.record_events=off -c client_min_messages=error")
+    options += "".join(" -c " + setting for setting in args.setting)
     db = Db(args.dsn, args.clients, options)
     extra = 0
     if args.protocol == "bindings":
@@ -1137,7 +1246,7 @@ def main():
                          args.turn_function)
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
-                       args.roles, args.weights, args.fast_failover)
+                       args.roles, args.weights, args.fast_failover, args.heartbeat, args.alphabets)
         extra = args.advances
     stats, violations = explore(proto, args.progress)
     report(proto, stats, violations, args.clients, args.calls, extra)

@@ -94,3 +94,30 @@ RETURNS bigint
 AS '$libdir/pg_lease', 'lease_admit_turn'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
+
+-- Leases (issue 23, lease.heartbeat): a lease that leaves its holder (an
+-- expiry or session_ended takeover, a claim past a handoff deadline, a
+-- release or close) does not move the holder's leases_version, as if
+-- LEASE_SQL_RECORD_LOADS bumped the version of the workers it brings leases
+-- to only.  A heartbeat then tells a worker whose lease was taken over that
+-- its list still stands.  A trigger on lease.stream_workers (test-only,
+-- this database only) that puts the version back, switched on by the
+-- setting explore_mutant.keep_version = on (explore.py --setting), so the
+-- explorer's other runs in this database see the extension as it is.
+CREATE FUNCTION explore_mutant.keep_version()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF current_setting('explore_mutant.keep_version', true) = 'on' AND NEW.leases < OLD.leases THEN
+        NEW.version := OLD.version;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER explore_mutant_keep_version
+    BEFORE UPDATE OF version ON lease.stream_workers
+    FOR EACH ROW
+    EXECUTE FUNCTION explore_mutant.keep_version();

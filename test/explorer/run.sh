@@ -8,7 +8,7 @@
 #   test/explorer/run.sh --long   make explore: dependencies, build, install,
 #       its own throwaway cluster (test/lib/cluster.sh), the long sizes
 #
-# Seven checks, one count each, closing with "N passed, N failed":
+# Ten checks, one count each, closing with "N passed, N failed":
 #   1. bindings against the extension: 0 violations;
 #   2. leases against the extension: 0 violations;
 #   2b. leases balanced by load (--weights: weighted shards, w1 of
@@ -20,11 +20,21 @@
 #   5. bindings against admit_turn as released up to 0.3.0 (a first turn
 #      that ends nothing): at least one violation of lifecycle;
 #   6. leases in the fast-failover mode (--fast-failover: sessions end, the
-#      clock moves, leases are taken as session_ended): no violation.
+#      clock moves, leases are taken as session_ended): no violation;
+#   7. leases renewed by lease.heartbeat with the remembered list
+#      (--heartbeat, letter B), and 7b. the same in the fast-failover mode:
+#      no violation;
+#   8. leases renewed by heartbeat against a lease that leaves its holder
+#      without moving the holder's leases_version (mutants.sql,
+#      explore_mutant.keep_version): at least one violation of
+#      heartbeat-list, with its counterexample.
 # Sizes (clients x calls per client; the alphabets are in explore.py's
 # header): make test 2 x 3 bindings, every letter for both clients; 3 x 3
 # leases + 1 clock step, per-worker alphabets (--roles), and 3 x 2 of them
-# with --weights.  --long: 3 x 4
+# with --weights; the heartbeat runs 2 x 3 over alphabets without the
+# checkpoint letters (a heartbeat decides on who holds what, not on
+# checkpoints): TNRXB TNKHB, and TNRBD TKHBD in the fast-failover mode
+# (--long: 2 x 4).  --long: 3 x 4
 # bindings (--roles); 3 x 3 leases + 1 clock step, every letter for every
 # worker, and 3 x 3 with --weights (--roles).  Each run prints its counts and time.
 set -uo pipefail
@@ -52,10 +62,12 @@ if [ "$LONG" -eq 1 ]; then
     BINDINGS=(--clients 3 --calls 4 --roles --progress)
     LEASES=(--clients 3 --calls 3 --shards 2 --advances 1 --progress)
     WEIGHTED=(--clients 3 --calls 3 --roles --shards 2 --advances 1 --weights --progress)
+    HEARTBEAT=(--clients 2 --calls 4 --shards 2 --advances 1 --progress)
 else
     BINDINGS=(--clients 2 --calls 3)
     LEASES=(--clients 3 --calls 3 --roles --shards 2 --advances 1)
     WEIGHTED=(--clients 3 --calls 2 --roles --shards 2 --advances 1 --weights)
+    HEARTBEAT=(--clients 2 --calls 3 --shards 2 --advances 1)
 fi
 
 "$PG_BINDIR/psql" -X -q -d postgres -c "SET client_min_messages = warning" \
@@ -95,6 +107,9 @@ run clean --protocol leases "${LEASES[@]}"
 run clean --protocol leases "${WEIGHTED[@]}"
 # (issue 23) the fast-failover mode: sessions end (D), the clock moves
 run clean --protocol leases --fast-failover --roles --clients 2 --calls 3 --shards 2 --advances 1
+# (issue 23) renewing by lease.heartbeat (B), in both modes
+run clean --protocol leases --heartbeat --alphabets TNRX,TNKH "${HEARTBEAT[@]}"
+run clean --protocol leases --heartbeat --fast-failover --alphabets TNR,TKH "${HEARTBEAT[@]}"
 # The seeded defects, at the smallest sizes that reach them (the
 # counterexamples are 4 calls long).
 run restorable-unbound --protocol bindings --clients 2 --calls 2 \
@@ -104,6 +119,10 @@ run checkpoint-owner --protocol leases --clients 2 --calls 2 --advances 1 \
 # (issue 20) a replacement's first turn that ends nothing: 2 calls long
 run lifecycle --protocol bindings --clients 1 --calls 2 \
     --turn-function explore_mutant.admit_turn
+# (issue 23) a takeover that leaves the loser's leases_version: 5 steps long
+# (take, heartbeat and list, the clock, the takeover, a heartbeat)
+run heartbeat-list --protocol leases --heartbeat --alphabets T --clients 2 --calls 3 --advances 1 \
+    --setting explore_mutant.keep_version=on
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -16,6 +16,12 @@
  * pg_terminate_backend while they are held mid-rotation and mid-restore by a
  * lock it owns, and checks that nothing partial is left.
  *
+ * Lease clients renew with renew_leases and with lease.heartbeat (issue 23):
+ * a client keeps its last renew_leases list under the leases_version of the
+ * heartbeat before it, lists again when the version moved or a handoff is
+ * pending, and otherwise checks that the heartbeat counts the leases its
+ * standing list holds.
+ *
  * Beside them, --txn-clients N (3 by default) transactional clients commit
  * one output row per record together with hold_lease and the fenced
  * checkpoint (issue 21); the checker proves each record up to each shard's
@@ -436,6 +442,16 @@ typedef struct Client
 	SharedView	sh[NSHARED];
 	long long	seq;
 	bool		lost;			/* the last call lost the connection */
+	/*
+	 * The heartbeat protocol (docs/shard-leases.md, lease.heartbeat): the
+	 * leases_version of the last heartbeat (0: NULL, no row), and the one
+	 * held[] was listed under (renew_leases after that heartbeat); list_known
+	 * false until a list, and again after any error (its outcome unknown).
+	 */
+	bool		hb_known;
+	long long	hb_version;
+	bool		list_known;
+	long long	list_version;
 	pthread_t	thread;
 } Client;
 
@@ -493,6 +509,7 @@ on_error(Client *cl, const char *op, Res r)
 {
 	static __thread char label[48];
 
+	cl->list_known = false;		/* what the call changed is unknown: list again */
 	if (r == RES_LOST)
 	{
 		cl->lost = true;
@@ -657,6 +674,9 @@ op_renew(Client *cl)
 	}
 	if (isnull(&cl->c, 0, 0))
 	{
+		/* guessed, not listed: the list no longer says what we hold */
+		if (cl->held[s].have)
+			cl->list_known = false;
 		cl->held[s].have = false;
 		tally("renew_lease", "lost");
 		return;
@@ -664,6 +684,7 @@ op_renew(Client *cl)
 	if (!cl->held[s].have)
 	{
 		/* the count matched although we thought we did not hold it */
+		cl->list_known = false;
 		cl->held[s].epoch = -1;
 		cl->held[s].pos_known = false;
 	}
@@ -709,7 +730,51 @@ op_renew_leases(Client *cl)
 	for (i = 0; i < NSHARDS; i++)
 		if (!seen[i])
 			cl->held[i].have = false;
+	/* the list, under the version of the heartbeat before it */
+	cl->list_known = cl->hb_known;
+	cl->list_version = cl->hb_version;
 	tally("renew_leases", PQntuples(cl->c.res) ? "renewed" : "none");
+}
+
+/*
+ * heartbeat: renew_leases' one write, answered from the client's row.  The
+ * same leases_version as its list's and no handoff pending: every lease on
+ * the list is renewed (held[] stands, and must count what the heartbeat
+ * counts); otherwise renew_leases lists again.
+ */
+static void
+op_heartbeat(Client *cl)
+{
+	const char *p[5] = {APP, STREAM, cl->owner, durations[rnd(&cl->rng, 3)], RENEW_EVERY(cl)};
+	long long	leases,
+				pending;
+	int			listed = 0;
+	Res			r;
+	int			i;
+
+	r = q(&cl->c, "SELECT leases, leases_version, handoffs_pending"
+		  " FROM lease.heartbeat($1, $2, $3, $4::interval, $5::interval)", 5, p);
+	if (r != RES_OK)
+	{
+		tally("heartbeat", on_error(cl, "heartbeat", r));
+		return;
+	}
+	leases = atoll(val(&cl->c, 0, 0));
+	cl->hb_version = isnull(&cl->c, 0, 1) ? 0 : atoll(val(&cl->c, 0, 1));
+	cl->hb_known = true;
+	pending = atoll(val(&cl->c, 0, 2));
+	if (!cl->list_known || cl->hb_version != cl->list_version || pending > 0)
+	{
+		tally("heartbeat", pending > 0 ? "handoff pending: list" : "version moved: list");
+		op_renew_leases(cl);
+		return;
+	}
+	for (i = 0; i < NSHARDS; i++)
+		listed += cl->held[i].have;
+	if (listed != leases)
+		violation("heartbeat: %s's list (version %lld) stands with %d leases, the heartbeat counts %lld",
+				  cl->owner, cl->hb_version, listed, leases);
+	tally("heartbeat", "list stands");
 }
 
 /*
@@ -879,6 +944,9 @@ op_checkpoint_fenced(Client *cl)
 	note_value(s, newpos, value, ok ? VAL_ACKED : VAL_REFUSED);
 	if (!ok)
 	{
+		/* given up on a refusal (a stale token we sent, too), not listed */
+		if (cl->held[s].have)
+			cl->list_known = false;
 		cl->held[s].have = false;
 		tally(op, stale ? "refused (stale token)" : "refused");
 		return;
@@ -958,6 +1026,8 @@ op_checkpoint_plain(Client *cl)
 			cl->held[s].pos = newpos;
 		else
 		{
+			if (!cl->held[s].have)
+				cl->list_known = false;		/* learned apart from the list */
 			cl->held[s].have = true;
 			cl->held[s].epoch = epoch;
 			cl->held[s].pos = newpos;
@@ -1000,7 +1070,12 @@ op_lease_bool(Client *cl, int which)
 		return;
 	}
 	if (which == 1)
+	{
+		/* refused: it was not ours, whatever the list said */
+		if (cl->held[s].have && val(&cl->c, 0, 0)[0] != 't')
+			cl->list_known = false;
 		cl->held[s].have = false;
+	}
 	tally(names[which], val(&cl->c, 0, 0)[0] == 't' ? "true" : "false");
 }
 
@@ -1846,6 +1921,7 @@ resync(Client *cl)
 	int			i;
 
 	memset(cl->held, 0, sizeof(cl->held));
+	cl->list_known = false;
 	for (i = 0; i < NCHAN; i++)
 	{
 		long long	holder;
@@ -1893,7 +1969,7 @@ static const struct
 	int			weight;
 	void		(*fn) (Client *cl);
 }			mix[] = {
-	{10, op_take_free}, {3, op_steal}, {6, op_renew}, {5, op_renew_leases},
+	{10, op_take_free}, {3, op_steal}, {6, op_renew}, {2, op_renew_leases}, {3, op_heartbeat},
 	{6, op_take_leases}, {10, op_checkpoint_fenced}, {6, op_checkpoint_plain},
 	{3, op_prepare}, {3, op_release}, {2, op_handoff}, {4, op_lineage}, {1, op_events},
 	{21, op_channel}, {6, op_rotate_shared}, {6, op_admit_turn}, {3, op_admit_held},
@@ -2721,6 +2797,7 @@ tx_key(Client *cl, int s, char *shard, const char **p)
 static void
 tx_fail(Client *cl, const char *op, Res r)
 {
+	cl->list_known = false;		/* what the call changed is unknown: list again */
 	if (r == RES_LOST)
 	{
 		cl->lost = true;
