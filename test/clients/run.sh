@@ -136,6 +136,26 @@ print("".join("# rules.py: %s\n" % c for c in bad), end="")
 sys.exit(1 if bad or len(cases) < 20 else 0)
 EOF
 ok $? "rules.py classifies every SQLSTATE of the table as the page says"
+# Worker.stop() from a signal handler, twice: the second SIGTERM's handler
+# may run while the first is inside Event.set(), whose lock is not
+# reentrant; simulated by taking that lock around the second call
+$PY - <<'EOF'
+import sys, threading
+sys.path.insert(0, "clients/python")
+from pg_lease import RecordProcessor, Worker
+w = Worker("host=/nonexistent dbname=none connect_timeout=1", "app", "s", "w", RecordProcessor())
+real_set = w.stopping.set
+def set_interrupted():
+    with w.stopping._cond:      # inside Event.set(): the second signal's handler runs
+        w.stop()
+    real_set()
+w.stopping.set = set_interrupted
+t = threading.Thread(target=w.stop, daemon=True)
+t.start()
+t.join(5)
+sys.exit(0 if not t.is_alive() and w.stopping.is_set() else 1)
+EOF
+ok $? "Python Worker.stop() returns when a second stop (a second SIGTERM) interrupts the first inside Event.set()"
 $NODE -e '
 const rules = require("./clients/node/rules.js");
 const cases = require("./test/clients/rules_cases.json");

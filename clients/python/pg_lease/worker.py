@@ -179,9 +179,17 @@ class Worker:
         self.committed = {}       # transactional: shard_id -> the checkpoint the next batch starts from
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.stop_asked = False
         self.error = None         # what stopped the renewer, raised by run()
 
     def stop(self):
+        """Asks the worker to stop (it finishes its batches, checkpoints and
+        releases its leases).  Safe in a signal handler, and more than once: a
+        second signal can arrive while the first handler is inside Event.set(),
+        whose lock is not reentrant, so only the first call sets it."""
+        if self.stop_asked:
+            return
+        self.stop_asked = True
         self.stopping.set()
 
     # -- the renewer ------------------------------------------------------
