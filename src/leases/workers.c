@@ -194,7 +194,7 @@ lease_heartbeat(PG_FUNCTION_ARGS)
 	Datum		out[3];
 	bool		outnulls[3];
 	LeaseCaller caller;
-	HeapTuple	tuple;
+	Datum		result;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "pg_lease: lease.heartbeat must return a row");
@@ -210,9 +210,10 @@ lease_heartbeat(PG_FUNCTION_ARGS)
 	lease_spi_run(&heartbeat_stmt, values, nulls, 0);
 	for (int col = 0; col < 3; col++)
 		out[col] = lease_spi_value(0, col + 1, &outnulls[col]);
-	tuple = heap_form_tuple(BlessTupleDesc(tupdesc), out, outnulls);
+	/* the row is made in SPI's memory, which SPI_finish frees: copied out */
+	result = PointerGetDatum(SPI_returntuple(heap_form_tuple(tupdesc, out, outnulls), tupdesc));
 	lease_app_end(&caller);
-	PG_RETURN_DATUM(HeapTupleGetDatum(tuple));
+	PG_RETURN_DATUM(result);
 }
 
 /* See workers.h. */
