@@ -132,23 +132,45 @@ lease_session_params(Datum *values, char *nulls)
 	"   AND w.stream_name OPERATOR(pg_catalog.=) $2" \
 	"   AND w.worker OPERATOR(pg_catalog.=) $3"
 
+/* The heartbeat's SET item: every lease of the worker live until now + $8. */
+#define RECORD_SESSION_HEARTBEAT "renewed_until = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $8, "
+
+/* $1..$8 of the statements below (record_session_values). */
+#define RECORD_SESSION_ARGTYPES \
+	{TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, TEXTOID, INTERVALOID}
+
 #define RECORD_SESSION_STMT(stmt_name, until, n) \
 	{ \
 		.name = (stmt_name), .sql = RECORD_SESSION_SQL(until), .nargs = (n), \
-		.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, TEXTOID, \
-			INTERVALOID}, \
-		.expected = SPI_OK_UPDATE \
+		.argtypes = RECORD_SESSION_ARGTYPES, .expected = SPI_OK_UPDATE \
 	}
 
 /*
  * [0] a take with renew_every: the session only; [1] renew_leases: the
- * heartbeat too, every lease of the worker live until now + $8.
+ * heartbeat too.
  */
 static LeaseStatement record_session_stmts[2] = {
 	RECORD_SESSION_STMT("record the taker's session", "", 7),
-	RECORD_SESSION_STMT("renew_leases: heartbeat",
-						"renewed_until = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $8, ", 8),
+	RECORD_SESSION_STMT("renew_leases: heartbeat", RECORD_SESSION_HEARTBEAT, 8),
 };
+
+/*
+ * The parameters of those statements: stream[0..2] the app, stream and
+ * worker, renew_every (NULL when !have_every), the calling session, and
+ * the lease duration when there is one.
+ */
+static void
+record_session_values(Datum *stream, bool have_every, Datum renew_every, Datum *duration,
+					  Datum *values, char *nulls)
+{
+	memcpy(values, stream, 3 * sizeof(Datum));
+	nulls[0] = nulls[1] = nulls[2] = ' ';
+	values[3] = have_every ? renew_every : (Datum) 0;
+	nulls[3] = have_every ? ' ' : 'n';
+	lease_session_params(&values[4], &nulls[4]);
+	values[7] = duration ? *duration : (Datum) 0;
+	nulls[7] = duration ? ' ' : 'n';
+}
 
 /*
  * lease.heartbeat: renew_leases' one write (record_session_stmts[1]),
@@ -163,8 +185,7 @@ static LeaseStatement record_session_stmts[2] = {
  */
 static LeaseStatement heartbeat_stmt = {
 	.name = "heartbeat",
-	.sql = "WITH hb AS (" RECORD_SESSION_SQL("renewed_until = " LEASE_SQL_NOW
-											 " OPERATOR(pg_catalog.+) $8, ")
+	.sql = "WITH hb AS (" RECORD_SESSION_SQL(RECORD_SESSION_HEARTBEAT)
 	"  RETURNING w.leases, w.version)"
 	" SELECT COALESCE((SELECT hb.leases FROM hb), 0),"
 	"        (SELECT hb.version FROM hb),"
@@ -174,8 +195,7 @@ static LeaseStatement heartbeat_stmt = {
 	"            AND l.lease_owner OPERATOR(pg_catalog.=) $3"
 	"            AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ")",
 	.nargs = 8,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, TEXTOID,
-	INTERVALOID},
+	.argtypes = RECORD_SESSION_ARGTYPES,
 	.expected = SPI_OK_SELECT
 };
 
@@ -189,8 +209,12 @@ Datum
 lease_heartbeat(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
+	Datum		stream[3];
+	Datum		duration;
+	Datum		renew_every = (Datum) 0;
+	bool		have_every;
 	Datum		values[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	char		nulls[8];
 	Datum		out[3];
 	bool		outnulls[3];
 	LeaseCaller caller;
@@ -198,13 +222,12 @@ lease_heartbeat(PG_FUNCTION_ARGS)
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "pg_lease: lease.heartbeat must return a row");
-	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
-	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
-	values[2] = lease_arg_ident(fcinfo, 2, "owner");
-	values[7] = lease_arg_duration(fcinfo, 3, "lease_duration");
-	if (!lease_arg_opt_duration(fcinfo, 4, "renew_every", &values[3]))
-		nulls[3] = 'n';
-	lease_session_params(&values[4], &nulls[4]);
+	stream[0] = lease_arg_ident(fcinfo, 0, "app_name");
+	stream[1] = lease_arg_ident(fcinfo, 1, "stream_name");
+	stream[2] = lease_arg_ident(fcinfo, 2, "owner");
+	duration = lease_arg_duration(fcinfo, 3, "lease_duration");
+	have_every = lease_arg_opt_duration(fcinfo, 4, "renew_every", &renew_every);
+	record_session_values(stream, have_every, renew_every, &duration, values, nulls);
 
 	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, values[0], &caller);
 	lease_spi_run(&heartbeat_stmt, values, nulls, 0);
@@ -221,14 +244,9 @@ void
 lease_record_session(Datum *stream, bool have_every, Datum renew_every, Datum *duration)
 {
 	Datum		values[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	char		nulls[8];
 
-	memcpy(values, stream, 3 * sizeof(Datum));
-	values[3] = have_every ? renew_every : (Datum) 0;
-	nulls[3] = have_every ? ' ' : 'n';
-	lease_session_params(&values[4], &nulls[4]);
-	if (duration)
-		values[7] = *duration;
+	record_session_values(stream, have_every, renew_every, duration, values, nulls);
 	lease_spi_run(&record_session_stmts[duration ? 1 : 0], values, nulls, 0);
 }
 
