@@ -137,10 +137,12 @@ raise_parent_shape(const char *detail_fmt, int a, int b)
 
 /*
  * Checks shard_ids (not null, one dimension, no NULL, blank, too long or
- * repeated element); returns its elements and their number.
+ * repeated element); returns its elements and their number, and in *listed
+ * each shard id with its position (what the lineage check looks parents up
+ * in).
  */
 static Datum *
-sync_shard_ids(FunctionCallInfo fcinfo, int *count)
+sync_shard_ids(FunctionCallInfo fcinfo, int *count, HTAB **listed)
 {
 	ArrayType  *array;
 	Datum	   *elems;
@@ -190,7 +192,7 @@ sync_shard_ids(FunctionCallInfo fcinfo, int *count)
 					 errhint("List each shard once.")));
 		entry->index = i;
 	}
-	hash_destroy(seen);
+	*listed = seen;
 	return elems;
 }
 
@@ -203,10 +205,9 @@ sync_shard_ids(FunctionCallInfo fcinfo, int *count)
  * named as its own parent is refused before, with a message of its own.)
  */
 static void
-sync_check_cycles(Datum *shards, int n, const int *child, const Datum *parent, int pairs)
+sync_check_cycles(Datum *shards, int n, HTAB *listed, const int *child, const Datum *parent,
+				  int pairs)
 {
-	HASHCTL		ctl;
-	HTAB	   *listed;
 	int		   *target = palloc(sizeof(int) * Max(pairs, 1));
 	int		   *next = palloc(sizeof(int) * Max(pairs, 1));
 	int		   *first = palloc(sizeof(int) * Max(n, 1));
@@ -214,19 +215,8 @@ sync_check_cycles(Datum *shards, int n, const int *child, const Datum *parent, i
 	int		   *stack = palloc(sizeof(int) * Max(n, 1));
 	char	   *colour = palloc0(Max(n, 1));	/* 0 unseen, 1 on the path, 2 done */
 
-	ctl.keysize = LEASE_MAX_IDENT_BYTES + 1;
-	ctl.entrysize = sizeof(SyncShardEntry);
-	ctl.hcxt = CurrentMemoryContext;
-	listed = hash_create("sync_shards lineage", Max(n, 16), &ctl,
-						 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	for (int i = 0; i < n; i++)
-	{
-		SyncShardEntry *entry = hash_search(listed, TextDatumGetCString(shards[i]),
-											HASH_ENTER, NULL);
-
-		entry->index = i;
 		first[i] = -1;
-	}
 	for (int e = 0; e < pairs; e++)
 	{
 		SyncShardEntry *entry = hash_search(listed, TextDatumGetCString(parent[e]),
@@ -288,16 +278,17 @@ sync_check_cycles(Datum *shards, int n, const int *child, const Datum *parent, i
 			}
 		}
 	}
-	hash_destroy(listed);
 }
 
 /*
- * Checks parent_ids against the n shard ids and fills the pairs of
- * statement parameters $4 (the shard's position, from 1) and $5 (the
- * parent).  NULL parent_ids, or a NULL element, means no parent.
+ * Checks parent_ids against the n shard ids (listed: sync_shard_ids') and
+ * fills the pairs of statement parameters $4 (the shard's position, from
+ * 1) and $5 (the parent).  NULL parent_ids, or a NULL element, means no
+ * parent.
  */
 static void
-sync_parent_pairs(FunctionCallInfo fcinfo, Datum *shards, int n, Datum *positions, Datum *parents)
+sync_parent_pairs(FunctionCallInfo fcinfo, Datum *shards, int n, HTAB *listed, Datum *positions,
+				  Datum *parents)
 {
 	ArrayType  *array;
 	Datum	   *elems;
@@ -377,7 +368,7 @@ sync_parent_pairs(FunctionCallInfo fcinfo, Datum *shards, int n, Datum *position
 			pairs++;
 		}
 	}
-	sync_check_cycles(shards, n, child, par_out, pairs);
+	sync_check_cycles(shards, n, listed, child, par_out, pairs);
 	*positions = PointerGetDatum(construct_array(pos_out, pairs, INT8OID, sizeof(int64),
 												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	*parents = PointerGetDatum(construct_array(par_out, pairs, TEXTOID, -1, false, TYPALIGN_INT));
@@ -399,12 +390,14 @@ lease_sync_shards(PG_FUNCTION_ARGS)
 	int			n;
 	LeaseCaller caller;
 	uint64		rows;
+	HTAB	   *listed;
 
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
-	shards = sync_shard_ids(fcinfo, &n);
+	shards = sync_shard_ids(fcinfo, &n, &listed);
 	values[2] = PointerGetDatum(PG_GETARG_ARRAYTYPE_P(2));
-	sync_parent_pairs(fcinfo, shards, n, &values[3], &values[4]);
+	sync_parent_pairs(fcinfo, shards, n, listed, &values[3], &values[4]);
+	hash_destroy(listed);
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, values[0], &caller);
