@@ -114,6 +114,10 @@ class Server:
     def pss(self):
         return sum(pss_kib(p) for p in self.pids())
 
+    def client_config(self):
+        """What a worker connects with (a peer on loopback: its port)."""
+        return {"port": self.port}
+
     def wait_ready(self, check):
         """Waits for the port, then for check() to succeed (etcd opens its
         port before the member is ready, Redis loads its AOF first)."""
@@ -152,9 +156,6 @@ class Etcd(Server):
         import etcd3
         self.wait_ready(lambda: etcd3.client(host="127.0.0.1", port=self.port, timeout=2).status())
 
-    def client_config(self):
-        return {"port": self.port}
-
 
 class ZooKeeper(Server):
     name = "zookeeper"
@@ -182,9 +183,6 @@ class ZooKeeper(Server):
             z.close()
         self.wait_ready(session)
 
-    def client_config(self):
-        return {"port": self.port}
-
 
 class Redis(Server):
     name = "redis"
@@ -197,9 +195,6 @@ class Redis(Server):
                     "--save", "", "--daemonize", "no", "--logfile", ""])
         import redis
         self.wait_ready(lambda: redis.Redis(host="127.0.0.1", port=self.port).ping())   # after the AOF is loaded
-
-    def client_config(self):
-        return {"port": self.port}
 
 
 class Postgres(Server):
