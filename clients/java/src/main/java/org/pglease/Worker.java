@@ -476,6 +476,11 @@ public final class Worker {
             return handOff(shard, lease, run, deadline, to);
         }
         List<StreamRecord> records = source.getRecords(shard, run.position);
+        if (System.nanoTime() - deadline >= 0) {
+            // the deadline passed since the check above (a slow my_leases or getRecords): no batch starts
+            drop(shard, LEASE_LOST, "local deadline");
+            return false;
+        }
         if (records == null) {
             ShardCheckpointer cp = new ShardCheckpointer(shard, lease, run, deadline, true);
             run.processor.shardEnded(cp);
