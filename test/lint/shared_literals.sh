@@ -34,7 +34,8 @@ bad=$(mktemp); trap 'rm -f "$bad"' EXIT
 printf '%s\n' "WHERE checkpoint = 'SHARD_ENDS'" 'ORDER BY x COLLATE "C"' >"$bad"
 if [ "$(check "$bad" | wc -l)" -eq 2 ]; then passed=$((passed + 1)); else
     echo "shared literals: the self-test was not flagged twice"; failed=$((failed + 1)); fi
-out=$(check src/common/*.sql src/leases/*.sql src/bindings/*.sql sql/pg_lease--0.3.0--0.4.0.sql)
+version=$(sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease.control)
+out=$(check src/common/*.sql src/leases/*.sql src/bindings/*.sql sql/pg_lease--*--"$version".sql)
 if [ -z "$out" ]; then passed=$((passed + 1)); else echo "$out"; failed=$((failed + 1)); fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

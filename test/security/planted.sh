@@ -13,7 +13,8 @@
 #      worker's take, renew, checkpoint and handoff calls never run them;
 #   4. every release installed into mallory's planted schema (its frozen
 #      script does bind to the trojan: why the update must refuse it):
-#      ALTER EXTENSION pg_lease UPDATE is refused; with trojans in public
+#      ALTER EXTENSION pg_lease UPDATE is refused (a release from 0.4.0 on
+#      refuses the install itself, as scenarios 1 and 2); with trojans in public
 #      only, every release updates and the calls never run them.
 # After each: mallory is no superuser and the trojan log is empty.
 #
@@ -104,7 +105,7 @@ expect_refused() {
     if grep -q "ERROR:  42501: .*$3" <<<"$out"; then
         ok 0 "$1: refused ($(oneline "$(grep -A1 'ERROR:' <<<"$out")"))"
     else
-        ok 1 "$1: not refused with 42501 \"$3\": $(oneline "$out")"
+            ok 1 "$1: not refused with 42501 \"$3\": $(oneline "$out")"
     fi
 }
 
@@ -188,23 +189,33 @@ assert_clean "3 public trojans"
 # with trojans in public only, updated and called.
 for from in $RELEASES; do
     fresh_db && sql -U mallory -c "CREATE SCHEMA lease" && plant_lease_schema || exit 1
-    sql -c "CREATE EXTENSION pg_lease VERSION '$from'" 2>"$WORK/err"
-    ok $? "4 $from in mallory's schema: the release installs (its script is frozen) $(oneline "$(cat "$WORK/err")")"
-    def=$(sql -c "SELECT pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint
-                   WHERE conname = 'shard_leases_handoff_check'")
-    if [ -n "$def" ]; then
-        ok "$(grep -q 'lease\.num_nulls' <<<"$def"; echo $?)" \
-            "4 $from in mallory's schema: the frozen script bound its CHECK to the trojan ($def)"
-    fi
-    expect_refused "4 $from in mallory's schema" "ALTER EXTENSION pg_lease UPDATE" 'schema "lease" is owned by role "mallory"'
-    got=$(sql -c "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_lease'")
-    ok "$([ "$got" = "$from" ] && echo 0 || echo 1)" "4 $from in mallory's schema: still at $from (at $got)"
-    assert_clean "4 $from in mallory's schema"
+    # From 0.4.0 on a release's own install script carries the guard: it is
+    # refused as the current install is (scenarios 1 and 2).
+    if [ "$(printf '%s\n' 0.4.0 "$from" | sort -V | head -n 1)" = 0.4.0 ]; then
+        expect_refused "4 $from in mallory's schema" "CREATE EXTENSION pg_lease VERSION '$from'" 'schema "lease" is owned by role "mallory"'
+        assert_clean "4 $from in mallory's schema"
+        sql -c "ALTER SCHEMA lease OWNER TO CURRENT_USER" || exit 1
+        expect_refused "4 $from with a planted function" "CREATE EXTENSION pg_lease VERSION '$from'" 'not part of pg_lease'
+        assert_clean "4 $from with a planted function"
+    else
+        sql -c "CREATE EXTENSION pg_lease VERSION '$from'" 2>"$WORK/err"
+        ok $? "4 $from in mallory's schema: the release installs (its script is frozen) $(oneline "$(cat "$WORK/err")")"
+        def=$(sql -c "SELECT pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint
+                       WHERE conname = 'shard_leases_handoff_check'")
+        if [ -n "$def" ]; then
+            ok "$(grep -q 'lease\.num_nulls' <<<"$def"; echo $?)" \
+                "4 $from in mallory's schema: the frozen script bound its CHECK to the trojan ($def)"
+        fi
+        expect_refused "4 $from in mallory's schema" "ALTER EXTENSION pg_lease UPDATE" 'schema "lease" is owned by role "mallory"'
+        got=$(sql -c "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_lease'")
+        ok "$([ "$got" = "$from" ] && echo 0 || echo 1)" "4 $from in mallory's schema: still at $from (at $got)"
+        assert_clean "4 $from in mallory's schema"
 
-    # A superuser took the schema over, but mallory's function is still there.
-    sql -c "ALTER SCHEMA lease OWNER TO CURRENT_USER" || exit 1
-    expect_refused "4 $from with a planted function" "ALTER EXTENSION pg_lease UPDATE" 'not part of pg_lease'
-    assert_clean "4 $from with a planted function"
+        # A superuser took the schema over, but mallory's function is still there.
+        sql -c "ALTER SCHEMA lease OWNER TO CURRENT_USER" || exit 1
+        expect_refused "4 $from with a planted function" "ALTER EXTENSION pg_lease UPDATE" 'not part of pg_lease'
+        assert_clean "4 $from with a planted function"
+    fi
 
     fresh_db && plant_public || exit 1
     sql -c "CREATE EXTENSION pg_lease VERSION '$from'" -c "ALTER EXTENSION pg_lease UPDATE" 2>"$WORK/err"

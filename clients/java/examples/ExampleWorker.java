@@ -1,6 +1,6 @@
 // A complete pg_lease worker: it processes a synthetic stream by appending each record to a log.
 //
-//     java -cp pg-lease-0.4.0.jar:/usr/share/java/postgresql.jar:. ExampleWorker DSN APP STREAM OWNER DIR [LEASE_SECONDS]
+//     java -cp pg-lease-0.5.0.jar:/usr/share/java/postgresql.jar:. ExampleWorker DSN APP STREAM OWNER DIR [LEASE_SECONDS]
 //
 // Shard "<name>-end<N>" holds records 1..N and then ends; every other shard never
 // ends.  Record i of a shard is "processed" by appending {"shard", "seq": i} to
