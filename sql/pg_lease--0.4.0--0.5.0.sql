@@ -1,3 +1,24 @@
 /* pg_lease--0.4.0--0.5.0.sql: upgrade from 0.4.0 to 0.5.0.  Each change here has its twin in the SQL parts (Makefile, SQL_PARTS), and test/upgrade/upgrade.sh proves the two agree. */
 
 \echo Use "ALTER EXTENSION pg_lease UPDATE TO '0.5.0'" to load this file. \quit
+
+----------------------------------------------------------------------------
+-- Batched checkpoints: lease.update_checkpoints (src/leases/checkpoints.c)
+----------------------------------------------------------------------------
+
+-- The fenced checkpoints of many shards of one stream and owner in one
+-- statement and one commit (src/leases/checkpoints.c): element i of each
+-- array is shard i's; each shard is judged as the fenced update_checkpoint
+-- above judges it, and refused shards come back with the reason
+-- ('not_owner', 'stale_token', 'ended', 'unknown'), one row per shard in
+-- the caller's order.  work, when given, has one element per shard (NULL
+-- for a shard that reports none).
+CREATE FUNCTION lease.update_checkpoints(
+    app_name text, stream_name text, owner text, shard_ids text[],
+    checkpoints text[], sub_sequences bigint[], fencing_tokens bigint[],
+    work bigint[] DEFAULT NULL)
+RETURNS TABLE(shard_id text, ok boolean, reason text)
+AS 'MODULE_PATHNAME', 'lease_update_checkpoints'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION lease.update_checkpoints(text, text, text, text[], text[], bigint[], bigint[], bigint[]) FROM PUBLIC;

@@ -180,24 +180,11 @@ static LeaseStatement checkpoint_fenced_stmt = {
 
 /*
  * Measured checkpoint: as the fenced one above, and the lease's work rate
- * moves toward $8 (the work reported) over the seconds since the
- * previous checkpoint, `dt`, by 1 - exp(-dt / tau) of the way (an
- * exponentially decayed rate starting from 0; for a short dt the step is
- * about records / tau, so back-to-back checkpoints do not inflate it; the
- * exponent is capped where the factor is 1 to float8 precision).
+ * moves toward $8, the work reported (LEASE_SQL_DECAYED_WORK_RATE).
  */
-#define CHECKPOINT_DT \
-	"GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) l.checkpointed_at), 0.001)"
-
 static LeaseStatement checkpoint_measured_stmt = {
 	.name = "update_checkpoint (work)",
-	.sql = CHECKPOINT_SET ","
-	"     work_rate = COALESCE(l.work_rate, 0) OPERATOR(pg_catalog.+)"
-	"       ((1 OPERATOR(pg_catalog.-) (1 OPERATOR(pg_catalog./)"
-	"           pg_catalog.exp(LEAST(" CHECKPOINT_DT " OPERATOR(pg_catalog./) " LEASE_WORK_RATE_TAU_S ", 600))))"
-	"        OPERATOR(pg_catalog.*)"
-	"        (($8::pg_catalog.float8 OPERATOR(pg_catalog./) " CHECKPOINT_DT ")"
-	"         OPERATOR(pg_catalog.-) COALESCE(l.work_rate, 0)))"
+	.sql = CHECKPOINT_SET ", work_rate = " LEASE_SQL_DECAYED_WORK_RATE("l", "$8::pg_catalog.float8")
 	CHECKPOINT_WHERE
 	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
 	" RETURNING true",
@@ -333,17 +320,6 @@ check_not_own_parent(Datum shard_id, Datum parents)
 	}
 }
 
-/* Raises 22023 when a checkpoint value would end the shard. */
-static void
-check_not_shard_end(Datum checkpoint)
-{
-	if (strcmp(TextDatumGetCString(checkpoint), LEASE_CHECKPOINT_SHARD_END) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("checkpoint SHARD_END can only be written by close_shard"),
-				 errhint("Call lease.close_shard() to end a shard; it also releases the lease.")));
-}
-
 /* lease.create_lease: true when created, false when the lease already existed. */
 static Datum
 create_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
@@ -434,7 +410,7 @@ checkpoint_args(FunctionCallInfo fcinfo, Datum *values)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	values[4] = lease_arg_checkpoint(fcinfo, 4, "checkpoint");
 	values[5] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 5, "sub_sequence"));
-	check_not_shard_end(values[4]);
+	lease_check_not_shard_end(values[4]);
 }
 
 /* lease.update_checkpoint: true when written by the current owner. */
@@ -483,7 +459,7 @@ prepare_checkpoint(FunctionCallInfo fcinfo, LeaseSchema schema)
 	lease_key_args(fcinfo, values);
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	values[4] = lease_arg_checkpoint(fcinfo, 4, "pending_checkpoint");
-	check_not_shard_end(values[4]);
+	lease_check_not_shard_end(values[4]);
 
 	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &prepare_stmt, values, NULL) > 0);
 }

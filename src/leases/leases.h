@@ -270,4 +270,23 @@
 /* Which of a LEASE_SCHEMA_STMTS set `schema` runs. */
 #define LEASE_SCHEMA_STMT(stmts, schema) (&(stmts)[(schema)])
 
+/*
+ * The new work rate of lease `a` at a measured checkpoint: it moves
+ * toward `work` (an SQL float8 expression, the work reported) over the
+ * seconds since the previous checkpoint, `dt`, by 1 - exp(-dt / tau) of
+ * the way (an exponentially decayed rate starting from 0; for a short dt
+ * the step is about work / tau, so back-to-back checkpoints do not inflate
+ * it; the exponent is capped where the factor is 1 to float8 precision).
+ * Needs LEASE_WORK_RATE_TAU_S (leases/balancing.h).
+ */
+#define LEASE_SQL_CHECKPOINT_DT(a) \
+	"GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) " a ".checkpointed_at), 0.001)"
+#define LEASE_SQL_DECAYED_WORK_RATE(a, work) \
+	"COALESCE(" a ".work_rate, 0) OPERATOR(pg_catalog.+)" \
+	"  ((1 OPERATOR(pg_catalog.-) (1 OPERATOR(pg_catalog./)" \
+	"      pg_catalog.exp(LEAST(" LEASE_SQL_CHECKPOINT_DT(a) " OPERATOR(pg_catalog./) " LEASE_WORK_RATE_TAU_S ", 600))))" \
+	"   OPERATOR(pg_catalog.*)" \
+	"   ((" work " OPERATOR(pg_catalog./) " LEASE_SQL_CHECKPOINT_DT(a) ")" \
+	"    OPERATOR(pg_catalog.-) COALESCE(" a ".work_rate, 0)))"
+
 #endif							/* LEASE_LEASES_H */

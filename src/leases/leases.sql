@@ -539,6 +539,22 @@ AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
+-- The fenced checkpoints of many shards of one stream and owner in one
+-- statement and one commit (src/leases/checkpoints.c): element i of each
+-- array is shard i's; each shard is judged as the fenced update_checkpoint
+-- above judges it, and refused shards come back with the reason
+-- ('not_owner', 'stale_token', 'ended', 'unknown'), one row per shard in
+-- the caller's order.  work, when given, has one element per shard (NULL
+-- for a shard that reports none).
+CREATE FUNCTION lease.update_checkpoints(
+    app_name text, stream_name text, owner text, shard_ids text[],
+    checkpoints text[], sub_sequences bigint[], fencing_tokens bigint[],
+    work bigint[] DEFAULT NULL)
+RETURNS TABLE(shard_id text, ok boolean, reason text)
+AS 'MODULE_PATHNAME', 'lease_update_checkpoints'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
 -- The fenced-transaction contract (docs/exactly-once.md): inside the
 -- caller's transaction, locks the lease row FOR SHARE until the transaction
 -- ends and returns its checkpoint, or raises 55000 when owner does not hold
