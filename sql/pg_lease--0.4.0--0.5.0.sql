@@ -22,3 +22,13 @@ AS 'MODULE_PATHNAME', 'lease_update_checkpoints'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION lease.update_checkpoints(text, text, text, text[], text[], bigint[], bigint[], bigint[]) FROM PUBLIC;
+
+----------------------------------------------------------------------------
+-- Checkpoints are HOT updates: the index of unowned leases no longer names
+-- checkpoint in its predicate (src/leases/leases.sql)
+----------------------------------------------------------------------------
+
+DROP INDEX lease.shard_leases_unowned_idx;
+CREATE INDEX shard_leases_unowned_idx
+    ON lease.shard_leases (app_name, stream_name)
+    WHERE lease_owner IS NULL;
