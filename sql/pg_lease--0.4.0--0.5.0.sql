@@ -32,3 +32,34 @@ DROP INDEX lease.shard_leases_unowned_idx;
 CREATE INDEX shard_leases_unowned_idx
     ON lease.shard_leases (app_name, stream_name)
     WHERE lease_owner IS NULL;
+
+----------------------------------------------------------------------------
+-- The checkpoint statements move checkpointed_at themselves; the trigger
+-- shard_leases_checkpointed skips the rows they wrote (src/leases/leases.c,
+-- src/leases/monitoring.sql)
+----------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint DEFAULT 0)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint, fencing_token bigint,
+    work bigint DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE TRIGGER shard_leases_checkpointed
+    BEFORE UPDATE OF checkpoint, checkpoint_sub_sequence ON lease.shard_leases
+    FOR EACH ROW
+    WHEN ((OLD.checkpoint IS DISTINCT FROM NEW.checkpoint
+           OR OLD.checkpoint_sub_sequence IS DISTINCT FROM NEW.checkpoint_sub_sequence)
+          AND OLD.checkpointed_at IS NOT DISTINCT FROM NEW.checkpointed_at)
+    EXECUTE FUNCTION lease.shard_leases_checkpointed();

@@ -35,8 +35,10 @@ typedef enum LeaseSchema
 	LEASE_SCHEMA_0_2,			/* 0.1.0 and 0.2.0 objects */
 	LEASE_SCHEMA_0_3,			/* + the taker's bookkeeping tables,
 								 * lease.conversation_id_partition */
-	LEASE_SCHEMA_0_4			/* + lease.admission_gate,
+	LEASE_SCHEMA_0_4,			/* + lease.admission_gate,
 								 * app_grants.grantee_name */
+	LEASE_SCHEMA_0_5			/* + the checkpoint statements move
+								 * checkpointed_at themselves */
 } LeaseSchema;
 
 /*

@@ -85,8 +85,9 @@
  * The batch: `b` the shards in the caller's order, `o` those that pass the
  * guard, locked in shard_id order (the LockRows node sits above the sort,
  * and a row changed meanwhile is re-checked against the committed one),
- * `c` the write (the fenced checkpoint's SET list; a shard given work also
- * moves its work rate), then one row per shard in the caller's order.
+ * `c` the write (the fenced checkpoint's SET list, checkpointed_at moved by
+ * the statement as from 0.5.0 on; a shard given work also moves its work
+ * rate), then one row per shard in the caller's order.
  * A generic plan (CURSOR_OPT_GENERIC_PLAN): every lease is found by its
  * primary key whatever the arrays hold, and a custom plan for each call
  * would cost about as much as writing six checkpoints (callgrind).
@@ -109,6 +110,7 @@ static LeaseStatement batch_stmt = {
 	"              checkpoint_sub_sequence = b.sub_sequence,"
 	"              pending_checkpoint = NULL,"
 	"              owner_switches_since_checkpoint = 0,"
+	"              " LEASE_SQL_SET_CHECKPOINTED("l", "b.checkpoint", "b.sub_sequence") ","
 	"              updated_at = pg_catalog.now(),"
 	"              work_rate = CASE WHEN b.work IS NULL THEN l.work_rate ELSE "
 	LEASE_SQL_DECAYED_WORK_RATE("l", "b.work::pg_catalog.float8") " END"

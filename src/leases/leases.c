@@ -144,54 +144,91 @@ static LeaseStatement renew_stmt = {
 
 /*
  * Checkpoint: guarded on ownership only, never on lease_count; clears the
- * pending (two-phase) checkpoint.
+ * pending (two-phase) checkpoint.  `moved` is the SET item of
+ * checkpointed_at: from 0.5.0 on the statement moves it itself when the
+ * checkpoint changes (LEASE_SQL_SET_CHECKPOINTED), and the BEFORE trigger
+ * shard_leases_checkpointed (src/leases/monitoring.sql) no longer fires
+ * for it; up to 0.4.0 the trigger does it.
  */
-#define CHECKPOINT_SET \
+#define CHECKPOINT_SET(moved) \
 	"UPDATE lease.shard_leases AS l" \
 	" SET checkpoint = $5," \
 	"     checkpoint_sub_sequence = $6," \
 	"     pending_checkpoint = NULL," \
 	"     owner_switches_since_checkpoint = 0," \
+	moved \
 	"     updated_at = pg_catalog.now()"
 #define CHECKPOINT_WHERE \
 	" WHERE " LEASE_KEY_MATCHES \
 	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4" \
 	"   AND l.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END
-#define CHECKPOINT_SQL CHECKPOINT_SET CHECKPOINT_WHERE
+#define CHECKPOINT_0_4		""
+#define CHECKPOINT_0_5		LEASE_SQL_SET_CHECKPOINTED("l", "$5", "$6") ","
+#define CHECKPOINT_FENCED	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
 
-static LeaseStatement checkpoint_stmt = {
-	.name = "update_checkpoint",
-	.sql = CHECKPOINT_SQL " RETURNING true",
-	.nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID},
-	.expected = SPI_OK_UPDATE_RETURNING
+/* The checkpoint: [0] up to 0.4.0, [1] from 0.5.0 on. */
+static LeaseStatement checkpoint_stmts[2] = {
+	{
+		.name = "update_checkpoint",
+		.sql = CHECKPOINT_SET(CHECKPOINT_0_4) CHECKPOINT_WHERE " RETURNING true",
+		.nargs = 6,
+		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID},
+		.expected = SPI_OK_UPDATE_RETURNING
+	},
+	{
+		.name = "update_checkpoint",
+		.sql = CHECKPOINT_SET(CHECKPOINT_0_5) CHECKPOINT_WHERE " RETURNING true",
+		.nargs = 6,
+		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID},
+		.expected = SPI_OK_UPDATE_RETURNING
+	}
 };
 
 /* Fenced checkpoint: as above, and only while lease_epoch equals $7. */
-static LeaseStatement checkpoint_fenced_stmt = {
-	.name = "update_checkpoint (fenced)",
-	.sql = CHECKPOINT_SQL
-	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
-	" RETURNING true",
-	.nargs = 7,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID},
-	.expected = SPI_OK_UPDATE_RETURNING
+static LeaseStatement checkpoint_fenced_stmts[2] = {
+	{
+		.name = "update_checkpoint (fenced)",
+		.sql = CHECKPOINT_SET(CHECKPOINT_0_4) CHECKPOINT_WHERE CHECKPOINT_FENCED " RETURNING true",
+		.nargs = 7,
+		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID},
+		.expected = SPI_OK_UPDATE_RETURNING
+	},
+	{
+		.name = "update_checkpoint (fenced)",
+		.sql = CHECKPOINT_SET(CHECKPOINT_0_5) CHECKPOINT_WHERE CHECKPOINT_FENCED " RETURNING true",
+		.nargs = 7,
+		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID},
+		.expected = SPI_OK_UPDATE_RETURNING
+	}
 };
 
 /*
  * Measured checkpoint: as the fenced one above, and the lease's work rate
  * moves toward $8, the work reported (LEASE_SQL_DECAYED_WORK_RATE).
  */
-static LeaseStatement checkpoint_measured_stmt = {
-	.name = "update_checkpoint (work)",
-	.sql = CHECKPOINT_SET ", work_rate = " LEASE_SQL_DECAYED_WORK_RATE("l", "$8::pg_catalog.float8")
-	CHECKPOINT_WHERE
-	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
-	" RETURNING true",
-	.nargs = 8,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID},
-	.expected = SPI_OK_UPDATE_RETURNING
+#define CHECKPOINT_WORK		", work_rate = " LEASE_SQL_DECAYED_WORK_RATE("l", "$8::pg_catalog.float8")
+
+static LeaseStatement checkpoint_measured_stmts[2] = {
+	{
+		.name = "update_checkpoint (work)",
+		.sql = CHECKPOINT_SET(CHECKPOINT_0_4) CHECKPOINT_WORK CHECKPOINT_WHERE CHECKPOINT_FENCED
+		" RETURNING true",
+		.nargs = 8,
+		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID},
+		.expected = SPI_OK_UPDATE_RETURNING
+	},
+	{
+		.name = "update_checkpoint (work)",
+		.sql = CHECKPOINT_SET(CHECKPOINT_0_5) CHECKPOINT_WORK CHECKPOINT_WHERE CHECKPOINT_FENCED
+		" RETURNING true",
+		.nargs = 8,
+		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID},
+		.expected = SPI_OK_UPDATE_RETURNING
+	}
 };
+
+/* Which of a checkpoint statement pair `schema` runs. */
+#define CHECKPOINT_STMT(stmts, schema) (&(stmts)[(schema) >= LEASE_SCHEMA_0_5 ? 1 : 0])
 
 /* Two-phase checkpoint, first phase: record the intent, guarded on ownership. */
 static LeaseStatement prepare_stmt = {
@@ -421,10 +458,19 @@ update_checkpoint(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	checkpoint_args(fcinfo, values);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &checkpoint_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, CHECKPOINT_STMT(checkpoint_stmts, schema),
+										  values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint, update_checkpoint, LEASE_SCHEMA_0_3)
+
+/* lease.update_checkpoint from 0.5.0 on: the statement moves checkpointed_at itself. */
+PG_FUNCTION_INFO_V1(lease_update_checkpoint_0_5);
+Datum
+lease_update_checkpoint_0_5(PG_FUNCTION_ARGS)
+{
+	return update_checkpoint(fcinfo, LEASE_SCHEMA_0_5);
+}
 
 /*
  * lease.update_checkpoint with a fencing token: true when written by the
@@ -444,11 +490,20 @@ update_checkpoint_fenced(FunctionCallInfo fcinfo, LeaseSchema schema)
 		values[7] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 7, "work"));
 
 	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema,
-										  measured ? &checkpoint_measured_stmt : &checkpoint_fenced_stmt,
+										  measured ? CHECKPOINT_STMT(checkpoint_measured_stmts, schema)
+										  : CHECKPOINT_STMT(checkpoint_fenced_stmts, schema),
 										  values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint_fenced, update_checkpoint_fenced, LEASE_SCHEMA_0_3)
+
+/* The fenced lease.update_checkpoint from 0.5.0 on: the statement moves checkpointed_at itself. */
+PG_FUNCTION_INFO_V1(lease_update_checkpoint_fenced_0_5);
+Datum
+lease_update_checkpoint_fenced_0_5(PG_FUNCTION_ARGS)
+{
+	return update_checkpoint_fenced(fcinfo, LEASE_SCHEMA_0_5);
+}
 
 /* lease.prepare_checkpoint: true when the owner recorded its intended checkpoint. */
 static Datum

@@ -271,6 +271,19 @@
 #define LEASE_SCHEMA_STMT(stmts, schema) (&(stmts)[(schema)])
 
 /*
+ * From 0.5.0 on, the SET item with which a statement writing checkpoint
+ * `ckpt` and sub-sequence `sub` (SQL expressions) to lease `a` moves its
+ * checkpointed_at itself, when either changes (rewriting the same
+ * checkpoint is not progress), instead of the BEFORE trigger
+ * shard_leases_checkpointed (a PL/pgSQL call per row), which then does not
+ * fire (its WHEN clause, src/leases/monitoring.sql).
+ */
+#define LEASE_SQL_SET_CHECKPOINTED(a, ckpt, sub) \
+	"checkpointed_at = CASE WHEN " a ".checkpoint IS DISTINCT FROM " ckpt \
+	"                         OR " a ".checkpoint_sub_sequence IS DISTINCT FROM " sub \
+	"                       THEN pg_catalog.now() ELSE " a ".checkpointed_at END"
+
+/*
  * The new work rate of lease `a` at a measured checkpoint: it moves
  * toward `work` (an SQL float8 expression, the work reported) over the
  * seconds since the previous checkpoint, `dt`, by 1 - exp(-dt / tau) of

@@ -472,9 +472,11 @@ CREATE TRIGGER shard_leases_load_updated
 -- access to the table, so the only way to change a lease is through the
 -- protocol, and only for its apps.  They are not STRICT: a NULL where a
 -- value is required is an error (22004) naming the argument.
--- Each is bound to the C entry point of this schema version (*_0_4,
--- src/common/version.h); the symbols without a suffix serve the released
--- schemas until ALTER EXTENSION pg_lease UPDATE.
+-- Each is bound to the C entry point of this schema version (*_0_4, and
+-- *_0_5 for the two update_checkpoints, whose statements move
+-- checkpointed_at themselves from 0.5.0 on; src/common/version.h); the
+-- symbols without a suffix serve the released schemas until ALTER
+-- EXTENSION pg_lease UPDATE.
 
 CREATE FUNCTION lease.create_lease(
     app_name text, stream_name text, shard_id text,
@@ -505,7 +507,7 @@ CREATE FUNCTION lease.update_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     checkpoint text, sub_sequence bigint DEFAULT 0)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_4'
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -539,7 +541,7 @@ CREATE FUNCTION lease.update_checkpoint(
     checkpoint text, sub_sequence bigint, fencing_token bigint,
     work bigint DEFAULT NULL)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 

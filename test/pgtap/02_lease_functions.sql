@@ -1,6 +1,6 @@
 -- pgTAP: the lease core's function signatures, return types and attributes.
 BEGIN;
-SELECT plan(31);
+SELECT plan(32);
 
 SELECT has_function('lease', 'create_lease', ARRAY['text', 'text', 'text', 'text[]', 'text']);
 SELECT function_returns('lease', 'create_lease', ARRAY['text', 'text', 'text', 'text[]', 'text'], 'boolean');
@@ -103,7 +103,7 @@ SELECT throws_ok($$SELECT lease.take_lease('a', 's', 'x', 'w', NULL, '0 s')$$, '
 SELECT lives_ok($$SELECT lease.take_lease('a', 's', 'no-such-shard', 'w')$$, 'an unknown lease is not an error');
 
 -- every function whose C depends on the schema version is bound to its
--- 0.4.0 entry point (src/common/version.h); the plain symbols serve the
+-- 0.4.0 (or 0.5.0) entry point (src/common/version.h); the plain symbols serve the
 -- released schemas only
 SELECT is(array_agg(p.oid::regprocedure::text || ' ' || p.prosrc ORDER BY p.oid::regprocedure::text),
           ARRAY['lease.admit_turn(bigint) lease_admit_turn_0_4',
@@ -123,12 +123,17 @@ SELECT is(array_agg(p.oid::regprocedure::text || ' ' || p.prosrc ORDER BY p.oid:
                 'lease.rotate_channel(text,text,text,text,text,bigint) lease_rotate_channel_0_4',
                 'lease.start_conversation(text,text,text,text,text) lease_start_conversation_0_4',
                 'lease.take_lease(text,text,text,text,bigint,interval,interval) lease_take_lease_0_4',
-                'lease.take_leases(text,text,text,interval,integer,integer,double precision,interval) lease_take_leases_0_4',
-                'lease.update_checkpoint(text,text,text,text,text,bigint) lease_update_checkpoint_0_4',
-                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint) lease_update_checkpoint_fenced_0_4'],
+                'lease.take_leases(text,text,text,interval,integer,integer,double precision,interval) lease_take_leases_0_4'],
           'the schema-dependent functions are bound to their _0_4 C entry points')
   FROM pg_proc AS p
  WHERE p.pronamespace = 'lease'::regnamespace AND p.prosrc LIKE '%\_0\_4';
+-- ... and those whose statements changed in 0.5.0 to their _0_5 ones
+SELECT is(array_agg(p.oid::regprocedure::text || ' ' || p.prosrc ORDER BY p.oid::regprocedure::text),
+          ARRAY['lease.update_checkpoint(text,text,text,text,text,bigint) lease_update_checkpoint_0_5',
+                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint) lease_update_checkpoint_fenced_0_5'],
+          'the functions whose statements changed in 0.5.0 are bound to their _0_5 C entry points')
+  FROM pg_proc AS p
+ WHERE p.pronamespace = 'lease'::regnamespace AND p.prosrc LIKE '%\_0\_5';
 
 SELECT * FROM finish();
 ROLLBACK;
