@@ -85,9 +85,13 @@
  * The batch: `b` the shards in the caller's order, `o` those that pass the
  * guard, locked in shard_id order (the LockRows node sits above the sort,
  * and a row changed meanwhile is re-checked against the committed one),
- * `c` the write (the fenced checkpoint's SET list, checkpointed_at moved by
- * the statement as from 0.5.0 on; a shard given work also moves its work
- * rate), then one row per shard in the caller's order.
+ * `c` the write (the lease found again by its key, not by the tuple id `o`
+ * saw: a row changed while `o` waited for it has a new one, and the
+ * write's own re-check would refuse it; the fenced checkpoint's SET list,
+ * checkpointed_at moved by the statement as from 0.5.0 on; a shard given
+ * work also moves its work rate), then one row per shard in the caller's
+ * order, matched by position; only a refused shard's lease is read again,
+ * for its reason.
  * A generic plan (CURSOR_OPT_GENERIC_PLAN): every lease is found by its
  * primary key whatever the arrays hold, and a custom plan for each call
  * would cost about as much as writing six checkpoints (callgrind).
@@ -100,7 +104,7 @@ static LeaseStatement batch_stmt = {
 	"                             pg_catalog.unnest($6), pg_catalog.unnest($7),"
 	"                             pg_catalog.unnest($8))"
 	"                  WITH ORDINALITY AS u(shard_id, checkpoint, sub_sequence, token, work, ord)),"
-	" o AS (SELECT l.shard_id"
+	" o AS (SELECT b.ord"
 	"         FROM lease.shard_leases AS l JOIN b ON l.shard_id OPERATOR(pg_catalog.=) b.shard_id"
 	"        WHERE " BATCH_GUARD("l")
 	"        ORDER BY l.shard_id COLLATE pg_catalog.\"C\""
@@ -114,16 +118,18 @@ static LeaseStatement batch_stmt = {
 	"              updated_at = pg_catalog.now(),"
 	"              work_rate = CASE WHEN b.work IS NULL THEN l.work_rate ELSE "
 	LEASE_SQL_DECAYED_WORK_RATE("l", "b.work::pg_catalog.float8") " END"
-	"         FROM o JOIN b ON b.shard_id OPERATOR(pg_catalog.=) o.shard_id"
+	"         FROM o JOIN b ON b.ord OPERATOR(pg_catalog.=) o.ord"
 	"        WHERE " BATCH_GUARD("l")
-	"        RETURNING l.shard_id)"
-	" SELECT b.shard_id, c.shard_id IS NOT NULL,"
-	"        CASE WHEN c.shard_id IS NULL THEN " BATCH_REASON("s", "b.token") " END"
-	"   FROM b LEFT JOIN c ON c.shard_id OPERATOR(pg_catalog.=) b.shard_id"
-	"          LEFT JOIN lease.shard_leases AS s"
-	"                 ON s.app_name OPERATOR(pg_catalog.=) $1"
-	"                AND s.stream_name OPERATOR(pg_catalog.=) $2"
-	"                AND s.shard_id OPERATOR(pg_catalog.=) b.shard_id"
+	"        RETURNING b.ord)"
+	" SELECT b.shard_id, c.ord IS NOT NULL,"
+	"        CASE WHEN c.ord IS NULL THEN"
+	"          (SELECT " BATCH_REASON("s", "b.token")
+	"             FROM (SELECT) AS one"
+	"                  LEFT JOIN lease.shard_leases AS s"
+	"                         ON s.app_name OPERATOR(pg_catalog.=) $1"
+	"                        AND s.stream_name OPERATOR(pg_catalog.=) $2"
+	"                        AND s.shard_id OPERATOR(pg_catalog.=) b.shard_id) END"
+	"   FROM b LEFT JOIN c ON c.ord OPERATOR(pg_catalog.=) b.ord"
 	"  ORDER BY b.ord",
 	.nargs = 8,
 	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
