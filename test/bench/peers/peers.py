@@ -77,8 +77,28 @@ def pss_kib(pid):
 
 
 def uss_kib(pid):
-    """Unique set size: the pages only this process maps (what it alone costs)."""
-    return smaps_kib(pid, ("Private_Clean", "Private_Dirty"))
+    """The process's own memory: the private pages (Private_Clean,
+    Private_Dirty) of its mappings that are not shared ones.  A shared
+    mapping's page that only this process has touched also counts as
+    private in smaps: PostgreSQL's shared buffers would then show up in the
+    USS of the first backend that read them, so shared mappings (VmFlags
+    "sh") are left out."""
+    total = own = 0
+    try:
+        with open("/proc/%d/smaps" % pid) as f:
+            for line in f:
+                field = line.split()
+                if not field:
+                    continue
+                if field[0] in ("Private_Clean:", "Private_Dirty:"):
+                    own += int(field[1])
+                elif field[0] == "VmFlags:":
+                    if "sh" not in field[1:]:
+                        total += own
+                    own = 0
+    except OSError:
+        pass
+    return total
 
 
 # -- servers -------------------------------------------------------------------
@@ -1370,8 +1390,9 @@ def write_report(a, res, foot, safety):
         w("")
         w("**The coordinator's footprint for 10,000 leases** (durable): 10 workers connect, then take 1,000 "
           "leases each and renew them every lease/3 (%g s). Memory: the server's PSS (proportional set size, "
-          "all PostgreSQL processes summed, so shared memory is counted once) and USS (unique set size: the "
-          "pages no other process maps; PostgreSQL's shared buffers are in none of it), first the growth from "
+          "all PostgreSQL processes summed, so shared memory is counted once) and USS (unique set size: each "
+          "process's private pages outside its shared mappings, so PostgreSQL's shared buffers are in none of "
+          "it), first the growth from "
           "the 10 connections, then from the leases. PSS charges each backend a share of every shared buffer "
           "it touched, so its growth is mostly the table and index pages read into shared memory, not a cost "
           "per lease; what leases and connections really cost: docs/comparison.md, \"Memory\". CPU: the "
@@ -1380,9 +1401,9 @@ def write_report(a, res, foot, safety):
         w("| figure | pg_lease | etcd | ZooKeeper | Redis | ÷ etcd | ÷ ZooKeeper | ÷ Redis |")
         w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for key, label in (("conn_mib", "memory (MiB) of the 10 workers' connections, before any lease, PSS"),
-                           ("conn_uss_mib", "the same, USS (private memory only)"),
+                           ("conn_uss_mib", "the same, USS (private memory, shared mappings left out)"),
                            ("pss_mib", "memory (MiB) growth for the 10,000 leases held, PSS"),
-                           ("uss_mib", "the same, USS (private memory only)"),
+                           ("uss_mib", "the same, USS (private memory, shared mappings left out)"),
                            ("cpu_pct", "CPU (% of a core) for 10,000 leases held")):
             w("| %s | %s | %s |" % (label, " | ".join("%.1f" % foot[b][key] if b in foot else "failed"
                                                     for b in ["pg_lease"] + PEERS),
