@@ -166,66 +166,40 @@ static LeaseStatement renew_stmt = {
 #define CHECKPOINT_0_5		LEASE_SQL_SET_CHECKPOINTED("l", "$5", "$6") ","
 #define CHECKPOINT_FENCED	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
 
-/* The checkpoint: [0] up to 0.4.0, [1] from 0.5.0 on. */
-static LeaseStatement checkpoint_stmts[2] = {
-	{
-		.name = "update_checkpoint",
-		.sql = CHECKPOINT_SET(CHECKPOINT_0_4) CHECKPOINT_WHERE " RETURNING true",
-		.nargs = 6,
-		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID},
-		.expected = SPI_OK_UPDATE_RETURNING
-	},
-	{
-		.name = "update_checkpoint",
-		.sql = CHECKPOINT_SET(CHECKPOINT_0_5) CHECKPOINT_WHERE " RETURNING true",
-		.nargs = 6,
-		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID},
-		.expected = SPI_OK_UPDATE_RETURNING
+/*
+ * A checkpoint statement, `tail` after its SET list: [0] up to 0.4.0, [1]
+ * from 0.5.0 on (which moves checkpointed_at itself).
+ */
+#define CHECKPOINT_STMTS(stmt_name, tail, n, ...) \
+	{ \
+		{ \
+			.name = stmt_name, .sql = CHECKPOINT_SET(CHECKPOINT_0_4) tail, .nargs = n, \
+			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_UPDATE_RETURNING \
+		}, \
+		{ \
+			.name = stmt_name, .sql = CHECKPOINT_SET(CHECKPOINT_0_5) tail, .nargs = n, \
+			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_UPDATE_RETURNING \
+		} \
 	}
-};
+
+static LeaseStatement checkpoint_stmts[2] =
+	CHECKPOINT_STMTS("update_checkpoint", CHECKPOINT_WHERE " RETURNING true", 6,
+					 TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID);
 
 /* Fenced checkpoint: as above, and only while lease_epoch equals $7. */
-static LeaseStatement checkpoint_fenced_stmts[2] = {
-	{
-		.name = "update_checkpoint (fenced)",
-		.sql = CHECKPOINT_SET(CHECKPOINT_0_4) CHECKPOINT_WHERE CHECKPOINT_FENCED " RETURNING true",
-		.nargs = 7,
-		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID},
-		.expected = SPI_OK_UPDATE_RETURNING
-	},
-	{
-		.name = "update_checkpoint (fenced)",
-		.sql = CHECKPOINT_SET(CHECKPOINT_0_5) CHECKPOINT_WHERE CHECKPOINT_FENCED " RETURNING true",
-		.nargs = 7,
-		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID},
-		.expected = SPI_OK_UPDATE_RETURNING
-	}
-};
+static LeaseStatement checkpoint_fenced_stmts[2] =
+	CHECKPOINT_STMTS("update_checkpoint (fenced)", CHECKPOINT_WHERE CHECKPOINT_FENCED " RETURNING true", 7,
+					 TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID);
 
 /*
  * Measured checkpoint: as the fenced one above, and the lease's work rate
  * moves toward $8, the work reported (LEASE_SQL_DECAYED_WORK_RATE).
  */
-#define CHECKPOINT_WORK		", work_rate = " LEASE_SQL_DECAYED_WORK_RATE("l", "$8::pg_catalog.float8")
-
-static LeaseStatement checkpoint_measured_stmts[2] = {
-	{
-		.name = "update_checkpoint (work)",
-		.sql = CHECKPOINT_SET(CHECKPOINT_0_4) CHECKPOINT_WORK CHECKPOINT_WHERE CHECKPOINT_FENCED
-		" RETURNING true",
-		.nargs = 8,
-		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID},
-		.expected = SPI_OK_UPDATE_RETURNING
-	},
-	{
-		.name = "update_checkpoint (work)",
-		.sql = CHECKPOINT_SET(CHECKPOINT_0_5) CHECKPOINT_WORK CHECKPOINT_WHERE CHECKPOINT_FENCED
-		" RETURNING true",
-		.nargs = 8,
-		.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID},
-		.expected = SPI_OK_UPDATE_RETURNING
-	}
-};
+static LeaseStatement checkpoint_measured_stmts[2] =
+	CHECKPOINT_STMTS("update_checkpoint (work)",
+					 ", work_rate = " LEASE_SQL_DECAYED_WORK_RATE("l", "$8::pg_catalog.float8")
+					 CHECKPOINT_WHERE CHECKPOINT_FENCED " RETURNING true", 8,
+					 TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID);
 
 /* Which of a checkpoint statement pair `schema` runs. */
 #define CHECKPOINT_STMT(stmts, schema) (&(stmts)[(schema) >= LEASE_SCHEMA_0_5 ? 1 : 0])
