@@ -588,6 +588,7 @@ class Worker {
       await renewer;
       this.db.close();
       this.renewDb.close();
+      if (this.txDb && this.txDb !== this.db) this.txDb.close();
       throw e;
     }
     await renewer;
@@ -649,6 +650,7 @@ class Worker {
     }
     this.db.close();
     this.renewDb.close();
+    if (this.txDb && this.txDb !== this.db) this.txDb.close();
   }
 }
 

@@ -561,6 +561,8 @@ class Worker:
             renewer.join()
             self.db.close()
             self.renew_db.close()
+            if self.tx_db is not None and self.tx_db is not self.db:
+                self.tx_db.close()
             raise
         self._stop(renewer)
 
@@ -608,5 +610,7 @@ class Worker:
                 self.journal("call_failed", shard=shard, error=str(e))
         self.db.close()
         self.renew_db.close()
+        if self.tx_db is not None and self.tx_db is not self.db:
+            self.tx_db.close()
         if self.error is not None:
             raise self.error
