@@ -15,6 +15,7 @@
 #      (test/router/outcomes.sql, test/router/expected/outcomes.out);
 #   5. import_kcl_ex and import_kcl_dynamodb through the router put every
 #      lease on the partition of its stream (and both partitions got some);
+#   7. a stream moves between the partitions (test/router/moves.sql);
 #   6. a router updated from every released router version
 #      (pg_lease_router--0.3.0.sql, then ALTER EXTENSION pg_lease_router
 #      UPDATE) equals a fresh one: the same functions with the same
@@ -183,6 +184,18 @@ for k in 0 1; do
     [ "${n% *}" = 0 ] && [ "${n#* }" != 0 ] || misplaced=1
 done
 [ "$misplaced" = 0 ] || { echo "router: imported leases are missing or on the wrong partition"; failed=1; }
+
+# 7. Moving a stream: every step, repeats, a stale directory, an undo, a
+# resumed move, bad input (test/router/moves.sql, docs/scale-out.md).
+psql_do -d $RT -a -f test/router/moves.sql >"$WORK/moves.out" 2>&1
+if diff -u test/router/expected/moves.out "$WORK/moves.out" >"$WORK/moves.diff"; then
+    echo "router: every step of a stream move through the router as expected"
+else
+    echo "router: moves differ (--- expected, +++ actual):"
+    cat "$WORK/moves.diff"
+    cp "$WORK/moves.out" "$ROOT/test/router/moves.actual" 2>/dev/null
+    failed=1
+fi
 
 # 6. An updated router equals a fresh one.
 router_catalog() {
