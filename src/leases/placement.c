@@ -134,27 +134,28 @@ static LeaseStatement export_stmt = {
 };
 
 /*
- * The document's rows that are not of stream ($1, $2), and its leases: a
+ * The document's rows that are not of stream ($1, $2), per array (a missing
+ * array is an empty one), and its worker rows without a name or version: a
  * document is imported whole or not at all.
  */
 static LeaseStatement check_document_stmt = {
 	.name = "check the moved stream's document",
 	.sql =
-	"SELECT (SELECT pg_catalog.count(*)"
-	"          FROM pg_catalog.jsonb_array_elements(CASE pg_catalog.jsonb_typeof($3 OPERATOR(pg_catalog.->) k.key)"
-	"                                                   WHEN 'array' THEN $3 OPERATOR(pg_catalog.->) k.key"
-	"                                                   ELSE '[null]' END) AS r(row)"
-	"         WHERE pg_catalog.jsonb_typeof(r.row) IS DISTINCT FROM 'object'"
-	"            OR (r.row OPERATOR(pg_catalog.->>) 'app_name') IS DISTINCT FROM $1"
-	"            OR (r.row OPERATOR(pg_catalog.->>) 'stream_name') IS DISTINCT FROM $2"
-	"            OR (k.key OPERATOR(pg_catalog.=) 'workers' AND (r.row OPERATOR(pg_catalog.->>) 'worker') IS NULL))"
-	"  FROM (VALUES ('leases'), ('events'), ('totals'), ('capacities'), ('balancing')) AS k(key)"
-	" UNION ALL"
-	" SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_array_elements(CASE pg_catalog.jsonb_typeof($3 OPERATOR(pg_catalog.->) 'workers')"
-	"                                                   WHEN 'array' THEN $3 OPERATOR(pg_catalog.->) 'workers'"
-	"                                                   ELSE '[null]' END) AS r(row)"
-	"  WHERE (r.row OPERATOR(pg_catalog.->>) 'worker') IS NULL"
-	"     OR pg_catalog.jsonb_typeof(r.row OPERATOR(pg_catalog.->) 'version') IS DISTINCT FROM 'number'",
+	"WITH a AS ("
+	"  SELECT k.key, CASE WHEN pg_catalog.jsonb_typeof($3 OPERATOR(pg_catalog.->) k.key) OPERATOR(pg_catalog.=) 'array'"
+	"                     THEN $3 OPERATOR(pg_catalog.->) k.key"
+	"                     WHEN ($3 OPERATOR(pg_catalog.->) k.key) IS NULL THEN '[]'"
+	"                     ELSE '[null]' END AS rows"
+	"    FROM (VALUES ('leases'), ('events'), ('totals'), ('capacities'), ('balancing'), ('workers')) AS k(key))"
+	" SELECT pg_catalog.count(*)"
+	"   FROM a, pg_catalog.jsonb_array_elements(a.rows) AS r(row)"
+	"  WHERE pg_catalog.jsonb_typeof(r.row) IS DISTINCT FROM 'object'"
+	"     OR (a.key OPERATOR(pg_catalog.<>) 'workers'"
+	"         AND ((r.row OPERATOR(pg_catalog.->>) 'app_name') IS DISTINCT FROM $1"
+	"              OR (r.row OPERATOR(pg_catalog.->>) 'stream_name') IS DISTINCT FROM $2))"
+	"     OR (a.key OPERATOR(pg_catalog.=) 'workers'"
+	"         AND ((r.row OPERATOR(pg_catalog.->>) 'worker') IS NULL"
+	"              OR pg_catalog.jsonb_typeof(r.row OPERATOR(pg_catalog.->) 'version') IS DISTINCT FROM 'number'))",
 	.nargs = 3,
 	.argtypes = {TEXTOID, TEXTOID, JSONBOID},
 	.expected = SPI_OK_SELECT

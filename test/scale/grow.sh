@@ -208,6 +208,19 @@ for k in 0 1 2 3; do
     echo "grow: partition $k holds $(psql_do "${PART[$k]}" -c "SELECT count(*) || ' leases of ' || count(DISTINCT stream_name) || ' streams' FROM lease.shard_leases")"
 done
 
+# The balancing command: moves streams one at a time while that narrows
+# the gap between the partitions holding the most and the fewest leases.
+spread_sql="SELECT max(n) - min(n) FROM (SELECT k, coalesce(sum(m.leases), 0) AS n
+              FROM generate_series(0, 3) AS k
+              LEFT JOIN lease.monitoring_leases() AS m
+                ON m.state <> 'ended' AND (lease_router.stream_partition(m.app_name, m.stream_name) & 3) = k
+             GROUP BY k) AS p"
+spread0=$(psql_do "$R" -c "$spread_sql")
+rebalanced=$(psql_do -F ' ' "$R" -c "SELECT stream_name, from_partition, to_partition, leases FROM lease_router.rebalance_streams(4)")
+spread1=$(psql_do "$R" -c "$spread_sql")
+echo "grow: rebalance_streams(4) moved: ${rebalanced:-nothing}; leases per partition, most minus fewest: $spread0 before, $spread1 after"
+[ -n "$rebalanced" ] && [ "$spread1" -lt "$spread0" ] || fail "rebalance_streams did not narrow the spread"
+
 # Exactly once through the router: every record of the transactional
 # stream written once, over all partitions, up to each shard's checkpoint.
 for dsn in "${PART[@]}"; do
