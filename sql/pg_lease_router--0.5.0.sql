@@ -63,47 +63,60 @@ SELECT pg_catalog.pg_extension_config_dump('lease_router.default_placement', '')
 GRANT SELECT ON lease_router.default_placement TO PUBLIC;
 
 -- PL/Proxy maps a routing value h to partition h & (partition count - 1).
--- The hash of a name, masked by the recorded count when there is one (a
--- mask of -1 keeps every bit, for PL/Proxy to mask).
-CREATE FUNCTION lease_router.default_partition(routing_key text)
-RETURNS integer
-LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-RETURN pg_catalog.hashtext(COALESCE(routing_key, ''))
-       OPERATOR(pg_catalog.&) COALESCE((SELECT p.partitions OPERATOR(pg_catalog.-) 1
-                                          FROM lease_router.default_placement AS p), -1);
+-- The routing functions are PL/pgSQL so that their lookups are planned
+-- once per backend (PL/Proxy calls one per call); a hash is masked by the
+-- recorded count when there is one (a mask of -1 keeps every bit, for
+-- PL/Proxy to mask).
 
--- A stream lives whole on one partition: the directory's, else the hash's.
+-- A stream lives whole on one partition: the directory's (one primary-key
+-- lookup), else the hash's.
 CREATE FUNCTION lease_router.stream_partition(app_name text, stream_name text)
 RETURNS integer
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN COALESCE((SELECT d.partition_index FROM lease_router.stream_directory AS d
-                  WHERE d.app_name OPERATOR(pg_catalog.=) stream_partition.app_name
-                    AND d.stream_name OPERATOR(pg_catalog.=) stream_partition.stream_name),
-                lease_router.default_partition(COALESCE(app_name, '') OPERATOR(pg_catalog.||) '/'
-                                               OPERATOR(pg_catalog.||) COALESCE(stream_name, '')));
+AS $$
+BEGIN
+    RETURN COALESCE((SELECT d.partition_index FROM lease_router.stream_directory AS d
+                      WHERE d.app_name OPERATOR(pg_catalog.=) stream_partition.app_name
+                        AND d.stream_name OPERATOR(pg_catalog.=) stream_partition.stream_name),
+                    pg_catalog.hashtext(COALESCE(stream_partition.app_name, '') OPERATOR(pg_catalog.||) '/'
+                                        OPERATOR(pg_catalog.||) COALESCE(stream_partition.stream_name, ''))
+                    OPERATOR(pg_catalog.&) COALESCE((SELECT p.partitions OPERATOR(pg_catalog.-) 1
+                                                       FROM lease_router.default_placement AS p), -1));
+END
+$$;
 
 -- has_app_access: any partition answers the same (grant_app writes all).
 CREATE FUNCTION lease_router.app_partition(app_name text)
 RETURNS integer
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN lease_router.default_partition(app_name);
+AS $$
+BEGIN
+    RETURN pg_catalog.hashtext(COALESCE(app_partition.app_name, ''))
+           OPERATOR(pg_catalog.&) COALESCE((SELECT p.partitions OPERATOR(pg_catalog.-) 1
+                                              FROM lease_router.default_placement AS p), -1);
+END
+$$;
 
 -- A tenant lives whole on one partition, so its quota stays exact.
 CREATE FUNCTION lease_router.user_partition(user_id text)
 RETURNS integer
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN lease_router.default_partition(user_id);
+AS $$
+BEGIN
+    RETURN pg_catalog.hashtext(COALESCE(user_partition.user_id, ''))
+           OPERATOR(pg_catalog.&) COALESCE((SELECT p.partitions OPERATOR(pg_catalog.-) 1
+                                              FROM lease_router.default_placement AS p), -1);
+END
+$$;
 
 -- A conversation id names its partition: id % stride = partition number
 -- (lease.conversation_id_partition), and the stride is the partition count,
 -- so its low bits are the partition (the recorded count's bits, once
 -- partitions were added: new partitions make no conversations).  NULL goes
--- to partition 0, which
--- raises 22004 as pg_lease does.
+-- to partition 0, which raises 22004 as pg_lease does.
 CREATE FUNCTION lease_router.conversation_partition(conversation_id bigint)
 RETURNS integer
 LANGUAGE sql STABLE PARALLEL SAFE

@@ -16,6 +16,9 @@
 #   5. import_kcl_ex and import_kcl_dynamodb through the router put every
 #      lease on the partition of its stream (and both partitions got some);
 #   7. a stream moves between the partitions (test/router/moves.sql);
+#   8. every interleaving of a move with calls, an undo and a sync, in a
+#      model of the protocol (test/router/move_model.py), which finds its
+#      seeded defects;
 #   6. a router updated from every released router version
 #      (pg_lease_router--0.3.0.sql, then ALTER EXTENSION pg_lease_router
 #      UPDATE) equals a fresh one: the same functions with the same
@@ -196,6 +199,24 @@ else
     cp "$WORK/moves.out" "$ROOT/test/router/moves.actual" 2>/dev/null
     failed=1
 fi
+
+# 8. Every interleaving of a move with calls through two routers, an undo
+# and a sync, in a model of the protocol (test/router/move_model.py), and
+# the seeded defects it must find.
+if out=$(python3 test/router/move_model.py); then
+    echo "router: $out"
+else
+    echo "$out"
+    failed=1
+fi
+for defect in no-freeze undo-after-commit serve-arriving; do
+    if python3 test/router/move_model.py --defect "$defect" >"$WORK/model.$defect"; then
+        echo "router: the move model did not find the seeded defect $defect"
+        failed=1
+    else
+        echo "router: the move model finds the seeded defect $defect: $(head -n 1 "$WORK/model.$defect" | sed 's/.*: VIOLATION/VIOLATION/')"
+    fi
+done
 
 # 6. An updated router equals a fresh one.
 router_catalog() {
