@@ -485,14 +485,14 @@ update_checkpoint_fenced(FunctionCallInfo fcinfo, LeaseSchema schema)
 		values[7] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 7, "work"));
 
 	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
-										  measured ? &checkpoint_measured_stmt : &checkpoint_fenced_stmt,
-										  values, NULL) > 0);
+										     measured ? &checkpoint_measured_stmt : &checkpoint_fenced_stmt,
+										     values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint_fenced, update_checkpoint_fenced, LEASE_SCHEMA_0_3)
 
 PG_FUNCTION_INFO_V1(lease_update_checkpoint_fenced_0_5);
-/* lease.update_checkpoint_fenced from 0.5.0 on: with the placement check (src/leases/placement.h). */
+/* lease.update_checkpoint with a fencing token from 0.5.0 on: with the placement check (src/leases/placement.h). */
 Datum lease_update_checkpoint_fenced_0_5(PG_FUNCTION_ARGS) { return update_checkpoint_fenced(fcinfo, LEASE_SCHEMA_0_5); }
 
 /* lease.prepare_checkpoint: true when the owner recorded its intended checkpoint. */
@@ -529,8 +529,8 @@ release_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	lease_event_params(&values[4]);
 
 	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
-										  LEASE_SCHEMA_STMT(release_stmts, schema),
-										  values, NULL) > 0);
+										     LEASE_SCHEMA_STMT(release_stmts, schema),
+										     values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_release_lease, release_lease, lease_schema_before_0_4())
@@ -550,8 +550,8 @@ close_shard(FunctionCallInfo fcinfo, LeaseSchema schema)
 	lease_event_params(&values[4]);
 
 	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
-										  LEASE_SCHEMA_STMT(close_stmts, schema),
-										  values, NULL) > 0);
+										     LEASE_SCHEMA_STMT(close_stmts, schema),
+										     values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_close_shard, close_shard, lease_schema_before_0_4())

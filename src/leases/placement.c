@@ -377,6 +377,7 @@ write_placement(Datum app_name, Datum stream_name, const char *state, int32 part
 	lease_spi_run(&set_state_stmt, values, nulls, 0);
 }
 
+/* True when the stream has a row in that state. */
 static bool
 is_state(const Placement *p, const char *state)
 {
