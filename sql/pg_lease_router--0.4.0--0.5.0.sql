@@ -361,11 +361,24 @@ AS $$
 DECLARE
     changed bigint;
     removed bigint;
+    late record;
 BEGIN
     CREATE TEMPORARY TABLE IF NOT EXISTS pg_lease_router_placements
         (app_name text, stream_name text, state text, partition_index integer,
          peer_partition integer, generation bigint) ON COMMIT DROP;
     INSERT INTO pg_temp.pg_lease_router_placements SELECT * FROM lease_router.move_stream_placements_on_all();
+    -- a record naming a partition this router has not: PL/Proxy would mask
+    -- it to another partition, which may serve the stream as new
+    SELECT p.app_name, p.stream_name, GREATEST(p.partition_index, p.peer_partition) AS beyond INTO late
+      FROM pg_temp.pg_lease_router_placements AS p
+     WHERE GREATEST(p.partition_index, p.peer_partition) OPERATOR(pg_catalog.>=) lease_router.partition_count()
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'stream "%/%" was moved to or from partition %, which this router does not have',
+              late.app_name, late.stream_name, late.beyond
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add the partitions to this router first (lease_router.add_partitions, the same strings in the same order as on the others).';
+    END IF;
     -- per stream, its latest move: past its commit point (a moved_out
     -- record), the target; before it, or undone, the source
     WITH latest AS (
