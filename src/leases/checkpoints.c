@@ -49,6 +49,7 @@
 #include "common/spi_util.h"
 #include "leases/balancing.h"
 #include "leases/leases.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 
 /* The batch's arrays, by argument position. */
@@ -354,8 +355,8 @@ lease_update_checkpoints(PG_FUNCTION_ARGS)
 	again_tokens = palloc(sizeof(Datum) * Max(shards.n, 1));
 	again_rows = palloc(sizeof(int) * Max(shards.n, 1));
 
-	/* new in 0.5.0: app_grants as the newest schema the module knows has it */
-	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, values[0], &caller);
+	/* new in 0.5.0: the app check and the stream's placement check */
+	lease_stream_begin(fcinfo, LEASE_SCHEMA_0_5, values[0], values[1], &caller);
 	rows = lease_spi_run(&batch_stmt, values, nulls, 0);
 	if (rows != (uint64) shards.n)
 		elog(ERROR, "update_checkpoints returned " UINT64_FORMAT " rows for %d shards",

@@ -90,7 +90,7 @@ done
 
 # 2. One table of retry rules, followed by every client.
 rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
-    grep -oE '\b(40001|40P01|55P03|55000|57014|53300|57P0[1-3]|25006|XX000|28P01|28000|3D000)\b' "$1" | sort -u
+    grep -oE '\b(40001|40L01|40P01|55P03|55000|57014|53300|57P0[1-3]|25006|XX000|28P01|28000|3D000)\b' "$1" | sort -u
 }
 plproxy_pattern() {   # the regular expression a file gives for PL/Proxy's connection-loss XX000
     grep -oE '\^PL/Proxy function [^`"]*' "$1" | unescape_java "$1"

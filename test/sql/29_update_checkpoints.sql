@@ -87,6 +87,19 @@ SELECT lease_test.digest() = :'before' AS nothing_written;
 DROP OWNED BY lease_test_ucs;
 DROP ROLE lease_test_ucs;
 
+-- a stream frozen for a move to another partition (lease.move_stream_freeze,
+-- docs/scale-out.md): the batch is refused as every stream function's call
+-- is (40L01), nothing written; served again after the undo
+SELECT lease.move_stream_freeze('ucs', 's', 0, 1) AS generation \gset
+SELECT lease_test.digest() AS before \gset
+SELECT lease_test.try($$SELECT * FROM lease.update_checkpoints('ucs', 's', 'w1', ARRAY['c1'], ARRAY['13'],
+    ARRAY[0]::bigint[], ARRAY[1]::bigint[])$$) AS refused;
+SELECT lease_test.digest() = :'before' AS nothing_written;
+SELECT lease.move_stream_undo('ucs', 's', :generation) AS undone;
+SELECT * FROM lease.update_checkpoints('ucs', 's', 'w1', ARRAY['c1'], ARRAY['13'],
+    ARRAY[0]::bigint[], ARRAY[1]::bigint[]);
+DELETE FROM lease.stream_placements WHERE app_name = 'ucs';
+
 \ir test/lib/taker_state_check.sql
 SELECT count(*) FROM (SELECT lease.delete_lease(app_name, stream_name, shard_id)
                         FROM lease.shard_leases WHERE app_name LIKE 'ucs%') AS d;
