@@ -1,3 +1,34 @@
 /* pg_lease--0.4.0--0.5.0.sql: upgrade from 0.4.0 to 0.5.0.  Each change here has its twin in the SQL parts (Makefile, SQL_PARTS), and test/upgrade/upgrade.sh proves the two agree. */
 
 \echo Use "ALTER EXTENSION pg_lease UPDATE TO '0.5.0'" to load this file. \quit
+
+----------------------------------------------------------------------------
+-- Security and robustness: notifications that cannot fail a lease
+-- operation, ... (each part's twin is named in its comment)
+----------------------------------------------------------------------------
+
+-- Notifications skipped when PostgreSQL's NOTIFY queue is at
+-- lease.notify_queue_limit or fuller (src/leases/leases.sql,
+-- src/leases/monitoring.sql, src/common/finish.sql).
+CREATE SEQUENCE lease.notifications_skipped;
+
+COMMENT ON SEQUENCE lease.notifications_skipped IS
+    'Ownership-change notifications skipped because the NOTIFY queue was at lease.notify_queue_limit or fuller (lease.monitoring_notifications).';
+
+CREATE FUNCTION lease.monitoring_notifications()
+RETURNS TABLE (skipped bigint, queue_usage double precision)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END,
+       pg_catalog.pg_notification_queue_usage()
+  FROM lease.notifications_skipped AS s
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_notifications() IS
+    'Metrics: ownership-change notifications skipped because the NOTIFY queue was at lease.notify_queue_limit or fuller (a counter), and the queue''s fill.';
+
+REVOKE ALL ON FUNCTION lease.monitoring_notifications() FROM PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('lease.notifications_skipped', '');

@@ -1,3 +1,15 @@
 /* pg_lease_router--0.4.0--0.5.0.sql: from 0.4.0 to 0.5.0.  Never edit once released. */
 
 \echo Use "ALTER EXTENSION pg_lease_router UPDATE TO '0.5.0'" to load this file. \quit
+
+-- Security and robustness: the monitoring function of the notifications
+-- skipped while the NOTIFY queue is full, one row per partition, as
+-- src/router/generate.sql writes it.
+CREATE FUNCTION lease.monitoring_notifications()
+RETURNS TABLE(skipped bigint, queue_usage double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+REVOKE ALL ON FUNCTION lease.monitoring_notifications() FROM PUBLIC;

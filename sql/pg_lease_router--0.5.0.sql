@@ -400,6 +400,13 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
 $$;
 
+CREATE FUNCTION lease.monitoring_notifications()
+RETURNS TABLE(skipped bigint, queue_usage double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
 CREATE FUNCTION lease.monitoring_ownership_changes()
 RETURNS TABLE(app_name text, stream_name text, event text, changes bigint)
 LANGUAGE plproxy AS $$

@@ -25,6 +25,7 @@ int			lease_handoff_timeout_ms = 30000;
 int			lease_liveness_grace_ms = 1000;
 bool		lease_record_events = true;
 char	   *lease_notify_channel = NULL;
+double		lease_notify_queue_limit = 0.5;
 
 /* lease.notify_channel must be usable as a LISTEN channel name. */
 static bool
@@ -173,6 +174,21 @@ lease_define_gucs(void)
 							   PGC_USERSET,
 							   0,
 							   check_notify_channel, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: the count of skipped notifications is a fleet-wide metric,
+	 * which a worker lowering the limit in its own session would inflate.
+	 */
+	DefineCustomRealVariable("lease.notify_queue_limit",
+							 "Fill of PostgreSQL's NOTIFY queue (pg_notification_queue_usage) at which ownership changes skip their notification.",
+							 "A full queue fails every committing transaction that notifies; skipping keeps the change. At 1 only a full queue skips.",
+							 &lease_notify_queue_limit,
+							 0.5,
+							 0.0,
+							 1.0,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("lease");
 }

@@ -25,5 +25,9 @@ SELECT pg_catalog.pg_extension_config_dump('lease.app_grants',
 SELECT pg_catalog.pg_extension_config_dump('lease.worker_capacities', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.stream_balancing', '');
 
+-- The count of skipped notifications (src/leases/leases.sql), added by the
+-- 0.4.0--0.5.0 upgrade: a counter, so a restore carries on from it.
+SELECT pg_catalog.pg_extension_config_dump('lease.notifications_skipped', '');
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

@@ -720,6 +720,18 @@ AS 'MODULE_PATHNAME', 'lease_prune_events'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
+-- The notifications the ownership changes skipped because PostgreSQL's
+-- NOTIFY queue was at lease.notify_queue_limit or fuller (src/leases/events.h):
+-- a counter (nextval is not rolled back, so it also counts the skips of
+-- changes whose transaction then rolled back; after a crash it may jump
+-- ahead by up to 32), reported by lease.monitoring_notifications().
+-- Marked for pg_dump in src/common/finish.sql, last, as the 0.4.0--0.5.0
+-- upgrade adds it.
+CREATE SEQUENCE lease.notifications_skipped;
+
+COMMENT ON SEQUENCE lease.notifications_skipped IS
+    'Ownership-change notifications skipped because the NOTIFY queue was at lease.notify_queue_limit or fuller (lease.monitoring_notifications).';
+
 ----------------------------------------------------------------------------
 -- Observability views.  Not granted to PUBLIC: grant SELECT to a
 -- monitoring role (docs/security.md).

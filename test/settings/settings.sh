@@ -35,6 +35,7 @@ SETTINGS=(
     "lease.liveness_grace|'1500ms'|1500ms"
     "lease.record_events|off|off"
     "lease.notify_channel|'lease_settings_x'|lease_settings_x"
+    "lease.notify_queue_limit|0.25|0.25"
 )
 
 # psql as the superuser (or PGUSER=... given), output unaligned, messages on
