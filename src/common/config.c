@@ -135,6 +135,11 @@ lease_define_gucs(void)
 
 	define_binding_gucs();
 
+	/*
+	 * PGC_SUSET: the requester's session sets the deadline, so a worker
+	 * that could set it to 1 ms would take a lease from its holder at once,
+	 * skipping the graceful handoff the holder relies on.
+	 */
 	DefineCustomIntVariable("lease.handoff_timeout",
 							"Time a lease holder has to hand over a lease another worker asked for.",
 							"After it, the requester's next take_leases or take_lease takes the lease.",
@@ -142,7 +147,7 @@ lease_define_gucs(void)
 							30000,
 							1,
 							LEASE_MAX_DURATION_MS,
-							PGC_USERSET,
+							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -50,6 +50,8 @@ SET ROLE lease_test_ev_worker;
 SELECT lease_test.try($$SET lease.record_events = off$$);
 -- nor lower lease.notify_queue_limit (the skipped count is the fleet's)
 SELECT lease_test.try($$SET lease.notify_queue_limit = 0$$);
+-- nor shorten lease.handoff_timeout, which would skip the holders' graceful handoff
+SELECT lease_test.try($$SET lease.handoff_timeout = '1ms'$$);
 RESET ROLE;
 DROP ROLE lease_test_ev_worker;
 
