@@ -32,3 +32,23 @@ COMMENT ON FUNCTION lease.monitoring_notifications() IS
 REVOKE ALL ON FUNCTION lease.monitoring_notifications() FROM PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('lease.notifications_skipped', '');
+
+-- Capacities and weights bounded (src/leases/leases.sql: the constraints
+-- worker_capacities_capacity_check and shard_leases_load_check), so that
+-- no sum or product of the balancing arithmetic can overflow and one app's
+-- row cannot make lease.monitoring_worker_loads() fail for every app.
+-- Rows above the bounds (0.4.0 accepted any finite value) are brought down
+-- to them first.
+UPDATE lease.worker_capacities
+   SET capacity = GREATEST(LEAST(capacity, '1e6'), '1e-6')
+ WHERE capacity OPERATOR(pg_catalog.>) '1e6' OR capacity OPERATOR(pg_catalog.<) '1e-6';
+ALTER TABLE lease.worker_capacities
+    DROP CONSTRAINT worker_capacities_capacity_check,
+    ADD CONSTRAINT worker_capacities_capacity_check
+        CHECK (capacity OPERATOR(pg_catalog.>=) '1e-6' AND capacity OPERATOR(pg_catalog.<=) '1e6');
+UPDATE lease.shard_leases SET weight = '1e15' WHERE weight OPERATOR(pg_catalog.>) '1e15';
+ALTER TABLE lease.shard_leases
+    DROP CONSTRAINT shard_leases_load_check,
+    ADD CONSTRAINT shard_leases_load_check
+        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<=) '1e15'
+               AND work_rate OPERATOR(pg_catalog.>=) 0 AND work_rate OPERATOR(pg_catalog.<) 'Infinity');

@@ -32,6 +32,20 @@
 /* Most parent shards one lease may name (a merge has two). */
 #define LEASE_MAX_PARENTS			32
 
+/*
+ * The capacities a worker may declare and the largest weight an operator
+ * may set (src/leases/balancing.c; the CHECK constraints of 0.5.0 hold the
+ * same bounds).  Both are relative: a capacity of 10^6 already takes
+ * nearly every lease from a worker of capacity 1.  With them, and a
+ * measured work rate bounded by its bigint input, no sum or product of the
+ * balancing arithmetic (lease.worker_loads, lease.monitoring_worker_loads,
+ * a weighted round) can overflow, so one app's extreme inputs cannot make
+ * a fleet-wide view fail for every app.
+ */
+#define LEASE_MIN_CAPACITY			1e-6
+#define LEASE_MAX_CAPACITY			1e6
+#define LEASE_MAX_WEIGHT			1e15
+
 /* Checkpoint sentinels, as in the Kinesis Client Library. */
 #define LEASE_CHECKPOINT_TRIM_HORIZON	"TRIM_HORIZON"
 #define LEASE_CHECKPOINT_LATEST			"LATEST"

@@ -66,8 +66,11 @@ CREATE TABLE lease.shard_leases (
         CHECK (pg_catalog.isfinite(lease_expires_at) AND pg_catalog.isfinite(handoff_requested_at)
                AND pg_catalog.isfinite(handoff_deadline) AND pg_catalog.isfinite(created_at)
                AND pg_catalog.isfinite(updated_at) AND pg_catalog.isfinite(checkpointed_at)),
+    -- An operator's weight is at most 1e15 (LEASE_MAX_WEIGHT, src/pg_lease.h,
+    -- 0.5.0): with it no sum of weights can overflow (a measured rate is
+    -- bounded by its bigint input).
     CONSTRAINT shard_leases_load_check
-        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<) 'Infinity'
+        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<=) '1e15'
                AND work_rate OPERATOR(pg_catalog.>=) 0 AND work_rate OPERATOR(pg_catalog.<) 'Infinity')
 )
 -- Renewals and checkpoints touch no indexed column: leave room on each page
@@ -204,8 +207,11 @@ CREATE TABLE lease.worker_capacities (
     worker      text             NOT NULL,
     capacity    double precision NOT NULL,
     PRIMARY KEY (app_name, stream_name, worker),
+    -- From 1e-6 to 1e6 (LEASE_MIN_CAPACITY, LEASE_MAX_CAPACITY,
+    -- src/pg_lease.h, 0.5.0): no load or target computed from it can
+    -- overflow.
     CONSTRAINT worker_capacities_capacity_check
-        CHECK (capacity OPERATOR(pg_catalog.>) 0 AND capacity OPERATOR(pg_catalog.<) 'Infinity')
+        CHECK (capacity OPERATOR(pg_catalog.>=) '1e-6' AND capacity OPERATOR(pg_catalog.<=) '1e6')
 );
 
 COMMENT ON TABLE lease.worker_capacities IS
