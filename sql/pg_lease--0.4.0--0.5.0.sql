@@ -52,3 +52,16 @@ ALTER TABLE lease.shard_leases
     ADD CONSTRAINT shard_leases_load_check
         CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<=) '1e15'
                AND work_rate OPERATOR(pg_catalog.>=) 0 AND work_rate OPERATOR(pg_catalog.<) 'Infinity');
+
+-- app_grants.granted_by holds the granter's name (src/leases/access.sql),
+-- so pg_dump writes it by name even once that role is dropped.  A granter
+-- dropped before the update is kept as PostgreSQL names an unknown role,
+-- "unknown (OID=n)".  The trigger reads the column's name, so it is
+-- dropped and made again around the change of type.
+DROP TRIGGER app_grants_grantee_name ON lease.app_grants;
+ALTER TABLE lease.app_grants
+    ALTER COLUMN granted_by TYPE name USING pg_catalog.pg_get_userbyid(granted_by);
+CREATE TRIGGER app_grants_grantee_name
+    BEFORE INSERT OR UPDATE OF granted_by ON lease.app_grants
+    FOR EACH ROW
+    EXECUTE FUNCTION lease.app_grants_grantee_name();
