@@ -46,6 +46,7 @@
 
 #include "common/args.h"
 #include "common/spi_util.h"
+#include "leases/privileges.h"
 
 /* A required column of the source and the types it may have. */
 typedef struct KclColumn
@@ -346,6 +347,7 @@ lease_import_kcl_ex_rows(PG_FUNCTION_ARGS)
 	uint64		imported;
 
 	StaticAssertStmt(lengthof(kcl_rows_args) == 7, "import_kcl_ex_rows takes seven arrays");
+	check_leases_privileges("import_kcl_ex_rows");
 	for (int i = 0; i < (int) lengthof(kcl_rows_args); i++)
 	{
 		ArrayType  *array;
@@ -373,7 +375,6 @@ lease_import_kcl_ex_rows(PG_FUNCTION_ARGS)
 		rows = n;
 		values[i] = PointerGetDatum(array);
 	}
-	check_leases_privileges("import_kcl_ex_rows");
 
 	lease_spi_connect();
 	lease_spi_run(&kcl_rows_check, values, NULL, 0);
@@ -791,9 +792,11 @@ lease_import_kcl_dynamodb(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("export must not be null"),
 				 errhint("Pass the export of the KCL lease table as text, e.g. the output of aws dynamodb scan --output json.")));
+	/* a caller that may not import for the app is refused before the export is read */
+	check_leases_privileges("import_kcl_dynamodb");
+	lease_app_check(fcinfo, LEASE_SCHEMA_0_4, args[1]);
 	docs = kcl_ddb_documents(PG_GETARG_TEXT_PP(2), &ndocs);
 	args[0] = PointerGetDatum(construct_array(docs, ndocs, JSONBOID, -1, false, TYPALIGN_INT));
-	check_leases_privileges("import_kcl_dynamodb");
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_spi_connect();

@@ -153,8 +153,10 @@ GRANT SELECT, INSERT ON lease.shard_leases TO lease_test_ddb;
 GRANT EXECUTE ON FUNCTION lease.has_app_access(text) TO lease_test_ddb;
 SELECT lease.grant_app('kcl5', 'lease_test_ddb');
 SET ROLE lease_test_ddb;
--- an app it is not granted: nothing imported
+-- an app it is not granted: refused before the export is read, whatever it
+-- holds (here text that is not JSON), and nothing imported
 SELECT lease_test.try($$SELECT lease.import_kcl_dynamodb('kcl6', 'orders', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"}}')$$);
+SELECT lease_test.try($$SELECT lease.import_kcl_dynamodb('kcl6', 'orders', repeat('not json ', 100000))$$);
 SELECT action FROM lease.import_kcl_dynamodb('kcl5', 'orders', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"}}');
 RESET ROLE;
 SELECT app_name, shard_id, checkpoint FROM lease.shard_leases WHERE app_name IN ('kcl5', 'kcl6');
