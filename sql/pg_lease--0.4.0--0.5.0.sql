@@ -65,3 +65,44 @@ CREATE TRIGGER app_grants_grantee_name
     BEFORE INSERT OR UPDATE OF granted_by ON lease.app_grants
     FOR EACH ROW
     EXECUTE FUNCTION lease.app_grants_grantee_name();
+
+-- No write makes a lineage cycle (src/leases/leases.sql: the table
+-- stream_lineage and the trigger shard_leases_lineage_checked;
+-- src/common/finish.sql marks the table).
+-- The lock of a stream's lineage writes (src/leases/lineage.c, 0.5.0):
+-- every statement that adds leases with parents to the stream upserts its
+-- row (writes counts those statements) and holds it to the end of its
+-- transaction, so that they take turns and each checks for a lineage cycle
+-- against everything committed before it (the trigger
+-- shard_leases_lineage_checked below).  Nothing else reads it.
+CREATE TABLE lease.stream_lineage (
+    app_name    text        NOT NULL,
+    stream_name text        NOT NULL,
+    writes      bigint      NOT NULL,
+    PRIMARY KEY (app_name, stream_name)
+);
+
+COMMENT ON TABLE lease.stream_lineage IS
+    'Per stream: how many statements added leases with parents (each one locks the row, so lineage writes of a stream take turns and none makes a cycle).';
+
+REVOKE ALL ON lease.stream_lineage FROM PUBLIC;
+
+-- Rows added (0.5.0): no lease may have more than 32 parents, and no
+-- lineage may be a cycle, checked against every lease committed before,
+-- with the stream's lease.stream_lineage row locked (src/leases/lineage.c).
+-- C, so that the check is linear in the lineage it reads.
+CREATE FUNCTION lease.shard_leases_lineage_checked()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'lease_shard_leases_lineage_checked'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE TRIGGER shard_leases_lineage_checked
+    AFTER INSERT ON lease.shard_leases
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_lineage_checked();
+
+REVOKE ALL ON FUNCTION lease.shard_leases_lineage_checked() FROM PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_lineage', 'WHERE false');

@@ -29,5 +29,9 @@ SELECT pg_catalog.pg_extension_config_dump('lease.stream_balancing', '');
 -- 0.4.0--0.5.0 upgrade: a counter, so a restore carries on from it.
 SELECT pg_catalog.pg_extension_config_dump('lease.notifications_skipped', '');
 
+-- The lineage locks (src/leases/leases.sql, 0.5.0) are made by the writes
+-- that need them: marked with a filter that keeps no row.
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_lineage', 'WHERE false');
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

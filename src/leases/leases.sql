@@ -250,6 +250,22 @@ COMMENT ON TABLE lease.lineage_changes IS
 -- Serves the round's check and its delete.
 CREATE INDEX lineage_changes_stream_idx ON lease.lineage_changes (app_name, stream_name);
 
+-- The lock of a stream's lineage writes (src/leases/lineage.c, 0.5.0):
+-- every statement that adds leases with parents to the stream upserts its
+-- row (writes counts those statements) and holds it to the end of its
+-- transaction, so that they take turns and each checks for a lineage cycle
+-- against everything committed before it (the trigger
+-- shard_leases_lineage_checked below).  Nothing else reads it.
+CREATE TABLE lease.stream_lineage (
+    app_name    text        NOT NULL,
+    stream_name text        NOT NULL,
+    writes      bigint      NOT NULL,
+    PRIMARY KEY (app_name, stream_name)
+);
+
+COMMENT ON TABLE lease.stream_lineage IS
+    'Per stream: how many statements added leases with parents (each one locks the row, so lineage writes of a stream take turns and none makes a cycle).';
+
 
 -- These three tables are derived from lease.shard_leases: marked for pg_dump
 -- with a filter that keeps no row (src/common/finish.sql), since a restore
@@ -289,6 +305,22 @@ CREATE TRIGGER shard_leases_inserted
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT
     EXECUTE FUNCTION lease.shard_leases_inserted();
+
+-- Rows added (0.5.0): no lease may have more than 32 parents, and no
+-- lineage may be a cycle, checked against every lease committed before,
+-- with the stream's lease.stream_lineage row locked (src/leases/lineage.c).
+-- C, so that the check is linear in the lineage it reads.
+CREATE FUNCTION lease.shard_leases_lineage_checked()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'lease_shard_leases_lineage_checked'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE TRIGGER shard_leases_lineage_checked
+    AFTER INSERT ON lease.shard_leases
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_lineage_checked();
 
 -- Rows deleted (delete_lease, cleanup_ended): a lease that had not ended
 -- may have counted as takeable or blocked a child (its owner loses it in
