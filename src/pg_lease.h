@@ -29,6 +29,16 @@
 /* Longest age an interval argument may give (prune_events' older_than). */
 #define LEASE_MAX_AGE_YEARS			1000
 
+/*
+ * The counters an import may bring in (import_kcl_ex, import_kcl_ex_rows,
+ * import_kcl_dynamodb) are below 2^61: the table's CHECK stops every
+ * counter below 2^62 (shard_leases_counters_check), and a take or a renewal
+ * adds one, so an imported lease keeps 2^61 of them in hand where 0.4.0
+ * accepted 2^62 - 1, after which every take failed.  (A KCL worker adds one
+ * per renewal, every few seconds: 2^61 is past any real table.)
+ */
+#define LEASE_MAX_IMPORTED_COUNTER	2305843009213693952
+
 /* Most parent shards one lease may name (a merge has two). */
 #define LEASE_MAX_PARENTS			32
 

@@ -156,6 +156,7 @@ void
 lease_lineage_mark(LeaseLineage *lineage, int node)
 {
 	lineage->marked[node] = true;
+	lineage->known[node] = true;
 }
 
 /* lineage.h */
@@ -414,12 +415,16 @@ static LeaseStatement lineage_width_stmt = {
 	.expected = SPI_OK_SELECT
 };
 
-/* Statement 3: the new rows with parents, by stream. */
+/*
+ * Statement 3: the new rows, by stream, those without parents too: they
+ * are nodes whose parents are known (none), so the lineage read below
+ * never looks them up one by one (an import writes its parents with their
+ * children).
+ */
 static LeaseStatement lineage_new_stmt = {
-	.name = "read the new leases with parents",
+	.name = "read the new leases",
 	.sql =
 	"SELECT n.app_name, n.stream_name, n.shard_id, n.parent_shard_ids FROM new_rows AS n"
-	" WHERE pg_catalog.cardinality(n.parent_shard_ids) OPERATOR(pg_catalog.>) 0"
 	" ORDER BY n.app_name COLLATE pg_catalog.\"C\", n.stream_name COLLATE pg_catalog.\"C\"",
 	.nargs = 0,
 	.expected = SPI_OK_SELECT
@@ -472,6 +477,7 @@ lease_shard_leases_lineage_checked(PG_FUNCTION_ARGS)
 	LeaseLineage *lineage = NULL;
 	Datum		app = (Datum) 0;
 	Datum		stream = (Datum) 0;
+	bool		has_parents = false;	/* the stream's new rows: one with parents */
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event) ||
 		!TRIGGER_FIRED_AFTER(trigdata->tg_event) || !TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
@@ -502,7 +508,8 @@ lease_shard_leases_lineage_checked(PG_FUNCTION_ARGS)
 				 errhint("Give each lease only its direct parents.  Nothing was written.")));
 	}
 
-	/* the new rows, kept: the lookups below replace SPI's result */
+	/* the new rows, kept: the lookups below replace SPI's result; a
+	 * stream none of whose new rows has parents needs no check */
 	rows = lease_spi_run(&lineage_new_stmt, NULL, NULL, 0);
 	news = SPI_tuptable;
 	SPI_tuptable = NULL;
@@ -515,19 +522,24 @@ lease_shard_leases_lineage_checked(PG_FUNCTION_ARGS)
 		char	   *shard = TextDatumGetCString(SPI_getbinval(tuple, news->tupdesc, 3, &isnull));
 		int			child;
 
+		Datum		parents = SPI_getbinval(tuple, news->tupdesc, 4, &isnull);
+
 		if (lineage == NULL || !text_equal(row_app, app) || !text_equal(row_stream, stream))
 		{
-			if (lineage != NULL)
+			if (lineage != NULL && has_parents)
 				check_stream_lineage(lineage, app, stream);
 			lineage = lease_lineage_create();
 			app = row_app;
 			stream = row_stream;
+			has_parents = false;
 		}
 		child = lease_lineage_node(lineage, shard);
 		lease_lineage_mark(lineage, child);
-		lease_lineage_parents(lineage, child, SPI_getbinval(tuple, news->tupdesc, 4, &isnull));
+		lease_lineage_parents(lineage, child, parents);
+		has_parents |= ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(parents)),
+									  ARR_DIMS(DatumGetArrayTypeP(parents))) > 0;
 	}
-	if (lineage != NULL)
+	if (lineage != NULL && has_parents)
 		check_stream_lineage(lineage, app, stream);
 	lease_spi_finish();
 	return PointerGetDatum(NULL);

@@ -47,7 +47,8 @@ extern void lease_lineage_parents(LeaseLineage *lineage, int child, Datum parent
 extern void lease_lineage_read(LeaseLineage *lineage, Datum app_name, Datum stream_name);
 
 /*
- * Marks a node as one the caller wrote: lease_lineage_cycle reports only
+ * Marks a node as one the caller writes, its parents the edges the caller
+ * gives it (never read from the table): lease_lineage_cycle reports only
  * cycles through marked nodes (a cycle already in the table before is
  * none of this write's doing).
  */
