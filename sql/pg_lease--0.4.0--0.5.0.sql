@@ -106,3 +106,21 @@ CREATE TRIGGER shard_leases_lineage_checked
 REVOKE ALL ON FUNCTION lease.shard_leases_lineage_checked() FROM PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('lease.stream_lineage', 'WHERE false');
+
+-- The platform's own statuses (src/bindings/lifecycle.c, 0.5.0): a
+-- sandbox's starting, ready and suspended, a conversation's idle, along
+-- their lifecycle only, under the conversation's lock.
+CREATE FUNCTION lease.set_sandbox_status(conversation_id bigint, status text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_sandbox_status'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.set_conversation_status(conversation_id bigint, status text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_conversation_status'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION lease.set_sandbox_status(bigint, text), lease.set_conversation_status(bigint, text)
+    FROM PUBLIC;

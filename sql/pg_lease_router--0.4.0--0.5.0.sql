@@ -13,3 +13,22 @@ LANGUAGE plproxy AS $$
 $$;
 
 REVOKE ALL ON FUNCTION lease.monitoring_notifications() FROM PUBLIC;
+
+-- The platform's own statuses, routed to the partition that made the
+-- conversation, as src/router/generate.sql writes them.
+CREATE FUNCTION lease.set_conversation_status(conversation_id bigint, status text)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.conversation_partition(conversation_id);
+$$;
+
+CREATE FUNCTION lease.set_sandbox_status(conversation_id bigint, status text)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.conversation_partition(conversation_id);
+$$;
+
+REVOKE ALL ON FUNCTION lease.set_conversation_status(bigint, text), lease.set_sandbox_status(bigint, text)
+    FROM PUBLIC;

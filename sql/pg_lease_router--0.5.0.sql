@@ -547,6 +547,20 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
+CREATE FUNCTION lease.set_conversation_status(conversation_id bigint, status text)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.conversation_partition(conversation_id);
+$$;
+
+CREATE FUNCTION lease.set_sandbox_status(conversation_id bigint, status text)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.conversation_partition(conversation_id);
+$$;
+
 CREATE FUNCTION lease.set_tenant_limit(user_id text, sandbox_limit integer)
 RETURNS integer
 LANGUAGE plproxy AS $$

@@ -33,6 +33,9 @@
 #define BINDING_STATUS_IDLE			"idle"
 #define BINDING_STATUS_FAILED		"failed"
 #define BINDING_STATUS_TERMINATED	"terminated"
+#define BINDING_STATUS_STARTING		"starting"
+#define BINDING_STATUS_READY		"ready"
+#define BINDING_STATUS_SUSPENDED	"suspended"
 
 /*
  * A data-modifying CTE `s` terminating the sandboxes of the conversations
