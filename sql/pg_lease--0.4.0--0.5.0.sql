@@ -3,8 +3,12 @@
 \echo Use "ALTER EXTENSION pg_lease UPDATE TO '0.5.0'" to load this file. \quit
 
 ----------------------------------------------------------------------------
--- Security and robustness: notifications that cannot fail a lease
--- operation, ... (each part's twin is named in its comment)
+-- Security and robustness (docs/security.md, "What the 0.4.0 review found"):
+-- notifications that cannot fail a lease operation, bounded capacities and
+-- weights, granted_by by name, no lineage cycle, the platform's statuses.
+-- Admission at every isolation level, the imports and the cheap refusals
+-- are in the module alone.  Each part's twin in the SQL parts is named in
+-- its comment.
 ----------------------------------------------------------------------------
 
 -- Notifications skipped when PostgreSQL's NOTIFY queue is at
