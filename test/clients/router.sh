@@ -129,7 +129,7 @@ t0=$SECONDS
 for w in py-1 py-2 node-1 node-2 ex-1; do start_worker $w; done
 for w in $FF_WORKERS; do ff_start "$w" "" "$([ "${w#ex-}" != "$w" ] && echo "$EX_DSN" || echo "$FF_DSN")"; done
 sleep 4
-for _ in $(seq 1 25); do   # and each of them renewed (a worker may take a few seconds to start)
+for _ in $(seq 1 75); do   # and each of them renewed (a worker may take a few seconds to start; a BEAM longer)
     ff_before=$(ff_sessions "{${FF_WORKERS// /,}}" "IS NOT NULL")
     [ "$(wc -w <<<"$ff_before")" -eq 4 ] && break
     sleep 0.2
