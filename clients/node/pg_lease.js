@@ -13,6 +13,12 @@
 // hold_lease and the fenced checkpoint and commits, so output and checkpoint
 // commit together or not at all, and never from a worker that lost the lease.
 //
+// Through the router (pg_lease_router), the batch transactions run on a
+// direct connection to the stream's partition: the worker asks the router
+// where (lease_router.stream_conninfo), connects to the first of its hosts
+// that is writable with its own credentials, and asks again after the
+// stream moved (40L01) or that connection failed.
+//
 // Shard discovery ({ shardLister: f }): the worker calls f() (it may return a
 // promise) when it starts and every syncEvery seconds, and passes the shards
 // it returns to lease.sync_shards, which creates the missing leases
@@ -65,6 +71,19 @@ const RELEASE = 'SELECT lease.release_lease($1, $2, $3, $4)';
 const CLOSE = 'SELECT lease.close_shard($1, $2, $3, $4)';
 const HOLD = 'SELECT lease.hold_lease($1, $2, $3, $4, $5::bigint)';
 const SYNC = 'SELECT shard_id, action FROM lease.sync_shards($1, $2, $3::text[], $4::text[])';
+// transactional mode through the router: where the stream's transactions run
+const WHERE = 'SELECT conninfo FROM lease_router.stream_conninfo($1, $2)';
+
+// A libpq key=value connection string's pairs ('' quoting as libpq's).
+function conninfoPairs(conninfo) {
+  const pairs = {};
+  const re = /([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']+)/g;
+  let m;
+  while ((m = re.exec(conninfo)) !== null) {
+    pairs[m[1]] = m[2].startsWith("'") ? m[2].slice(1, -1).replace(/\\(.)/g, '$1') : m[2];
+  }
+  return pairs;
+}
 
 // Seconds on a monotonic clock, and its wall-clock equivalent.
 const now = () => performance.now() / 1000;
@@ -157,6 +176,9 @@ class Worker {
     this.interval = `${Math.round(leaseDuration * 1000)} milliseconds`;
     this._journal = journal(null, owner);
     this.transactional = transactional;
+    this.config = config;
+    this.logger = logger;
+    this.txDb = null;             // transactional: the session the batch transactions run on
     // fast failover: a call that gets no answer (a proxy that lost its server, a
     // half-open connection) is given up after a fifth of the lease duration and
     // its connection dropped, so the loop goes on (and reconnects)
@@ -478,21 +500,69 @@ class Worker {
     }
     const args = [...this.key, shard, this.owner, sequence];
     const ok = this.transactional
-      ? (await this.db.client.query({ text: PREPARE, values: args, rowMode: 'array' })).rows[0][0]
+      ? (await (await this.txSession()).client.query({ text: PREPARE, values: args, rowMode: 'array' })).rows[0][0]
       : await this.db.one(PREPARE, args, true, this.deadline(lease));
     this._journal('prepared', { shard, epoch: lease.epoch, pending: sequence, ok });
     return ok;
+  }
+
+  // The session the batch transactions run on: through a router, a direct
+  // connection to the stream's partition (lease_router.stream_conninfo: the
+  // first writable host, with the worker's own credentials); on a single
+  // server, the processing connection.
+  async txSession() {
+    if (this.txDb !== null) return this.txDb;
+    let where;
+    try {
+      where = await this.db.call(WHERE, this.key);
+    } catch (e) {
+      if (e.code !== '3F000' && e.code !== '42883') throw e;   // not a router
+      this.txDb = this.db;
+      return this.txDb;
+    }
+    const pairs = conninfoPairs(where[0][0]);
+    const mine = typeof this.config === 'string' ? { connectionString: this.config } : this.config;
+    const hosts = (pairs.host || 'localhost').split(',');
+    const ports = (pairs.port || '5432').split(',');
+    let last = null;
+    for (let i = 0; i < hosts.length; i++) {
+      const config = { ...mine, host: hosts[i], port: Number(ports[Math.min(i, ports.length - 1)]),
+                       database: pairs.dbname };
+      if (mine.connectionString) {
+        // the worker's own credentials from its string; where to go from the router's
+        const { parse } = require('pg-connection-string');
+        const own = parse(mine.connectionString);
+        delete config.connectionString;
+        if (own.user) config.user = own.user;
+        if (own.password) config.password = own.password;
+      }
+      const session = new Session(config, `${this.owner} transactions`, null, this.logger);
+      try {
+        const [[readOnly]] = await session.call('SHOW transaction_read_only');
+        if (readOnly === 'off') {
+          this.logger.info(`${this.owner}: transactions of ${this.key.join('/')} run on ${hosts[i]}:${config.port}`);
+          this.txDb = session;
+          return session;
+        }
+      } catch (e) {
+        last = e;
+      }
+      session.close();
+    }
+    throw new Unavailable(`no writable host for the transactions of ${this.key.join('/')}${last ? ': ' + last.message : ''}`);
   }
 
   // One batch as one transaction: output, hold_lease, fenced checkpoint (or
   // close), commit.  True when a batch committed.
   async transaction(shard, lease) {
     const key = [...this.key, shard, this.owner];
+    const tx = await this.txSession();
     let client;
     try {
-      client = await this.db.connect();
+      client = await tx.connect();
     } catch (e) {
-      this.db.close();
+      tx.close();
+      if (tx !== this.db) this.txDb = null;
       throw new Unavailable(e.message);
     }
     let tried = null;
@@ -523,18 +593,22 @@ class Worker {
         return false;
       }
       committing = true;
-      this.db.notices = [];
+      tx.notices = [];
       await q('COMMIT');
-      const warning = this.db.ambiguousNotice();
+      const warning = tx.ambiguousNotice();
       if (warning !== null) throw new Ambiguous(warning);    // committed here, perhaps only here
     } catch (e) {
       const state = rules.sqlstate(e);
       let kind;
       if (e instanceof Ambiguous) kind = 'ambiguous';
-      else kind = state ? rules.classify(state, e.message) : (e.code || this.db.client !== client ? 'ambiguous' : 'raise');
-      if (this.db.client !== client) kind = 'ambiguous';
+      else kind = state ? rules.classify(state, e.message) : (e.code || tx.client !== client ? 'ambiguous' : 'raise');
+      if (tx.client !== client) kind = 'ambiguous';
       else if (!(e instanceof Ambiguous)) {
-        try { await q('ROLLBACK'); } catch (e2) { this.db.close(); kind = kind === 'raise' ? kind : 'ambiguous'; }
+        try { await q('ROLLBACK'); } catch (e2) { tx.close(); kind = kind === 'raise' ? kind : 'ambiguous'; }
+      }
+      if (tx !== this.db && (state === '40L01' || kind === 'ambiguous')) {
+        tx.close();
+        this.txDb = null;         // the stream moved, or its partition failed over: ask again
       }
       if (kind === 'drop') {
         this._journal('checkpoint', { shard, epoch: lease.epoch, checkpoint: sequence, ok: false,
@@ -543,7 +617,7 @@ class Worker {
         return false;
       }
       if (kind === 'raise') throw e;
-      this.db.close();
+      tx.close();
       this._journal('tx_failed', { shard, epoch: lease.epoch, checkpoint: sequence,
         unknown: committing && kind === 'ambiguous', error: String(e.message).split('\n')[0] });
       await this.resolve(shard, lease, committing ? sequence : null);
@@ -671,6 +745,7 @@ class Worker {
     }
     this.db.close();
     this.renewDb.close();
+    if (this.txDb && this.txDb !== this.db) this.txDb.close();
   }
 }
 

@@ -7,7 +7,7 @@
 // as the page says.
 
 // Rolled back, nothing happened: repeat the same call after a short backoff.
-const REPEAT = new Set(['40001', '40P01', '55P03', '57014']);
+const REPEAT = new Set(['40001', '40P01', '55P03', '57014', '40L01']);
 // No usable connection, nothing happened: reconnect, then repeat.
 const RECONNECT = new Set(['53300', '57P03', '25006']);
 // The connection is gone and the call may or may not have committed (so is

@@ -25,5 +25,10 @@ SELECT pg_catalog.pg_extension_config_dump('lease.app_grants',
 SELECT pg_catalog.pg_extension_config_dump('lease.worker_capacities', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.stream_balancing', '');
 
+-- Where streams live (src/leases/placement.sql): a restored source goes on
+-- refusing a stream that moved away.  Added by the 0.4.0--0.5.0 upgrade at
+-- its end, so marked last.
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_placements', '');
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

@@ -85,7 +85,7 @@ $PY - "$IOUT" <<'EOF'
 import re, sys
 # the Python client's INFO events, the reference set
 KINDS = [r"took SHARD \(epoch N\)", r"stopped processing SHARD: [a-z ]+ \([^)]+\)", r"released SHARD",
-         r"created the lease of SHARD \(shard discovery\)",
+         r"created the lease of SHARD \(shard discovery\)", r"transactions of \S+ run on .+",
          r"SHARD is no longer listed \(its lease is not ended: a worker ends it at its end\)"]
 seen, bad = {}, []
 for c in ("py", "node", "ex"):

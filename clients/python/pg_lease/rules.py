@@ -9,7 +9,7 @@ import random
 import re
 
 # Rolled back, nothing happened: repeat the same call after a short backoff.
-REPEAT = frozenset({"40001", "40P01", "55P03", "57014"})
+REPEAT = frozenset({"40001", "40P01", "55P03", "57014", "40L01"})
 # No usable connection, nothing happened: reconnect, then repeat.
 RECONNECT = frozenset({"53300", "57P03", "25006"})
 # The connection is gone and the call may or may not have committed

@@ -11,6 +11,11 @@ writes its output through the cursor it is given, then the worker runs
 hold_lease and the fenced checkpoint and commits, so output and checkpoint
 commit together or not at all, and never from a worker that lost the lease.
 
+Through the router (pg_lease_router), the batch transactions run on a
+direct connection to the stream's partition: the worker asks the router
+where (lease_router.stream_conninfo) and connects there with its own
+credentials; after the stream moved (40L01) it asks again.
+
 Shard discovery (Worker(..., shard_lister=f)): the worker calls f() when it
 starts and every sync_every seconds, and passes the shards it returns to
 lease.sync_shards, which creates the missing leases (docs/shard-leases.md,
@@ -53,6 +58,7 @@ import time
 import weakref
 
 import psycopg2
+import psycopg2.extensions
 
 from . import rules
 from .session import Ambiguous, Fatal, Session, Unavailable, log
@@ -76,6 +82,10 @@ RELEASE = "SELECT lease.release_lease(%s, %s, %s, %s)"
 CLOSE = "SELECT lease.close_shard(%s, %s, %s, %s)"
 HOLD = "SELECT lease.hold_lease(%s, %s, %s, %s, %s)"
 SYNC = "SELECT shard_id, action FROM lease.sync_shards(%s, %s, %s::text[], %s::text[])"
+# transactional mode through the router: where the stream's transactions run
+WHERE = "SELECT conninfo FROM lease_router.stream_conninfo(%s, %s)"
+# the connection parameters of the worker's own that a partition connection keeps
+CREDENTIALS = ("user", "password", "passfile", "sslcert", "sslkey", "sslpassword")
 
 
 class Checkpoint(str):
@@ -206,6 +216,8 @@ class Worker:
         self.contact_sent = None      # when the last acknowledged renewal or round was sent (monotonic)
         self._journal = _Journal(None, owner)
         self.transactional = transactional
+        self.dsn = dsn
+        self.tx_db = None         # transactional: the session the batch transactions run on
         self.shard_lister = shard_lister    # () -> the stream's shards, for lease.sync_shards
         self.sync_every = float(sync_every)
         self.unlisted = set()
@@ -511,16 +523,38 @@ class Worker:
         if lease is None or self._stale(lease):
             self._journal("prepare_skipped", shard=shard, pending=sequence)
             return False
-        ok = self.db.one(PREPARE, self.key + (shard, self.owner, sequence), until=self._deadline(lease))
+        db = self._tx_session() if self.transactional else self.db     # in the batch's transaction
+        ok = db.one(PREPARE, self.key + (shard, self.owner, sequence), until=self._deadline(lease))
         self._journal("prepared", shard=shard, epoch=lease.epoch, pending=sequence, ok=ok)
         return ok
+
+    def _tx_session(self):
+        """The session the batch transactions run on: through a router, a direct connection
+        to the stream's partition (lease_router.stream_conninfo, with the worker's own
+        credentials); on a single server, the processing connection."""
+        if self.tx_db is None:
+            try:
+                where = self.db.call(WHERE, self.key)
+            except psycopg2.Error as e:
+                if e.pgcode not in ("3F000", "42883"):    # not a router: no lease_router schema
+                    raise
+                self.tx_db = self.db
+            else:
+                mine = psycopg2.extensions.parse_dsn(self.dsn)
+                dsn = psycopg2.extensions.make_dsn(where[0][0], **{k: v for k, v in mine.items()
+                                                                   if k in CREDENTIALS})
+                self.tx_db = Session(dsn, self.owner + " transactions")
+                log.info("%s: transactions of %s/%s run on %s", self.owner, self.key[0], self.key[1],
+                         where[0][0])
+        return self.tx_db
 
     def _transaction(self, shard, lease):
         """One batch as one transaction: output, hold_lease, fenced checkpoint (or close), commit.
         True when a batch committed."""
         key = self.key + (shard, self.owner)
+        tx = self._tx_session()
         try:
-            conn = self.db.connect()
+            conn = tx.connect()
         except psycopg2.OperationalError as e:
             raise Unavailable(str(e).strip()) from e
         tried = None
@@ -556,9 +590,9 @@ class Worker:
                     self._drop(shard, LEASE_LOST, "checkpoint refused")
                     return False
                 committing = True
-                self.db.notices.clear()
+                tx.notices.clear()
                 cur.execute("COMMIT")
-                warning = self.db.notices.ambiguous()
+                warning = tx.notices.ambiguous()
                 if warning is not None:
                     raise Ambiguous(warning)    # committed here, perhaps only here
         except Exception as e:
@@ -572,7 +606,10 @@ class Worker:
                     with conn.cursor() as cur:
                         cur.execute("ROLLBACK")    # autocommit: psycopg2 does not know of the BEGIN
                 except psycopg2.Error:
-                    self.db.close()
+                    tx.close()
+            if code == "40L01" and tx is not self.db:
+                tx.close()
+                self.tx_db = None         # the stream moved: ask the router again
             if kind == "drop":
                 self._journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=tried, ok=False,
                               error=str(e).strip().split("\n")[0])
@@ -580,7 +617,7 @@ class Worker:
                 return False
             if kind == "raise":
                 raise
-            self.db.close()
+            tx.close()
             self._journal("tx_failed", shard=shard, epoch=lease.epoch, checkpoint=sequence if committing else tried,
                           unknown=committing and kind == "ambiguous", error=str(e).strip().split("\n")[0])
             self._resolve(shard, lease, sequence if committing else None)
@@ -690,3 +727,5 @@ class Worker:
                 log.warning("%s: could not release %s (it expires by itself): %r", self.owner, shard, e)
         self.db.close()
         self.renew_db.close()
+        if self.tx_db is not None and self.tx_db is not self.db:
+            self.tx_db.close()

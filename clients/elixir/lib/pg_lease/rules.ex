@@ -9,7 +9,7 @@ defmodule PgLease.Rules do
   """
 
   # Rolled back, nothing happened: repeat the same call after a short backoff.
-  @repeat ~w(40001 40P01 55P03 57014)
+  @repeat ~w(40001 40P01 55P03 57014 40L01)
   # No usable connection, nothing happened: reconnect, then repeat.
   @reconnect ~w(53300 57P03 25006)
   # The connection is gone and the call may or may not have committed (so is
