@@ -23,6 +23,7 @@ int			lease_rotation_lock_timeout_ms = 250;
 int			lease_admission_lock_timeout_ms = 1000;
 int			lease_handoff_timeout_ms = 30000;
 int			lease_liveness_grace_ms = 1000;
+int			lease_move_lock_timeout_ms = 2000;
 bool		lease_record_events = true;
 char	   *lease_notify_channel = NULL;
 double		lease_notify_queue_limit = 0.5;
@@ -159,6 +160,17 @@ lease_define_gucs(void)
 							0,
 							LEASE_MAX_DURATION_MS,
 							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lease.move_lock_timeout",
+							"Longest wait of a stream move's step for the transactions using the stream on its partition.",
+							"Meanwhile the stream's new calls wait too; on timeout the step fails with 55P03 and changes nothing.",
+							&lease_move_lock_timeout_ms,
+							2000,
+							1,
+							INT_MAX,
+							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -127,9 +127,10 @@ lease_spi_rethrow_without_sql(const char *name, const char *sql, MemoryContext c
 }
 
 /*
- * SPI_execute_plan, with no SQL in the CONTEXT of an error it raises; with
- * `latest`, under REPEATABLE READ or SERIALIZABLE, in a snapshot taken now
- * (lease_spi_run_latest).
+ * SPI_execute_plan, with no SQL in the CONTEXT of an error it raises; in a
+ * snapshot taken now for a statement marked latest_snapshot, and with
+ * `latest` under REPEATABLE READ or SERIALIZABLE (lease_spi_run_latest;
+ * under READ COMMITTED each statement's snapshot is taken now anyway).
  */
 static pg_noinline int
 execute_plan(LeaseStatement *stmt, SPIPlanPtr plan, Datum *values, const char *nulls,
@@ -140,13 +141,10 @@ execute_plan(LeaseStatement *stmt, SPIPlanPtr plan, Datum *values, const char *n
 
 	PG_TRY();
 	{
-		if (latest && IsolationUsesXactSnapshot())
-		{
-			/* what this transaction wrote so far is part of what it reads */
-			CommandCounterIncrement();
+		/* SPI advances the command counter: what this transaction wrote counts */
+		if (stmt->latest_snapshot || (latest && IsolationUsesXactSnapshot()))
 			rc = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(), InvalidSnapshot,
-									  read_only, true, max_rows);
-		}
+									  read_only, false, max_rows);
 		else
 			rc = SPI_execute_plan(plan, values, nulls, read_only, max_rows);
 	}

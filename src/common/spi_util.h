@@ -39,6 +39,10 @@ typedef struct LeaseStatement
 	const char *setting_value;	/* its value, or NULL: */
 	const int  *setting_ms;		/* its value in milliseconds, read at each
 								 * run (a pg_lease setting) */
+	bool		latest_snapshot;	/* run in a snapshot taken now, whatever
+									 * the caller's isolation level (a read
+									 * that must see every commit made
+									 * before a lock it just got) */
 	SPIPlanPtr	plan;			/* prepared and kept on first use */
 } LeaseStatement;
 

@@ -28,6 +28,7 @@
 #include "common/spi_util.h"
 #include "leases/balancing.h"
 #include "leases/leases.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 
 /* The operator's weight of a lease; NULL clears it. */
@@ -141,9 +142,8 @@ lease_record_capacity(Datum *stream, double capacity)
  * lease.set_weight: true when the lease exists and now has the operator's
  * weight (NULL: none, its measured rate counts).
  */
-PG_FUNCTION_INFO_V1(lease_set_weight);
-Datum
-lease_set_weight(PG_FUNCTION_ARGS)
+static Datum
+set_weight(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[4];
 	char		nulls[4] = {' ', ' ', ' ', ' '};
@@ -171,17 +171,24 @@ lease_set_weight(PG_FUNCTION_ARGS)
 	else
 		values[3] = Float8GetDatum(weight);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, LEASE_SCHEMA_0_4, &set_weight_stmt, values, nulls) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &set_weight_stmt, values, nulls) > 0);
 }
+
+PG_FUNCTION_INFO_V1(lease_set_weight);
+/* lease.set_weight as the 0.4.0 script binds it. */
+Datum lease_set_weight(PG_FUNCTION_ARGS) { return set_weight(fcinfo, LEASE_SCHEMA_0_4); }
+
+PG_FUNCTION_INFO_V1(lease_set_weight_0_5);
+/* lease.set_weight from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_set_weight_0_5(PG_FUNCTION_ARGS) { return set_weight(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
  * lease.set_balance_tolerance: sets the stream's tolerance (a fraction of
  * a worker's target, 0 to 1; NULL: back to the default); returns the
  * tolerance now in force.
  */
-PG_FUNCTION_INFO_V1(lease_set_balance_tolerance);
-Datum
-lease_set_balance_tolerance(PG_FUNCTION_ARGS)
+static Datum
+set_balance_tolerance(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
@@ -204,9 +211,17 @@ lease_set_balance_tolerance(PG_FUNCTION_ARGS)
 	else
 		values[2] = Float8GetDatum(tolerance);
 
-	lease_spi_exec_for_app(fcinfo, LEASE_SCHEMA_0_4, &set_tolerance_stmt, values, nulls);
+	lease_spi_exec_for_stream(fcinfo, schema, &set_tolerance_stmt, values, nulls);
 	PG_RETURN_FLOAT8(tolerance);
 }
+
+PG_FUNCTION_INFO_V1(lease_set_balance_tolerance);
+/* lease.set_balance_tolerance as the 0.4.0 script binds it. */
+Datum lease_set_balance_tolerance(PG_FUNCTION_ARGS) { return set_balance_tolerance(fcinfo, LEASE_SCHEMA_0_4); }
+
+PG_FUNCTION_INFO_V1(lease_set_balance_tolerance_0_5);
+/* lease.set_balance_tolerance from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_set_balance_tolerance_0_5(PG_FUNCTION_ARGS) { return set_balance_tolerance(fcinfo, LEASE_SCHEMA_0_5); }
 
 /* The stream's tolerance, if an operator set one. */
 static LeaseStatement tolerance_stmt = {

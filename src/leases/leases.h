@@ -267,7 +267,10 @@
 						sql(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE_0_3), \
 						sql(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE), 0, false, n, __VA_ARGS__)
 
-/* Which of a LEASE_SCHEMA_STMTS set `schema` runs. */
-#define LEASE_SCHEMA_STMT(stmts, schema) (&(stmts)[(schema)])
+/*
+ * Which of a LEASE_SCHEMA_STMTS set `schema` runs: a later schema than
+ * 0.4.0 runs the 0.4.0 form (0.5.0 adds the placement check, not SQL).
+ */
+#define LEASE_SCHEMA_STMT(stmts, schema) (&(stmts)[Min((schema), LEASE_SCHEMA_0_4)])
 
 #endif							/* LEASE_LEASES_H */

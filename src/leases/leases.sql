@@ -506,15 +506,15 @@ CREATE TRIGGER shard_leases_load_updated
 -- access to the table, so the only way to change a lease is through the
 -- protocol, and only for its apps.  They are not STRICT: a NULL where a
 -- value is required is an error (22004) naming the argument.
--- Each is bound to the C entry point of this schema version (*_0_4,
--- src/common/version.h); the symbols without a suffix serve the released
+-- Each is bound to the C entry point of this schema version (*_0_5,
+-- src/common/version.h); the plain and _0_4 symbols serve the released
 -- schemas until ALTER EXTENSION pg_lease UPDATE.
 
 CREATE FUNCTION lease.create_lease(
     app_name text, stream_name text, shard_id text,
     parent_shard_ids text[] DEFAULT '{}', checkpoint text DEFAULT 'TRIM_HORIZON')
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_create_lease_0_4'
+AS 'MODULE_PATHNAME', 'lease_create_lease_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -523,7 +523,7 @@ CREATE FUNCTION lease.take_lease(
     lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL,
     renew_every interval DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'lease_take_lease_0_4'
+AS 'MODULE_PATHNAME', 'lease_take_lease_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -531,7 +531,7 @@ CREATE FUNCTION lease.renew_lease(
     app_name text, stream_name text, shard_id text, owner text,
     lease_count bigint, lease_duration interval DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'lease_renew_lease_0_4'
+AS 'MODULE_PATHNAME', 'lease_renew_lease_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -539,21 +539,21 @@ CREATE FUNCTION lease.update_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     checkpoint text, sub_sequence bigint DEFAULT 0)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_4'
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.release_lease(
     app_name text, stream_name text, shard_id text, owner text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_release_lease_0_4'
+AS 'MODULE_PATHNAME', 'lease_release_lease_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.close_shard(
     app_name text, stream_name text, shard_id text, owner text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_close_shard_0_4'
+AS 'MODULE_PATHNAME', 'lease_close_shard_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -573,7 +573,7 @@ CREATE FUNCTION lease.update_checkpoint(
     checkpoint text, sub_sequence bigint, fencing_token bigint,
     work bigint DEFAULT NULL)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -585,7 +585,7 @@ CREATE FUNCTION lease.hold_lease(
     app_name text, stream_name text, shard_id text, owner text,
     lease_epoch bigint)
 RETURNS text
-AS 'MODULE_PATHNAME', 'lease_hold_lease'
+AS 'MODULE_PATHNAME', 'lease_hold_lease_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -593,19 +593,19 @@ CREATE FUNCTION lease.prepare_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     pending_checkpoint text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint_0_4'
+AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.cleanup_ended(app_name text, stream_name text)
 RETURNS integer
-AS 'MODULE_PATHNAME', 'lease_cleanup_ended_0_4'
+AS 'MODULE_PATHNAME', 'lease_cleanup_ended_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.delete_lease(app_name text, stream_name text, shard_id text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_delete_lease_0_4'
+AS 'MODULE_PATHNAME', 'lease_delete_lease_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -617,7 +617,7 @@ SET search_path = pg_catalog, pg_temp;
 CREATE FUNCTION lease.sync_shards(
     app_name text, stream_name text, shard_ids text[], parent_ids text[] DEFAULT NULL)
 RETURNS TABLE(shard_id text, action text)
-AS 'MODULE_PATHNAME', 'lease_sync_shards'
+AS 'MODULE_PATHNAME', 'lease_sync_shards_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -635,7 +635,7 @@ CREATE FUNCTION lease.take_leases(
     renew_every interval DEFAULT NULL)
 RETURNS TABLE(shard_id text, lease_count bigint, action text,
               previous_owner text, lease_epoch bigint)
-AS 'MODULE_PATHNAME', 'lease_take_leases_0_4'
+AS 'MODULE_PATHNAME', 'lease_take_leases_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -645,7 +645,7 @@ SET search_path = pg_catalog, pg_temp;
 CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL)
 RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision,
               imbalance_before double precision, imbalance_after double precision)
-AS 'MODULE_PATHNAME', 'lease_plan_rebalance'
+AS 'MODULE_PATHNAME', 'lease_plan_rebalance_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -655,14 +655,14 @@ SET search_path = pg_catalog, pg_temp;
 CREATE FUNCTION lease.set_weight(
     app_name text, stream_name text, shard_id text, weight double precision)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_set_weight'
+AS 'MODULE_PATHNAME', 'lease_set_weight_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.set_balance_tolerance(
     app_name text, stream_name text, tolerance double precision)
 RETURNS double precision
-AS 'MODULE_PATHNAME', 'lease_set_balance_tolerance'
+AS 'MODULE_PATHNAME', 'lease_set_balance_tolerance_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -670,7 +670,7 @@ CREATE FUNCTION lease.renew_leases(
     app_name text, stream_name text, owner text,
     lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL)
 RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
-AS 'MODULE_PATHNAME', 'lease_renew_leases_0_4'
+AS 'MODULE_PATHNAME', 'lease_renew_leases_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -682,7 +682,7 @@ CREATE FUNCTION lease.heartbeat(
     lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL,
     OUT leases bigint, OUT leases_version bigint, OUT handoffs_pending bigint)
 RETURNS record
-AS 'MODULE_PATHNAME', 'lease_heartbeat'
+AS 'MODULE_PATHNAME', 'lease_heartbeat_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -709,14 +709,14 @@ RETURNS TABLE(shard_id text, lease_count bigint, lease_epoch bigint,
               checkpoint text, checkpoint_sub_sequence bigint,
               pending_checkpoint text, expires_in interval,
               handoff_to text, handoff_from text, waiting_on text[])
-AS 'MODULE_PATHNAME', 'lease_my_leases_0_4'
+AS 'MODULE_PATHNAME', 'lease_my_leases_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.request_handoff(
     app_name text, stream_name text, shard_id text, to_owner text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_request_handoff_0_4'
+AS 'MODULE_PATHNAME', 'lease_request_handoff_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 

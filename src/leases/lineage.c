@@ -45,6 +45,7 @@
 #include "common/args.h"
 #include "leases/leases.h"
 #include "leases/lineage.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 #include "common/spi_util.h"
 
@@ -588,7 +589,7 @@ cleanup_ended(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
 
-	processed = lease_spi_exec_for_app(fcinfo, schema, &cleanup_stmt, values, NULL);
+	processed = lease_spi_exec_for_stream(fcinfo, schema, &cleanup_stmt, values, NULL);
 	if (processed > PG_INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -600,6 +601,10 @@ cleanup_ended(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_cleanup_ended, cleanup_ended, LEASE_SCHEMA_0_3)
 
+PG_FUNCTION_INFO_V1(lease_cleanup_ended_0_5);
+/* lease.cleanup_ended from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_cleanup_ended_0_5(PG_FUNCTION_ARGS) { return cleanup_ended(fcinfo, LEASE_SCHEMA_0_5); }
+
 /* lease.delete_lease: true when the lease existed and was deleted. */
 static Datum
 delete_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
@@ -610,7 +615,11 @@ delete_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
 	values[2] = lease_arg_ident(fcinfo, 2, "shard_id");
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &delete_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &delete_stmt, values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_delete_lease, delete_lease, LEASE_SCHEMA_0_3)
+
+PG_FUNCTION_INFO_V1(lease_delete_lease_0_5);
+/* lease.delete_lease from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_delete_lease_0_5(PG_FUNCTION_ARGS) { return delete_lease(fcinfo, LEASE_SCHEMA_0_5); }

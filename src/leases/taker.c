@@ -53,6 +53,7 @@
 #include "leases/balancing.h"
 #include "leases/events.h"
 #include "leases/leases.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 #include "leases/workers.h"
 #include "common/spi_util.h"
@@ -1099,7 +1100,7 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	InitMaterializedSRF(fcinfo, 0);
 	r.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	lease_app_begin(fcinfo, schema, r.stream[0], &caller);
+	lease_stream_begin(fcinfo, schema, r.stream[0], r.stream[1], &caller);
 
 	read_loads(&r);
 	if (schema >= LEASE_SCHEMA_0_4 && capacity != r.stored_capacity)
@@ -1118,6 +1119,10 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_take_leases, take_leases, lease_schema_before_0_4())
+
+PG_FUNCTION_INFO_V1(lease_take_leases_0_5);
+/* lease.take_leases from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_take_leases_0_5(PG_FUNCTION_ARGS) { return take_leases(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
  * The schema a plain renew_leases call serves, told by its declared result
@@ -1157,7 +1162,7 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 		have_every = lease_arg_opt_duration(fcinfo, 4, "renew_every", &renew_every);
 
 	InitMaterializedSRF(fcinfo, 0);
-	lease_app_begin(fcinfo, schema, values[0], &caller);
+	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
 	if (schema >= LEASE_SCHEMA_0_4)
 		lease_record_session(values, have_every, renew_every, &values[3]);
 	lease_spi_run(LEASE_SCHEMA_STMT(renew_all_stmts, schema), values, NULL, 0);
@@ -1177,6 +1182,10 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_renew_leases, renew_leases, renew_leases_plain_schema(fcinfo))
 
+PG_FUNCTION_INFO_V1(lease_renew_leases_0_5);
+/* lease.renew_leases from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_renew_leases_0_5(PG_FUNCTION_ARGS) { return renew_leases(fcinfo, LEASE_SCHEMA_0_5); }
+
 /*
  * lease.request_handoff: true when the lease's holder has been asked to
  * hand it to to_owner (for operators and leaders).
@@ -1194,10 +1203,14 @@ request_handoff(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[5] = lease_interval_from_ms(lease_default_lease_duration_ms);
 	lease_event_params(&values[6]);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, LEASE_SCHEMA_STMT(request_one_stmts, schema), values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, LEASE_SCHEMA_STMT(request_one_stmts, schema), values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_request_handoff, request_handoff, LEASE_SCHEMA_0_3)
+
+PG_FUNCTION_INFO_V1(lease_request_handoff_0_5);
+/* lease.request_handoff from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_request_handoff_0_5(PG_FUNCTION_ARGS) { return request_handoff(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
  * lease.plan_rebalance: the moves the weighted rounds would make from the
@@ -1207,11 +1220,10 @@ LEASE_VERSIONED_ENTRY_POINTS(lease_request_handoff, request_handoff, LEASE_SCHEM
  * round sees the stream: a worker that holds nothing yet).  A stream
  * balanced by count has no plan.
  */
-PG_FUNCTION_INFO_V1(lease_plan_rebalance);
-Datum
-lease_plan_rebalance(PG_FUNCTION_ARGS)
+static Datum
+plan_rebalance(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	TakeRound	r = {.schema = LEASE_SCHEMA_0_4, .callcxt = CurrentMemoryContext};
+	TakeRound	r = {.schema = schema, .callcxt = CurrentMemoryContext};
 	BalancePlan plan = {0};
 	BalanceMove move;
 	double		known_sum = 0;
@@ -1233,10 +1245,10 @@ lease_plan_rebalance(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, r.stream[0], &caller);
+	lease_stream_begin(fcinfo, schema, r.stream[0], r.stream[1], &caller);
 
 	/* the workers, as a round of `owner` reads them */
-	lease_spi_run(LEASE_SCHEMA_STMT(loads_stmts, LEASE_SCHEMA_0_4), r.stream, nulls, 0);
+	lease_spi_run(LEASE_SCHEMA_STMT(loads_stmts, schema), r.stream, nulls, 0);
 	r.bw = (BalanceWorker *) MemoryContextAllocZero(r.callcxt, sizeof(BalanceWorker) * (SPI_processed + 1));
 	r.weighed = (int64 *) MemoryContextAllocZero(r.callcxt, sizeof(int64) * (SPI_processed + 1));
 	r.suspects = (Datum *) MemoryContextAlloc(r.callcxt, sizeof(Datum) * (SPI_processed + 1));
@@ -1299,3 +1311,11 @@ lease_plan_rebalance(PG_FUNCTION_ARGS)
 	lease_app_end(&caller);
 	return (Datum) 0;
 }
+
+PG_FUNCTION_INFO_V1(lease_plan_rebalance);
+/* lease.plan_rebalance as the 0.4.0 script binds it. */
+Datum lease_plan_rebalance(PG_FUNCTION_ARGS) { return plan_rebalance(fcinfo, LEASE_SCHEMA_0_4); }
+
+PG_FUNCTION_INFO_V1(lease_plan_rebalance_0_5);
+/* lease.plan_rebalance from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_plan_rebalance_0_5(PG_FUNCTION_ARGS) { return plan_rebalance(fcinfo, LEASE_SCHEMA_0_5); }

@@ -30,6 +30,7 @@
 #include "common/config.h"
 #include "common/spi_util.h"
 #include "leases/leases.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 #include "leases/workers.h"
 
@@ -199,14 +200,13 @@ static LeaseStatement heartbeat_stmt = {
 	.expected = SPI_OK_SELECT
 };
 
-PG_FUNCTION_INFO_V1(lease_heartbeat);
 
 /*
  * lease.heartbeat(app_name, stream_name, owner, lease_duration,
  * renew_every, OUT leases, OUT leases_version, OUT handoffs_pending)
  */
-Datum
-lease_heartbeat(PG_FUNCTION_ARGS)
+static Datum
+heartbeat(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	TupleDesc	tupdesc;
 	Datum		stream[3];
@@ -229,7 +229,7 @@ lease_heartbeat(PG_FUNCTION_ARGS)
 	have_every = lease_arg_opt_duration(fcinfo, 4, "renew_every", &renew_every);
 	record_session_values(stream, have_every, renew_every, &duration, values, nulls);
 
-	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, values[0], &caller);
+	lease_stream_begin(fcinfo, schema, stream[0], stream[1], &caller);
 	lease_spi_run(&heartbeat_stmt, values, nulls, 0);
 	for (int col = 0; col < 3; col++)
 		out[col] = lease_spi_value(0, col + 1, &outnulls[col]);
@@ -238,6 +238,14 @@ lease_heartbeat(PG_FUNCTION_ARGS)
 	lease_app_end(&caller);
 	PG_RETURN_DATUM(result);
 }
+
+PG_FUNCTION_INFO_V1(lease_heartbeat);
+/* lease.heartbeat as the 0.4.0 script binds it. */
+Datum lease_heartbeat(PG_FUNCTION_ARGS) { return heartbeat(fcinfo, LEASE_SCHEMA_0_4); }
+
+PG_FUNCTION_INFO_V1(lease_heartbeat_0_5);
+/* lease.heartbeat from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_heartbeat_0_5(PG_FUNCTION_ARGS) { return heartbeat(fcinfo, LEASE_SCHEMA_0_5); }
 
 /* See workers.h. */
 void

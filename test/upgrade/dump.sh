@@ -61,6 +61,7 @@ dump_round() {
     fi
     psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_id_partition.sql || return 1
     psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_balancing.sql || return 1
+    psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_placement.sql || return 1
 
     # 1. Every table and sequence in the schema is marked for dumping, but
     #    lease.admission_gate: its one row is the install script's, and
@@ -126,6 +127,10 @@ SQL
     check "restored owner renews its lease" "${r[7]:-}" 2
     check "restored fencing token still accepted" "${r[8]:-}" t
     check "restored conversation id setting still applies (id % 2 = 1)" "$(( ${r[0]:-0} % 2 ))" 1
+
+    check "restored tombstone still refuses the moved stream" \
+        "$(psql_do -d "$DST" -At -c "SELECT lease.create_lease('dump', 'moved-away', 'm-2')" 2>&1 | grep -o 'has moved to partition 1')" \
+        "has moved to partition 1"
 
     # 4. App grants: by role name, and none of a dropped role.
     check "the source keeps the grant of a dropped role" \
