@@ -1176,7 +1176,9 @@ lease_import_kcl_dynamodb(PG_FUNCTION_ARGS)
 				kcl_add_parent(row, parents[k]);
 			row->children = lease_spi_value(r, KCL_COL_CHILDREN, &isnull);
 			/* the leases first, in item order, for the lineage */
-			rows[nrows++] = rows[nleases];
+			if (nrows > nleases)
+				rows[nrows] = rows[nleases];
+			nrows++;
 			rows[nleases++] = row;
 		}
 		else
