@@ -547,6 +547,37 @@ AS $$
              WHERE s.srvname OPERATOR(pg_catalog.=) 'pg_lease') AS o ON o.k OPERATOR(pg_catalog.=) k.k
 $$;
 
+-- Security and robustness: the monitoring function of the notifications
+-- skipped while the NOTIFY queue is full, one row per partition, as
+-- src/router/generate.sql writes it.
+CREATE FUNCTION lease.monitoring_notifications()
+RETURNS TABLE(skipped bigint, queue_usage double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+REVOKE ALL ON FUNCTION lease.monitoring_notifications() FROM PUBLIC;
+
+-- The platform's own statuses, routed to the partition that made the
+-- conversation, as src/router/generate.sql writes them.
+CREATE FUNCTION lease.set_conversation_status(conversation_id bigint, status text)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.conversation_partition(conversation_id);
+$$;
+
+CREATE FUNCTION lease.set_sandbox_status(conversation_id bigint, status text)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.conversation_partition(conversation_id);
+$$;
+
+REVOKE ALL ON FUNCTION lease.set_conversation_status(bigint, text), lease.set_sandbox_status(bigint, text)
+    FROM PUBLIC;
+
 ----------------------------------------------------------------------------
 -- Batched checkpoints: lease.update_checkpoints goes whole to the stream's
 -- partition, one call (generated into pg_lease_router--0.5.0.sql by make

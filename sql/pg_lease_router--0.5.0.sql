@@ -901,6 +901,13 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
 $$;
 
+CREATE FUNCTION lease.monitoring_notifications()
+RETURNS TABLE(skipped bigint, queue_usage double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
 CREATE FUNCTION lease.monitoring_ownership_changes()
 RETURNS TABLE(app_name text, stream_name text, event text, changes bigint)
 LANGUAGE plproxy AS $$
@@ -1039,6 +1046,20 @@ RETURNS double precision
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
+CREATE FUNCTION lease.set_conversation_status(conversation_id bigint, status text)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.conversation_partition(conversation_id);
+$$;
+
+CREATE FUNCTION lease.set_sandbox_status(conversation_id bigint, status text)
+RETURNS boolean
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.conversation_partition(conversation_id);
 $$;
 
 CREATE FUNCTION lease.set_tenant_limit(user_id text, sandbox_limit integer)

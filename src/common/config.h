@@ -43,6 +43,9 @@ extern bool lease_record_events;
 /* lease.notify_channel: pg_notify channel for ownership changes; "" = off */
 extern char *lease_notify_channel;
 
+/* lease.notify_queue_limit: NOTIFY queue fill at which notifications are skipped */
+extern double lease_notify_queue_limit;
+
 extern void lease_define_gucs(void);
 
 #endif							/* LEASE_CONFIG_H */

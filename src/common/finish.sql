@@ -27,8 +27,17 @@ SELECT pg_catalog.pg_extension_config_dump('lease.stream_balancing', '');
 
 -- Where streams live (src/leases/placement.sql): a restored source goes on
 -- refusing a stream that moved away.  Added by the 0.4.0--0.5.0 upgrade at
--- its end, so marked last.
+-- its end, so marked after the balancing inputs.
 SELECT pg_catalog.pg_extension_config_dump('lease.stream_placements', '');
+
+-- The count of skipped notifications (src/leases/leases.sql), added by the
+-- 0.4.0--0.5.0 upgrade after stream_placements: a counter, so a restore
+-- carries on from it.
+SELECT pg_catalog.pg_extension_config_dump('lease.notifications_skipped', '');
+
+-- The lineage locks (src/leases/leases.sql, 0.5.0) are made by the writes
+-- that need them: marked with a filter that keeps no row.
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_lineage', 'WHERE false');
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

@@ -96,6 +96,19 @@ extern uint64 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nul
 							long max_rows);
 
 /*
+ * lease_spi_run for a read that must see every row committed before it
+ * starts, whatever the caller's isolation level: under READ COMMITTED that
+ * is what every statement sees; under REPEATABLE READ or SERIALIZABLE the
+ * statement runs in a snapshot taken for it alone (GetLatestSnapshot, as
+ * PostgreSQL's foreign-key checks do in ri_triggers.c), not in the
+ * transaction's.  For a count made under a lock that every writer of the
+ * rows counted takes first (admission's quota count under the admission
+ * gate): the lock orders the writers, and this read sees all of them.
+ */
+extern uint64 lease_spi_run_latest(LeaseStatement *stmt, Datum *values, const char *nulls,
+								   long max_rows);
+
+/*
  * Connects, runs one statement, disconnects; returns SPI_processed.  For
  * statements whose result rows carry nothing but their number.
  */

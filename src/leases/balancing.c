@@ -117,6 +117,12 @@ lease_arg_capacity(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errmsg("%s must be a positive finite number", name),
 				 errdetail("The value given is %g.", value),
 				 errhint("Pass 1 for a worker like every other, 2 for one that can carry twice as much.")));
+	if (value < LEASE_MIN_CAPACITY || value > LEASE_MAX_CAPACITY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be between %g and %g", name, LEASE_MIN_CAPACITY, LEASE_MAX_CAPACITY),
+				 errdetail("The value given is %g.", value),
+				 errhint("Capacities are relative: give the smallest worker 1 and the others a multiple of it.")));
 	return value;
 }
 
@@ -155,6 +161,13 @@ set_weight(FunctionCallInfo fcinfo, LeaseSchema schema)
 				 errmsg("weight must not be negative"),
 				 errdetail("The value given is %g.", weight),
 				 errhint("Pass zero or more, or null to use the measured rate.")));
+	else if (weight > LEASE_MAX_WEIGHT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("weight must be at most %g", LEASE_MAX_WEIGHT),
+				 errdetail("The value given is %g.", weight),
+				 errhint("Weights are relative: scale them so that the heaviest lease is at most %g.",
+						 LEASE_MAX_WEIGHT)));
 	else
 		values[3] = Float8GetDatum(weight);
 

@@ -66,8 +66,11 @@ CREATE TABLE lease.shard_leases (
         CHECK (pg_catalog.isfinite(lease_expires_at) AND pg_catalog.isfinite(handoff_requested_at)
                AND pg_catalog.isfinite(handoff_deadline) AND pg_catalog.isfinite(created_at)
                AND pg_catalog.isfinite(updated_at) AND pg_catalog.isfinite(checkpointed_at)),
+    -- An operator's weight is at most 1e15 (LEASE_MAX_WEIGHT, src/pg_lease.h,
+    -- 0.5.0): with it no sum of weights can overflow (a measured rate is
+    -- bounded by its bigint input).
     CONSTRAINT shard_leases_load_check
-        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<) 'Infinity'
+        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<=) '1e15'
                AND work_rate OPERATOR(pg_catalog.>=) 0 AND work_rate OPERATOR(pg_catalog.<) 'Infinity')
 )
 -- Renewals and checkpoints touch no indexed column: leave room on each page
@@ -208,8 +211,11 @@ CREATE TABLE lease.worker_capacities (
     worker      text             NOT NULL,
     capacity    double precision NOT NULL,
     PRIMARY KEY (app_name, stream_name, worker),
+    -- From 1e-6 to 1e6 (LEASE_MIN_CAPACITY, LEASE_MAX_CAPACITY,
+    -- src/pg_lease.h, 0.5.0): no load or target computed from it can
+    -- overflow.
     CONSTRAINT worker_capacities_capacity_check
-        CHECK (capacity OPERATOR(pg_catalog.>) 0 AND capacity OPERATOR(pg_catalog.<) 'Infinity')
+        CHECK (capacity OPERATOR(pg_catalog.>=) '1e-6' AND capacity OPERATOR(pg_catalog.<=) '1e6')
 );
 
 COMMENT ON TABLE lease.worker_capacities IS
@@ -247,6 +253,22 @@ COMMENT ON TABLE lease.lineage_changes IS
 
 -- Serves the round's check and its delete.
 CREATE INDEX lineage_changes_stream_idx ON lease.lineage_changes (app_name, stream_name);
+
+-- The lock of a stream's lineage writes (src/leases/lineage.c, 0.5.0):
+-- every statement that adds leases with parents to the stream upserts its
+-- row (writes counts those statements) and holds it to the end of its
+-- transaction, so that they take turns and each checks for a lineage cycle
+-- against everything committed before it (the trigger
+-- shard_leases_lineage_checked below).  Nothing else reads it.
+CREATE TABLE lease.stream_lineage (
+    app_name    text        NOT NULL,
+    stream_name text        NOT NULL,
+    writes      bigint      NOT NULL,
+    PRIMARY KEY (app_name, stream_name)
+);
+
+COMMENT ON TABLE lease.stream_lineage IS
+    'Per stream: how many statements added leases with parents (each one locks the row, so lineage writes of a stream take turns and none makes a cycle).';
 
 
 -- These three tables are derived from lease.shard_leases: marked for pg_dump
@@ -287,6 +309,22 @@ CREATE TRIGGER shard_leases_inserted
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT
     EXECUTE FUNCTION lease.shard_leases_inserted();
+
+-- Rows added (0.5.0): no lease may have more than 32 parents, and no
+-- lineage may be a cycle, checked against every lease committed before,
+-- with the stream's lease.stream_lineage row locked (src/leases/lineage.c).
+-- C, so that the check is linear in the lineage it reads.
+CREATE FUNCTION lease.shard_leases_lineage_checked()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'lease_shard_leases_lineage_checked'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE TRIGGER shard_leases_lineage_checked
+    AFTER INSERT ON lease.shard_leases
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_lineage_checked();
 
 -- Rows deleted (delete_lease, cleanup_ended): a lease that had not ended
 -- may have counted as takeable or blocked a child (its owner loses it in
@@ -739,6 +777,18 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'lease_prune_events'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
+
+-- The notifications the ownership changes skipped because PostgreSQL's
+-- NOTIFY queue was at lease.notify_queue_limit or fuller (src/leases/events.h):
+-- a counter (nextval is not rolled back, so it also counts the skips of
+-- changes whose transaction then rolled back; after a crash it may jump
+-- ahead by up to 32), reported by lease.monitoring_notifications().
+-- Marked for pg_dump in src/common/finish.sql, last, as the 0.4.0--0.5.0
+-- upgrade adds it.
+CREATE SEQUENCE lease.notifications_skipped;
+
+COMMENT ON SEQUENCE lease.notifications_skipped IS
+    'Ownership-change notifications skipped because the NOTIFY queue was at lease.notify_queue_limit or fuller (lease.monitoring_notifications).';
 
 ----------------------------------------------------------------------------
 -- Observability views.  Not granted to PUBLIC: grant SELECT to a

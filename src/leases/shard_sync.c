@@ -15,7 +15,10 @@
  * a shard missing from one listing (a lister's hiccup, a listing taken
  * mid-reshard) must not end a lease someone is processing.
  *
- * Every argument is checked before any SQL runs, and the lineage check
+ * The caller's access to the app is checked first, before anything is
+ * made from the lists (a caller that may not act for the app is refused
+ * whatever it passes, at no cost proportional to the lists); then every
+ * argument, before any SQL of the function runs; and the lineage check
  * (statement 1, read only) runs before the insert (statement 2), so bad
  * input writes nothing.
  *
@@ -393,13 +396,15 @@ sync_shards(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
+	InitMaterializedSRF(fcinfo, 0);
+	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
+
+	/* the lists, in SPI's memory of this call */
 	shards = sync_shard_ids(fcinfo, &n, &listed);
 	values[2] = PointerGetDatum(PG_GETARG_ARRAYTYPE_P(2));
 	sync_parent_pairs(fcinfo, shards, n, listed, &values[3], &values[4]);
 	hash_destroy(listed);
 
-	InitMaterializedSRF(fcinfo, 0);
-	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
 	if (!PG_ARGISNULL(3) && lease_spi_run(&sync_conflict_stmt, values, NULL, 0) > 0)
 	{
 		bool		isnull;

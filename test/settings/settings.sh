@@ -36,6 +36,7 @@ SETTINGS=(
     "lease.move_lock_timeout|'2500ms'|2500ms"
     "lease.record_events|off|off"
     "lease.notify_channel|'lease_settings_x'|lease_settings_x"
+    "lease.notify_queue_limit|0.25|0.25"
 )
 
 # psql as the superuser (or PGUSER=... given), output unaligned, messages on

@@ -137,6 +137,11 @@ SQL
         "$(psql_do -d "$SRC" -At -c "SELECT count(*) FROM lease.app_grants WHERE app_name = 'dump-gone'")" 1
     check "a dropped role's grant is not in the dump" \
         "$("$PG_BINDIR/pg_restore" -a -t app_grants -f - "$WORK/dump" | grep -c 'dump-gone')" 0
+    check "a grant whose granter was dropped is dumped with the granter's name" \
+        "$("$PG_BINDIR/pg_restore" -a -t app_grants -f - "$WORK/dump" | grep 'dump-granter' | grep -c 'lease_dump_granter')" 1
+    check "the restored grant keeps the dropped granter's name" \
+        "$(psql_do -d "$DST" -At -c "SELECT granted_by FROM lease.app_grants WHERE app_name = 'dump-granter'")" \
+        "lease_dump_granter"
     check "a restored grant names its role by name" \
         "$(psql_do -d "$DST" -At -c "SELECT grantee::text || ' ' || grantee_name FROM lease.app_grants WHERE app_name = 'dump'")" \
         "lease_dump_worker lease_dump_worker"
