@@ -7,6 +7,7 @@ tables.
   explore.py --dsn DSN --protocol bindings|leases [--clients N] [--calls K]
              [--roles] [--shards 2|3] [--advances N] [--weights] [--progress]
              [--restore-function F] [--retry-function F] [--checkpoint-function F]
+             [--batch-function F]
              [--turn-function F] [--fast-failover] [--heartbeat]
              [--alphabets A1,A2,...] [--setting NAME=VALUE]
 
@@ -131,6 +132,9 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
     K  take_lease of the first shard (p, c, s) it does not believe it holds
     C  update_checkpoint fenced with the epoch it knows, on the first shard
        it believes it holds with a known epoch (nothing if none)
+    W  update_checkpoints: one batch, fenced, of every shard it believes it
+       holds with a known epoch, in reverse shard order (nothing if none;
+       --batch-function names the function)
     U  update_checkpoint unfenced on the first shard it believes it holds
        (--checkpoint-function names the function)
     R  release_lease of the first shard it believes it holds
@@ -185,7 +189,14 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
     checkpoint-owner  update_checkpoint is acknowledged only to the lease's
                       owner (in the state before the call)
     stale-refused     a fenced update_checkpoint with an epoch other than the
-                      current one returns false and changes nothing
+                      current one returns false and changes nothing (each
+                      shard of an update_checkpoints batch too)
+    batch-judged      update_checkpoints judges every shard as the fenced
+                      update_checkpoint would, from the state before the
+                      call: written exactly when the worker owns it at that
+                      epoch and it has not ended, else refused with the
+                      reason that state gives (ended, not_owner,
+                      stale_token)
     lineage           the child is never owned while its parent has not ended
     taker-recount     test/lib/taker_state_check.sql returns no row
     heartbeat-list    a heartbeat that leaves the worker's list standing
@@ -748,10 +759,11 @@ NOBEAT = "none"     # a worker's remembered leases_version before its first hear
 
 class Leases(Protocol):
     name = "leases"
-    letters = "TNKCURXH"
+    letters = "TNKCURXHW"
 
     # --roles: every worker calls T N C U R; besides, w1 closes shards (X),
-    # w2 takes single leases (K), w3 requests handoffs (H).
+    # w2 takes single leases (K), w3 requests handoffs (H).  The batch (W)
+    # has runs of its own (test/explorer/run.sh, --alphabets).
     ROLES = ("TNCURX", "TNCURK", "TNCURH")
 
     # --weights: the operator's weights of the shards, and each worker's
@@ -759,7 +771,8 @@ class Leases(Protocol):
     WEIGHTS = {"p": 4, "c": 1, "s": 2}
 
     def __init__(self, db, clients, calls, shards, advances, checkpoint_function, roles=False,
-                 weights=False, fast_failover=False, heartbeat=False, alphabets=None):
+                 weights=False, fast_failover=False, heartbeat=False, alphabets=None,
+                 batch_function="lease.update_checkpoints"):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.weights = weights
         self.capacities = [2.0 if i == 0 else 1.0 for i in range(clients)]
@@ -776,6 +789,7 @@ class Leases(Protocol):
         self.shards = ["p", "c", "s"][:shards]
         self.advances = advances
         self.checkpoint_function = checkpoint_function
+        self.batch_function = batch_function
         self.workers = ["w%d" % (i + 1) for i in range(clients)]
         with open(os.path.join(HERE, "..", "lib", "taker_state_check.sql")) as f:
             sql = f.read()
@@ -964,6 +978,14 @@ class Leases(Protocol):
             value = "%s.%d" % (w, me["writes"] + 1)
             return {"shard": s, "value": value,
                     "label": "%s %s(%s, %s)" % (w, self.checkpoint_function, s, value)}
+        if letter == "W":
+            batch = [(x, held[x]) for x in reversed(mine) if held[x] is not None]
+            if not batch:
+                return None
+            value = "%s.%d" % (w, me["writes"] + 1)
+            return {"batch": batch, "value": value,
+                    "label": "%s %s(%s, %s)" % (
+                        w, self.batch_function, ", ".join("%s epoch %d" % (x, e) for x, e in batch), value)}
         if letter == "R":
             return {"shard": s, "label": "%s release_lease(%s)" % (w, s)}
         if letter == "X":
@@ -1067,6 +1089,22 @@ class Leases(Protocol):
                 acked[plan["shard"]] = plan["value"]
                 glob["acked"] = frozenset(acked.items())
             return "true" if ok else "false"
+        if letter == "W":
+            r = db.call(actor, "SELECT shard_id, ok, reason FROM " + self.batch_function + "(%s, %s, %s,"
+                        " %s::text[], %s::text[], %s::bigint[], %s::bigint[])",
+                        (APP, STREAM, w, [x for x, _ in plan["batch"]], [plan["value"]] * len(plan["batch"]),
+                         [0] * len(plan["batch"]), [e for _, e in plan["batch"]]))
+            if isinstance(r, tuple):
+                return "error %s" % r[1]
+            me["writes"] += 1
+            plan["results"] = [tuple(row) for row in r]
+            acked = dict(glob["acked"])
+            for shard, ok, _ in r:
+                if ok:
+                    acked[shard] = plan["value"]
+            glob["acked"] = frozenset(acked.items())
+            return ", ".join("%s %s" % (shard, "true" if ok else "false (%s)" % reason)
+                             for shard, ok, reason in r)
         if letter in "RX":
             fn = "release_lease" if letter == "R" else "close_shard"
             r = db.call(actor, "SELECT lease." + fn + "(%s, %s, %s, %s)", (APP, STREAM, plan["shard"], w))
@@ -1180,6 +1218,27 @@ class Leases(Protocol):
                 check(not plan.get("acked") and a["row"] == b["row"], "stale-refused",
                       "update_checkpoint(%s) with stale epoch %d (current %d) answered %s"
                       % (plan["shard"], plan["epoch"], b["epoch"], told))
+        if letter == "W" and "results" in plan:
+            check([row[0] for row in plan["results"]] == [x for x, _ in plan["batch"]], "batch-judged",
+                  "update_checkpoints by %s answered for %s, asked for %s"
+                  % (w, [row[0] for row in plan["results"]], [x for x, _ in plan["batch"]]))
+            for (shard, epoch), (_, ok, reason) in zip(plan["batch"], plan["results"]):
+                b, a = before["shards"][shard], after["shards"][shard]
+                ended = b["checkpoint"] == "SHARD_END"
+                want = None if b["owner"] == w and b["epoch"] == epoch and not ended else (
+                    "ended" if ended else "not_owner" if b["owner"] != w else "stale_token")
+                check(ok == (want is None) and reason == want, "batch-judged",
+                      "update_checkpoints(%s epoch %d) by %s answered %s (%s); before the call the owner was %s"
+                      " at epoch %d, checkpoint %s" % (shard, epoch, w, ok, reason, b["owner"], b["epoch"],
+                                                       b["checkpoint"]))
+                if ok:
+                    check(b["owner"] == w, "checkpoint-owner",
+                          "update_checkpoints(%s) by %s was acknowledged, but the owner was %s"
+                          % (shard, w, b["owner"]))
+                if epoch != b["epoch"]:
+                    check(not ok and a["row"] == b["row"], "stale-refused",
+                          "update_checkpoints(%s) with stale epoch %d (current %d) answered %s"
+                          % (shard, epoch, b["epoch"], ok))
         check(not after["disagreements"], "taker-recount",
               "the taker's bookkeeping disagrees with a recount: %s" % "; ".join(after["disagreements"]))
 
@@ -1220,6 +1279,8 @@ def main():
     ap.add_argument("--retry-function", default="lease.retry_failed_compensations",
                     help="bindings: the function Q calls (a mutant restore's own retry)")
     ap.add_argument("--checkpoint-function", default="lease.update_checkpoint")
+    ap.add_argument("--batch-function", default="lease.update_checkpoints",
+                    help="leases: the function W calls (a mutant batch without its guards)")
     ap.add_argument("--turn-function", default="lease.admit_turn",
                     help="bindings: the function T calls (a mutant turn that ends nothing)")
     ap.add_argument("--progress", action="store_true", help="a line on stderr every 30 s")
@@ -1246,7 +1307,8 @@ def main():
                          args.turn_function)
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
-                       args.roles, args.weights, args.fast_failover, args.heartbeat, args.alphabets)
+                       args.roles, args.weights, args.fast_failover, args.heartbeat, args.alphabets,
+                       args.batch_function)
         extra = args.advances
     stats, violations = explore(proto, args.progress)
     report(proto, stats, violations, args.clients, args.calls, extra)

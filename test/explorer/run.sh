@@ -8,7 +8,7 @@
 #   test/explorer/run.sh --long   make explore: dependencies, build, install,
 #       its own throwaway cluster (test/lib/cluster.sh), the long sizes
 #
-# Ten checks, one count each, closing with "N passed, N failed":
+# Twelve checks, one count each, closing with "N passed, N failed":
 #   1. bindings against the extension: 0 violations;
 #   2. leases against the extension: 0 violations;
 #   2b. leases balanced by load (--weights: weighted shards, w1 of
@@ -27,14 +27,19 @@
 #   8. leases renewed by heartbeat against a lease that leaves its holder
 #      without moving the holder's leases_version (mutants.sql,
 #      explore_mutant.keep_version): at least one violation of
-#      heartbeat-list, with its counterexample.
+#      heartbeat-list, with its counterexample;
+#   9. leases checkpointed in batches (update_checkpoints, letter W) among
+#      takes, expiry takeovers, closes and renewals: no violation;
+#   10. leases against update_checkpoints without its guards (mutants.sql):
+#      at least one violation of batch-judged, with its counterexample.
 # Sizes (clients x calls per client; the alphabets are in explore.py's
 # header): make test 2 x 3 bindings, every letter for both clients; 3 x 3
 # leases + 1 clock step, per-worker alphabets (--roles), and 3 x 2 of them
 # with --weights; the heartbeat runs 2 x 3 over alphabets without the
 # checkpoint letters (a heartbeat decides on who holds what, not on
 # checkpoints): TNRXB TNKHB, and TNRBD TKHBD in the fast-failover mode
-# (--long: 2 x 4).  --long: 3 x 4
+# (--long: 2 x 4); the batch runs 3 x 3 + 1 clock step over TNW TKCW TXW
+# on 2 shards (--long: 3 shards).  --long: 3 x 4
 # bindings (--roles); 3 x 3 leases + 1 clock step, every letter for every
 # worker, and 3 x 3 with --weights (--roles).  Each run prints its counts and time.
 set -uo pipefail
@@ -63,11 +68,13 @@ if [ "$LONG" -eq 1 ]; then
     LEASES=(--clients 3 --calls 3 --shards 2 --advances 1 --progress)
     WEIGHTED=(--clients 3 --calls 3 --roles --shards 2 --advances 1 --weights --progress)
     HEARTBEAT=(--clients 2 --calls 4 --shards 2 --advances 1 --progress)
+    BATCH=(--clients 3 --calls 3 --shards 3 --advances 1 --progress)
 else
     BINDINGS=(--clients 2 --calls 3)
     LEASES=(--clients 3 --calls 3 --roles --shards 2 --advances 1)
     WEIGHTED=(--clients 3 --calls 2 --roles --shards 2 --advances 1 --weights)
     HEARTBEAT=(--clients 2 --calls 3 --shards 2 --advances 1)
+    BATCH=(--clients 3 --calls 3 --shards 2 --advances 1)
 fi
 
 "$PG_BINDIR/psql" -X -q -d postgres -c "SET client_min_messages = warning" \
@@ -110,12 +117,19 @@ run clean --protocol leases --fast-failover --roles --clients 2 --calls 3 --shar
 # (issue 23) renewing by lease.heartbeat (B), in both modes
 run clean --protocol leases --heartbeat --alphabets TNRX,TNKH "${HEARTBEAT[@]}"
 run clean --protocol leases --heartbeat --fast-failover --alphabets TNR,TKH "${HEARTBEAT[@]}"
+# batched checkpoints (W) among takes (T, K), renewals (N), closes (X) and
+# single fenced checkpoints (C)
+run clean --protocol leases --alphabets TNW,TKCW,TXW "${BATCH[@]}"
 # The seeded defects, at the smallest sizes that reach them (the
 # counterexamples are 4 calls long).
 run restorable-unbound --protocol bindings --clients 2 --calls 2 \
     --restore-function explore_mutant.restore_rotated_channel
 run checkpoint-owner --protocol leases --clients 2 --calls 2 --advances 1 \
     --checkpoint-function explore_mutant.update_checkpoint
+# a batch that writes a shard taken over by expiry: take, the clock, the
+# takeover, the batch (4 steps)
+run batch-judged --protocol leases --alphabets TW --clients 2 --calls 2 --advances 1 \
+    --batch-function explore_mutant.update_checkpoints
 # (issue 20) a replacement's first turn that ends nothing: 2 calls long
 run lifecycle --protocol bindings --clients 1 --calls 2 \
     --turn-function explore_mutant.admit_turn
