@@ -25,5 +25,10 @@ SELECT pg_catalog.pg_extension_config_dump('lease.app_grants',
 SELECT pg_catalog.pg_extension_config_dump('lease.worker_capacities', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.stream_balancing', '');
 
+-- The bookkeeping apart from the heartbeat rows (src/leases/leases.sql),
+-- derived from the leases like lease.stream_workers: no row is dumped.
+-- Added by the 0.4.0--0.5.0 upgrade, so marked after the balancing inputs.
+SELECT pg_catalog.pg_extension_config_dump('lease.worker_holdings', 'WHERE false');
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

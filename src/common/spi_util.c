@@ -11,6 +11,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "common/spi_util.h"
@@ -134,7 +135,11 @@ execute_plan(LeaseStatement *stmt, SPIPlanPtr plan, Datum *values, const char *n
 
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(plan, values, nulls, read_only, max_rows);
+		if (stmt->latest_snapshot)
+			rc = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(), InvalidSnapshot,
+									  read_only, false, max_rows);
+		else
+			rc = SPI_execute_plan(plan, values, nulls, read_only, max_rows);
 	}
 	PG_CATCH();
 	{

@@ -34,6 +34,10 @@ typedef struct LeaseStatement
 								 * the caller's snapshot and makes no
 								 * command-counter increment, as PostgreSQL
 								 * requires of a non-volatile function's SPI) */
+	bool		latest_snapshot;	/* run in the latest snapshot (every commit so
+									 * far) rather than the transaction's, also
+									 * under REPEATABLE READ: for a read that
+									 * compares the two */
 	const char *setting;		/* a setting changed for exactly this
 								 * statement, planning included, or NULL */
 	const char *setting_value;	/* its value, or NULL: */

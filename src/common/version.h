@@ -11,7 +11,9 @@
  * function whose C depends on the schema has both, made by
  * LEASE_VERSIONED_ENTRY_POINTS from one implementation that takes the
  * LeaseSchema down to the statements it picks.  A _0_4 symbol never looks
- * at the catalog.
+ * at the catalog.  A function whose C differs on the 0.5.0 schema also has a
+ * _0_5 symbol, written out next to the function (the 0.5.0 script and the
+ * 0.4.0--0.5.0 upgrade bind it), which passes LEASE_SCHEMA_0_5.
  *
  * The frozen 0.2.0 and 0.3.0 scripts bind the same plain symbols, so a
  * plain symbol cannot tell those two schemas apart by its name.  Where the
@@ -35,8 +37,10 @@ typedef enum LeaseSchema
 	LEASE_SCHEMA_0_2,			/* 0.1.0 and 0.2.0 objects */
 	LEASE_SCHEMA_0_3,			/* + the taker's bookkeeping tables,
 								 * lease.conversation_id_partition */
-	LEASE_SCHEMA_0_4			/* + lease.admission_gate,
+	LEASE_SCHEMA_0_4,			/* + lease.admission_gate,
 								 * app_grants.grantee_name */
+	LEASE_SCHEMA_0_5			/* + lease.worker_holdings (the bookkeeping
+								 * apart from the heartbeat row) */
 } LeaseSchema;
 
 /*
