@@ -8,7 +8,7 @@
 #   test/explorer/run.sh --long   make explore: dependencies, build, install,
 #       its own throwaway cluster (test/lib/cluster.sh), the long sizes
 #
-# Ten checks, one count each, closing with "N passed, N failed":
+# Seventeen checks, one count each, closing with "N passed, N failed":
 #   1. bindings against the extension: 0 violations;
 #   2. leases against the extension: 0 violations;
 #   2b. leases balanced by load (--weights: weighted shards, w1 of
@@ -27,16 +27,37 @@
 #   8. leases renewed by heartbeat against a lease that leaves its holder
 #      without moving the holder's leases_version (mutants.sql,
 #      explore_mutant.keep_version): at least one violation of
-#      heartbeat-list, with its counterexample.
-# Sizes (clients x calls per client; the alphabets are in explore.py's
+#      heartbeat-list, with its counterexample;
+#   9. leases with transactions that span calls (engine.py; --seed: w1
+#      holds p, w2 holds s): 3 workers x 3 steps + the clock, w1 releasing
+#      inside a transaction ([R), w2 asking for p and renewing by heartbeat
+#      (HB), w3 taking inside a transaction ([K): no violation, every wait
+#      printed (the open transfer, the takeovers of expired leases);
+#   9b. a worker's own calls against other workers' open transactions:
+#      w1 renews (N, P), checkpoints (C) and reads (M) while w2 takes (
+#      [K) and w3 asks for handoffs ([H) inside transactions: no violation;
+#   9c. the transactional batch (E: BEGIN, output, hold_lease; C; ]) against
+#      take_lease and take_leases in transactions: no violation;
+#   9d. bindings with transactions (a tenant's start_conversation or turn
+#      left open, [ST]) against rotations, admissions and turns, the bounds
+#      at 20 ms: no violation, every wait answered within its bound;
+#  10. leases against the heartbeat of 0.4.0, which locked the row the
+#      ownership changes write (explore_mutant.heartbeat): own-call-waits;
+#  11. leases against a renewal that locks the lease rows it renews
+#      (explore_mutant.renew_leases): own-call-waits;
+#  12. leases against a takeover that ignores hold_lease (a hold without
+#      its row lock, explore_mutant.hold_lease): hold-respected.
+# Sizes (clients x steps per client; the alphabets are in explore.py's
 # header): make test 2 x 3 bindings, every letter for both clients; 3 x 3
 # leases + 1 clock step, per-worker alphabets (--roles), and 3 x 2 of them
 # with --weights; the heartbeat runs 2 x 3 over alphabets without the
 # checkpoint letters (a heartbeat decides on who holds what, not on
 # checkpoints): TNRXB TNKHB, and TNRBD TKHBD in the fast-failover mode
-# (--long: 2 x 4).  --long: 3 x 4
+# (--long: 2 x 4); the transaction runs as above (--long: 3 x 3 with
+# larger alphabets).  --long: 3 x 4
 # bindings (--roles); 3 x 3 leases + 1 clock step, every letter for every
-# worker, and 3 x 3 with --weights (--roles).  Each run prints its counts and time.
+# worker, and 3 x 3 with --weights (--roles).  Each run prints its counts,
+# the waits it saw and its time.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -63,12 +84,22 @@ if [ "$LONG" -eq 1 ]; then
     LEASES=(--clients 3 --calls 3 --shards 2 --advances 1 --progress)
     WEIGHTED=(--clients 3 --calls 3 --roles --shards 2 --advances 1 --weights --progress)
     HEARTBEAT=(--clients 2 --calls 4 --shards 2 --advances 1 --progress)
+    TXN=(--alphabets "[]RL,HBN,[]K" --clients 3 --calls 3 --progress)
+    OWN=(--alphabets "NPCM,[]K,[]H" --clients 3 --calls 3 --progress)
+    BATCH=(--alphabets "EC]~,[]KT" --clients 2 --calls 4 --progress)
+    BTXN=(--alphabets "[ST]~,RSTE" --clients 2 --calls 4 --progress)
 else
     BINDINGS=(--clients 2 --calls 3)
     LEASES=(--clients 3 --calls 3 --roles --shards 2 --advances 1)
     WEIGHTED=(--clients 3 --calls 2 --roles --shards 2 --advances 1 --weights)
     HEARTBEAT=(--clients 2 --calls 3 --shards 2 --advances 1)
+    TXN=(--alphabets "[R,HB,[K" --clients 3 --calls 3)
+    OWN=(--alphabets "NPCM,[K,[H" --clients 3 --calls 2)
+    BATCH=(--alphabets "EC],[KT" --clients 2 --calls 3)
+    BTXN=(--alphabets "[ST],RST" --clients 2 --calls 3)
 fi
+SEEDED=(--seed --shards 3 --advances 1)
+BOUNDS=(--setting lease.rotation_lock_timeout=20 --setting lease.admission_lock_timeout=20)
 
 "$PG_BINDIR/psql" -X -q -d postgres -c "SET client_min_messages = warning" \
     -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" &&
@@ -123,6 +154,21 @@ run lifecycle --protocol bindings --clients 1 --calls 2 \
 # (take, heartbeat and list, the clock, the takeover, a heartbeat)
 run heartbeat-list --protocol leases --heartbeat --alphabets T --clients 2 --calls 3 --advances 1 \
     --setting explore_mutant.keep_version=on
+# Transactions that span calls, and waits (engine.py)
+run clean --protocol leases "${SEEDED[@]}" "${TXN[@]}"
+run clean --protocol leases "${SEEDED[@]}" "${OWN[@]}"
+run clean --protocol leases "${SEEDED[@]}" "${BATCH[@]}"
+run clean --protocol bindings "${BOUNDS[@]}" "${BTXN[@]}"
+# Their seeded defects, at the smallest sizes that reach them: w2 asks for
+# p, w1 hands it over in a transaction it leaves open, w2's heartbeat waits
+# (4 steps); w2 asks for p in a transaction it leaves open, w1's renewal
+# waits (3 steps); the clock, w1 holds p, w2 takes it (4 steps)
+run own-call-waits --protocol leases --seed --shards 3 --advances 0 --alphabets "[R,HB" --clients 2 --calls 2 \
+    --heartbeat-function explore_mutant.heartbeat
+run own-call-waits --protocol leases --seed --shards 3 --advances 0 --alphabets "N,[H" --clients 2 --calls 2 \
+    --renew-function explore_mutant.renew_leases
+run hold-respected --protocol leases --seed --shards 3 --advances 1 --alphabets "[L,K" --clients 2 --calls 2 \
+    --hold-function explore_mutant.hold_lease
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
