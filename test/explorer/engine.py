@@ -421,8 +421,10 @@ class Engine:
                     mv = self.move(ctx, actor, letter, sim=False)
                     self.replayed += 1
                     if mv is None or mv.told != told:
-                        raise RuntimeError("explore: replaying %s %s answered %s, not %s as the first time"
-                                           % (self.proto.who(actor), letter, mv and mv.told, told))
+                        raise RuntimeError("explore: replaying %s %s answered %s, not %s as the first time,"
+                                           " after %s" % (self.proto.who(actor), letter, mv and mv.told, told,
+                                                          "; ".join("%s %s -> %s" % (self.proto.who(a), l, t)
+                                                                    for a, l, t in node.steps)))
             finally:
                 self.replaying = self.proto.replaying = False
             del FOUND[:]
@@ -612,7 +614,10 @@ class Engine:
                 fl.rows, fl.error = None, e
                 break
             blockers, lock = self.db.blocked(fl.actor, self.proto.ROW_KEYS)
-            if not blockers:
+            if not blockers or blockers == (-1,):
+                # running, or held up for a moment by a session that is no
+                # client (autovacuum, another database's work): not a wait
+                # of the protocol
                 continue
             if wait is None:
                 wait = self.seen_waiting(ctx, fl, blockers, lock)
@@ -731,7 +736,8 @@ class Engine:
                 progressed = True
             if progressed:
                 continue
-            running = [i for i in range(self.n) if self.flights[i] is not None and not self.db.blockers(i)]
+            running = [i for i in range(self.n)
+                       if self.flights[i] is not None and self.db.blockers(i) in ((), (-1,))]
             if not running:
                 return
             time.sleep(0.001)

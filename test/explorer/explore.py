@@ -262,7 +262,10 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
                       expired); P, C and U may wait on the row of the lease
                       they act on while another transaction has written or
                       locked that very lease (its takeover or a handoff
-                      request of it)
+                      request of it); with --weights, C (a measured
+                      checkpoint) may wait on its worker's
+                      lease.worker_holdings row while another transaction
+                      moves one of the worker's leases
 """
 
 import argparse
@@ -1393,6 +1396,8 @@ class Leases(Protocol):
             return      # a takeover of its own expired lease
         if wait.letter in "PCU" and rel == "lease.shard_leases" and key == wait.plan.get("shard"):
             return      # the row of the lease it acts on, written or locked by another transaction
+        if wait.letter == "C" and self.weights and rel == "lease.worker_holdings" and key == w:
+            return      # a measured checkpoint keeps its worker's load exact (--weights)
         FOUND.append(Violation("own-call-waits", "%s waits for %s's transaction (%s)"
                                % (wait.label, ", ".join(self.who(b) for b in wait.blockers if b != waiter),
                                   wait.lock)))

@@ -84,8 +84,8 @@ if [ "$LONG" -eq 1 ]; then
     LEASES=(--clients 3 --calls 3 --shards 2 --advances 1 --progress)
     WEIGHTED=(--clients 3 --calls 3 --roles --shards 2 --advances 1 --weights --progress)
     HEARTBEAT=(--clients 2 --calls 4 --shards 2 --advances 1 --progress)
-    TXN=(--alphabets "[]RL,HBN,[]K" --clients 3 --calls 3 --progress)
-    OWN=(--alphabets "NPCM,[]K,[]H" --clients 3 --calls 3 --progress)
+    TXN=(--alphabets "[R,[HB,[K" --clients 3 --calls 3 --progress)
+    OWN=(--alphabets "NPCM,[K,[H" --clients 3 --calls 3 --progress)
     BATCH=(--alphabets "EC]~,[]KT" --clients 2 --calls 4 --progress)
     BTXN=(--alphabets "[ST]~,RSTE" --clients 2 --calls 4 --progress)
 else
