@@ -35,7 +35,7 @@ OBJS = $(SRCS:.c=.o)
 EXTVERSION := $(shell sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease.control)
 SQL_PARTS = src/common/schema.sql src/leases/access.sql src/leases/leases.sql \
 	src/bindings/bindings.sql src/leases/monitoring.sql src/bindings/monitoring.sql \
-	src/common/finish.sql
+	src/leases/placement.sql src/common/finish.sql
 DATA_built = sql/pg_lease--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(sort $(wildcard sql/pg_lease--*.sql))) \
 	$(sort $(wildcard sql/pg_lease_router--*.sql))

@@ -3,6 +3,436 @@
 \echo Use "ALTER EXTENSION pg_lease UPDATE TO '0.5.0'" to load this file. \quit
 
 ----------------------------------------------------------------------------
+-- Moving a stream between partitions (src/leases/placement.sql,
+-- src/leases/placement.c): where a stream lives, the placement check of
+-- every stream function, the steps of a move.
+----------------------------------------------------------------------------
+
+----------------------------------------------------------------------------
+-- Stream placement (src/leases/placement.c; docs/scale-out.md, "Moving a
+-- stream")
+----------------------------------------------------------------------------
+
+-- One row per stream that a move has touched on this partition (a stream
+-- that never moved has none: it is served wherever it is called):
+--   here        the stream is served here (it arrived by a move, or a move
+--               out of here was undone);
+--   moving_out  a move to peer_partition has begun: the stream's calls are
+--               refused (40L01) while its leases are copied;
+--   moved_out   the tombstone: the stream now lives on peer_partition, its
+--               rows here are gone, and its calls are refused (40L01)
+--               naming that partition;
+--   arriving    a move from peer_partition has copied the leases here; the
+--               calls are refused until the source has let go (then here).
+-- partition_index is this partition's number, as the router that moved the
+-- stream numbers its partitions; generation counts the stream's moves
+-- (every move, and every undone one, takes the next number), so a step of
+-- an older move can never act on a newer one.  Every stream function reads
+-- its stream's row (src/leases/placement.c, lease_stream_begin: one
+-- primary-key lookup) after taking the stream's placement lock.
+CREATE TABLE lease.stream_placements (
+    app_name        text        NOT NULL,
+    stream_name     text        NOT NULL,
+    state           text        NOT NULL,
+    partition_index integer     NOT NULL,
+    peer_partition  integer,
+    generation      bigint      NOT NULL,
+    changed_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (app_name, stream_name),
+    CONSTRAINT stream_placements_state_check
+        CHECK (state OPERATOR(pg_catalog.=) ANY (ARRAY['here', 'moving_out', 'moved_out', 'arriving'])),
+    CONSTRAINT stream_placements_peer_check
+        CHECK ((peer_partition IS NULL) OPERATOR(pg_catalog.=) (state OPERATOR(pg_catalog.=) 'here')
+               AND peer_partition OPERATOR(pg_catalog.<>) partition_index),
+    CONSTRAINT stream_placements_numbers_check
+        CHECK (partition_index OPERATOR(pg_catalog.>=) 0 AND peer_partition OPERATOR(pg_catalog.>=) 0
+               AND generation OPERATOR(pg_catalog.>=) 1)
+);
+
+COMMENT ON TABLE lease.stream_placements IS
+    'Streams a move between partitions has touched: served here, moving out, moved out (the tombstone) or arriving (lease_router.move_stream).';
+
+-- Dumped (marked in src/common/finish.sql, after the tables marked before
+-- it): a restored source must go on refusing a stream that moved away.
+
+-- New leases of a stream that is not served here are refused (40L01), by
+-- whatever inserts them: create_lease and sync_shards check first anyway;
+-- this is what stops import_kcl_ex, import_kcl_ex_rows and
+-- import_kcl_dynamodb (their rows may name any stream) and an operator's
+-- INSERT.
+CREATE FUNCTION lease.shard_leases_placed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'lease_shard_leases_placed'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE TRIGGER shard_leases_placed
+    AFTER INSERT ON lease.shard_leases
+    REFERENCING NEW TABLE AS placed_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_placed();
+
+-- The steps of a move, each one transaction on one partition, called in
+-- order by lease_router.move_stream and lease_router.undo_move on the
+-- router (docs/scale-out.md, "Moving a stream": what each step does, and
+-- under a failover).  Operator functions: each checks that the caller may
+-- act for the app, then runs as the extension owner; no worker role is
+-- granted them.  The router does not route them by stream (it calls each
+-- on a named partition), so they are not part of its lease.* API.
+
+-- This partition's record of the stream: no row when it has none.
+CREATE FUNCTION lease.move_stream_state(app_name text, stream_name text)
+RETURNS TABLE (state text, partition_index integer, peer_partition integer, generation bigint)
+AS 'MODULE_PATHNAME', 'lease_move_stream_state'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- Every record of this partition (lease_router.sync_directory).
+CREATE FUNCTION lease.move_stream_placements()
+RETURNS TABLE (app_name text, stream_name text, state text, partition_index integer,
+               peer_partition integer, generation bigint)
+AS 'MODULE_PATHNAME', 'lease_move_stream_placements'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+-- 1. On the source: refuse the stream's calls from now on; the move's
+-- generation.
+CREATE FUNCTION lease.move_stream_freeze(app_name text, stream_name text,
+                                         this_partition integer, to_partition integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_move_stream_freeze'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- 2. On the source: the frozen stream as one document (leases, events,
+-- counters, capacities, tolerance, worker versions).  Changes nothing.
+CREATE FUNCTION lease.move_stream_export(app_name text, stream_name text, generation bigint)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'lease_move_stream_export'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- 3. On the target: the document's rows, inert (arriving) until step 5;
+-- how many leases it added (0: they were there already).
+CREATE FUNCTION lease.move_stream_import(app_name text, stream_name text, this_partition integer,
+                                         from_partition integer, generation bigint, stream jsonb)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_move_stream_import'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- 4. On the source (the move's commit point): its rows go, the tombstone
+-- stays.  5. On the target: the stream is served.  The state it left.
+CREATE FUNCTION lease.move_stream_complete(app_name text, stream_name text, generation bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'lease_move_stream_complete'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- Undo, before step 4: on the source the stream is served again; on the
+-- target its copy goes.  The state it left.
+CREATE FUNCTION lease.move_stream_undo(app_name text, stream_name text, generation bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'lease_move_stream_undo'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- The stream functions, bound to their 0.5.0 entry points: the same
+-- functions with the placement check (CREATE OR REPLACE keeps their
+-- grants).
+CREATE OR REPLACE FUNCTION lease.create_lease(
+    app_name text, stream_name text, shard_id text,
+    parent_shard_ids text[] DEFAULT '{}', checkpoint text DEFAULT 'TRIM_HORIZON')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_create_lease_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.take_lease(
+    app_name text, stream_name text, shard_id text, new_owner text,
+    lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL,
+    renew_every interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_take_lease_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.renew_lease(
+    app_name text, stream_name text, shard_id text, owner text,
+    lease_count bigint, lease_duration interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'lease_renew_lease_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint DEFAULT 0)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.release_lease(
+    app_name text, stream_name text, shard_id text, owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_release_lease_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.close_shard(
+    app_name text, stream_name text, shard_id text, owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_close_shard_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.update_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    checkpoint text, sub_sequence bigint, fencing_token bigint,
+    work bigint DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.hold_lease(
+    app_name text, stream_name text, shard_id text, owner text,
+    lease_epoch bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'lease_hold_lease_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.prepare_checkpoint(
+    app_name text, stream_name text, shard_id text, owner text,
+    pending_checkpoint text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.cleanup_ended(app_name text, stream_name text)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'lease_cleanup_ended_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.delete_lease(app_name text, stream_name text, shard_id text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_delete_lease_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.sync_shards(
+    app_name text, stream_name text, shard_ids text[], parent_ids text[] DEFAULT NULL)
+RETURNS TABLE(shard_id text, action text)
+AS 'MODULE_PATHNAME', 'lease_sync_shards_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.take_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, max_leases integer DEFAULT NULL,
+    max_steal integer DEFAULT 1, capacity double precision DEFAULT 1,
+    renew_every interval DEFAULT NULL)
+RETURNS TABLE(shard_id text, lease_count bigint, action text,
+              previous_owner text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_take_leases_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL)
+RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision,
+              imbalance_before double precision, imbalance_after double precision)
+AS 'MODULE_PATHNAME', 'lease_plan_rebalance_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.set_weight(
+    app_name text, stream_name text, shard_id text, weight double precision)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_weight_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.set_balance_tolerance(
+    app_name text, stream_name text, tolerance double precision)
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'lease_set_balance_tolerance_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.renew_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL)
+RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
+AS 'MODULE_PATHNAME', 'lease_renew_leases_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.heartbeat(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL,
+    OUT leases bigint, OUT leases_version bigint, OUT handoffs_pending bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'lease_heartbeat_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.my_leases(app_name text, stream_name text, owner text)
+RETURNS TABLE(shard_id text, lease_count bigint, lease_epoch bigint,
+              checkpoint text, checkpoint_sub_sequence bigint,
+              pending_checkpoint text, expires_in interval,
+              handoff_to text, handoff_from text, waiting_on text[])
+AS 'MODULE_PATHNAME', 'lease_my_leases_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE OR REPLACE FUNCTION lease.request_handoff(
+    app_name text, stream_name text, shard_id text, to_owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_request_handoff_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_placements', '');
+
+REVOKE ALL ON FUNCTION lease.shard_leases_placed(), lease.move_stream_state(text, text),
+    lease.move_stream_placements(), lease.move_stream_freeze(text, text, integer, integer),
+    lease.move_stream_export(text, text, bigint),
+    lease.move_stream_import(text, text, integer, integer, bigint, jsonb),
+    lease.move_stream_complete(text, text, bigint), lease.move_stream_undo(text, text, bigint)
+    FROM PUBLIC;
+REVOKE ALL ON TABLE lease.stream_placements FROM PUBLIC;
+
+-- Security and robustness (docs/security.md, "What the 0.4.0 review found"):
+-- notifications that cannot fail a lease operation, bounded capacities and
+-- weights, granted_by by name, no lineage cycle, the platform's statuses.
+-- Admission at every isolation level, the imports and the cheap refusals
+-- are in the module alone.  Each part's twin in the SQL parts is named in
+-- its comment.
+----------------------------------------------------------------------------
+
+-- Notifications skipped when PostgreSQL's NOTIFY queue is at
+-- lease.notify_queue_limit or fuller (src/leases/leases.sql,
+-- src/leases/monitoring.sql, src/common/finish.sql).
+CREATE SEQUENCE lease.notifications_skipped;
+
+COMMENT ON SEQUENCE lease.notifications_skipped IS
+    'Ownership-change notifications skipped because the NOTIFY queue was at lease.notify_queue_limit or fuller (lease.monitoring_notifications).';
+
+CREATE FUNCTION lease.monitoring_notifications()
+RETURNS TABLE (skipped bigint, queue_usage double precision)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END,
+       pg_catalog.pg_notification_queue_usage()
+  FROM lease.notifications_skipped AS s
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_notifications() IS
+    'Metrics: ownership-change notifications skipped because the NOTIFY queue was at lease.notify_queue_limit or fuller (a counter), and the queue''s fill.';
+
+REVOKE ALL ON FUNCTION lease.monitoring_notifications() FROM PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('lease.notifications_skipped', '');
+
+-- Capacities and weights bounded (src/leases/leases.sql: the constraints
+-- worker_capacities_capacity_check and shard_leases_load_check), so that
+-- no sum or product of the balancing arithmetic can overflow and one app's
+-- row cannot make lease.monitoring_worker_loads() fail for every app.
+-- Rows above the bounds (0.4.0 accepted any finite value) are brought down
+-- to them first.
+UPDATE lease.worker_capacities
+   SET capacity = GREATEST(LEAST(capacity, '1e6'), '1e-6')
+ WHERE capacity OPERATOR(pg_catalog.>) '1e6' OR capacity OPERATOR(pg_catalog.<) '1e-6';
+ALTER TABLE lease.worker_capacities
+    DROP CONSTRAINT worker_capacities_capacity_check,
+    ADD CONSTRAINT worker_capacities_capacity_check
+        CHECK (capacity OPERATOR(pg_catalog.>=) '1e-6' AND capacity OPERATOR(pg_catalog.<=) '1e6');
+UPDATE lease.shard_leases SET weight = '1e15' WHERE weight OPERATOR(pg_catalog.>) '1e15';
+ALTER TABLE lease.shard_leases
+    DROP CONSTRAINT shard_leases_load_check,
+    ADD CONSTRAINT shard_leases_load_check
+        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<=) '1e15'
+               AND work_rate OPERATOR(pg_catalog.>=) 0 AND work_rate OPERATOR(pg_catalog.<) 'Infinity');
+
+-- app_grants.granted_by holds the granter's name (src/leases/access.sql),
+-- so pg_dump writes it by name even once that role is dropped.  A granter
+-- dropped before the update is kept as PostgreSQL names an unknown role,
+-- "unknown (OID=n)".  The trigger reads the column's name, so it is
+-- dropped and made again around the change of type.
+DROP TRIGGER app_grants_grantee_name ON lease.app_grants;
+ALTER TABLE lease.app_grants
+    ALTER COLUMN granted_by TYPE name USING pg_catalog.pg_get_userbyid(granted_by);
+CREATE TRIGGER app_grants_grantee_name
+    BEFORE INSERT OR UPDATE OF granted_by ON lease.app_grants
+    FOR EACH ROW
+    EXECUTE FUNCTION lease.app_grants_grantee_name();
+
+-- No write makes a lineage cycle (src/leases/leases.sql: the table
+-- stream_lineage and the trigger shard_leases_lineage_checked;
+-- src/common/finish.sql marks the table).
+-- The lock of a stream's lineage writes (src/leases/lineage.c, 0.5.0):
+-- every statement that adds leases with parents to the stream upserts its
+-- row (writes counts those statements) and holds it to the end of its
+-- transaction, so that they take turns and each checks for a lineage cycle
+-- against everything committed before it (the trigger
+-- shard_leases_lineage_checked below).  Nothing else reads it.
+CREATE TABLE lease.stream_lineage (
+    app_name    text        NOT NULL,
+    stream_name text        NOT NULL,
+    writes      bigint      NOT NULL,
+    PRIMARY KEY (app_name, stream_name)
+);
+
+COMMENT ON TABLE lease.stream_lineage IS
+    'Per stream: how many statements added leases with parents (each one locks the row, so lineage writes of a stream take turns and none makes a cycle).';
+
+REVOKE ALL ON lease.stream_lineage FROM PUBLIC;
+
+-- Rows added (0.5.0): no lease may have more than 32 parents, and no
+-- lineage may be a cycle, checked against every lease committed before,
+-- with the stream's lease.stream_lineage row locked (src/leases/lineage.c).
+-- C, so that the check is linear in the lineage it reads.
+CREATE FUNCTION lease.shard_leases_lineage_checked()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'lease_shard_leases_lineage_checked'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE TRIGGER shard_leases_lineage_checked
+    AFTER INSERT ON lease.shard_leases
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_lineage_checked();
+
+REVOKE ALL ON FUNCTION lease.shard_leases_lineage_checked() FROM PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_lineage', 'WHERE false');
+
+-- The platform's own statuses (src/bindings/lifecycle.c, 0.5.0): a
+-- sandbox's starting, ready and suspended, a conversation's idle, along
+-- their lifecycle only, under the conversation's lock.
+CREATE FUNCTION lease.set_sandbox_status(conversation_id bigint, status text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_sandbox_status'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.set_conversation_status(conversation_id bigint, status text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_conversation_status'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION lease.set_sandbox_status(bigint, text), lease.set_conversation_status(bigint, text)
+    FROM PUBLIC;
+
+----------------------------------------------------------------------------
 -- A worker's heartbeat no longer waits for another worker's ownership
 -- change (src/leases/leases.sql, src/leases/workers.c).  The bookkeeping
 -- (leases, expires_min, version, load, weighed) moves from
@@ -10,9 +440,10 @@
 -- lease.worker_holdings, which the statements that change who holds a lease
 -- write; lease.stream_workers keeps the heartbeat and liveness record, which
 -- another worker only locks while it takes one of the worker's leases by
--- expiry.  The functions that write or read the bookkeeping move to their
--- 0.5.0 entry points (src/common/version.h); CREATE OR REPLACE with the same
--- signature keeps each function's OID and grants.
+-- expiry.  The functions that write or read the bookkeeping run on it at
+-- their 0.5.0 entry points, which the placement section above binds them to
+-- (src/common/version.h); the trigger shard_leases_owners_changed moves to
+-- its own (CREATE OR REPLACE with the same signature keeps its OID).
 ----------------------------------------------------------------------------
 
 CREATE TABLE lease.worker_holdings (
@@ -115,64 +546,6 @@ CREATE OR REPLACE FUNCTION lease.shard_leases_owners_changed()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'lease_shard_leases_owners_changed_0_5'
 LANGUAGE C SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp;
-
-CREATE OR REPLACE FUNCTION lease.take_lease(
-    app_name text, stream_name text, shard_id text, new_owner text,
-    lease_count bigint DEFAULT NULL, lease_duration interval DEFAULT NULL,
-    renew_every interval DEFAULT NULL)
-RETURNS bigint
-AS 'MODULE_PATHNAME', 'lease_take_lease_0_5'
-LANGUAGE C VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp;
-
-CREATE OR REPLACE FUNCTION lease.release_lease(
-    app_name text, stream_name text, shard_id text, owner text)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_release_lease_0_5'
-LANGUAGE C VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp;
-
-CREATE OR REPLACE FUNCTION lease.close_shard(
-    app_name text, stream_name text, shard_id text, owner text)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_close_shard_0_5'
-LANGUAGE C VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp;
-
-CREATE OR REPLACE FUNCTION lease.take_leases(
-    app_name text, stream_name text, owner text,
-    lease_duration interval DEFAULT NULL, max_leases integer DEFAULT NULL,
-    max_steal integer DEFAULT 1, capacity double precision DEFAULT 1,
-    renew_every interval DEFAULT NULL)
-RETURNS TABLE(shard_id text, lease_count bigint, action text,
-              previous_owner text, lease_epoch bigint)
-AS 'MODULE_PATHNAME', 'lease_take_leases_0_5'
-LANGUAGE C VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp;
-
-CREATE OR REPLACE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL)
-RETURNS TABLE(shard_id text, action text, from_owner text, to_owner text, weight double precision,
-              imbalance_before double precision, imbalance_after double precision)
-AS 'MODULE_PATHNAME', 'lease_plan_rebalance_0_5'
-LANGUAGE C VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp;
-
-CREATE OR REPLACE FUNCTION lease.renew_leases(
-    app_name text, stream_name text, owner text,
-    lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL)
-RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
-AS 'MODULE_PATHNAME', 'lease_renew_leases_0_5'
-LANGUAGE C VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp;
-
-CREATE OR REPLACE FUNCTION lease.heartbeat(
-    app_name text, stream_name text, owner text,
-    lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL,
-    OUT leases bigint, OUT leases_version bigint, OUT handoffs_pending bigint)
-RETURNS record
-AS 'MODULE_PATHNAME', 'lease_heartbeat_0_5'
-LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 DROP INDEX lease.stream_workers_holding_idx;

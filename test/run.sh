@@ -26,7 +26,7 @@ fi
 # install other builds of pg_lease (the archive's into PG_BINDIR's
 # PostgreSQL, the package into the system one) and put the installed files
 # back afterwards; they run last all the same.
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale dist deb}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale grow dist deb}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -213,6 +213,18 @@ suite_scale() {
     fi
 }
 
+# Growing online: partitions added and streams moved under the fleet
+# through the router (test/scale/grow.sh, its own cluster).
+suite_grow() {
+    if PG_BINDIR="$PG_BINDIR" bash test/scale/grow.sh >"$ROOT/grow.log" 2>&1; then
+        grep -E '^(grow: (move of|write gap|transactional|ok)|acknowledged|double)' "$ROOT/grow.log"
+        tally 1 0 "grow (streams moved, partitions added, under the fleet)"
+    else
+        tail -n 60 "$ROOT/grow.log"
+        tally 0 1 "grow (streams moved, partitions added, under the fleet)"
+    fi
+}
+
 # Runs one script suite (test/upgrade/*.sh): one pass or one failure.
 suite_script() {
     if PG_BINDIR="$PG_BINDIR" bash "$2"; then
@@ -235,7 +247,7 @@ for suite in $SUITES; do
         # own cluster: test/scale/cluster.sh)
         clients) suite_tap "clients (Python, Node, Java, Go and Elixir workers on one stream)" clients "" \
             bash test/clients/run.sh ;;
-        clients-router) suite_tap "clients-router (Python and Node workers through the router during a failover)" \
+        clients-router) suite_tap "clients-router (Python, Node and Elixir workers through the router during a failover)" \
             clients-router '^(ok|not ok) |^#   |^  FAIL' bash test/clients/router.sh ;;
         # the same fleet through PgBouncer in transaction pooling mode
         # (test/clients/pgbouncer.sh, on test/run.sh's cluster)
@@ -263,6 +275,7 @@ for suite in $SUITES; do
         deb) suite_script "deb package" test/packaging/deb_test.sh ;;
         router) suite_script "router (pg_lease_router)" test/router/router_test.sh ;;
         scale) suite_scale ;;
+        grow) suite_grow ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
 done

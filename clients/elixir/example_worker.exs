@@ -3,43 +3,54 @@
 #     elixir -pa EBIN example_worker.exs URL APP STREAM OWNER DIR [LEASE_SECONDS]
 #
 # URL is postgresql://user[:password]@host:port/database (TCP: erlang-p1-pgsql).
-# Shard "<name>-end<N>" holds records 1..N and then ends; every other shard never
-# ends.  Record i of a shard is "processed" by appending {"shard", "seq": i} to
-# DIR/OWNER.records; the worker's journal (what the server acknowledged to it:
-# takes, renewals with their epochs, checkpoints) goes to DIR/OWNER.journal.
+# Record n of a shard (sequence number n = 1, 2, ...) is "processed" by appending
+# {"shard", "seq": "n", "sub": k} to DIR/OWNER.records.  Shard "<name>-end<N>" holds
+# records 1..N and then ends; every other shard never ends.  On a stream named
+# "kpl-...", every even record is a KPL aggregate of 5 user records (sub-sequences
+# 0..4), and each batch is checkpointed in two phases.  Checkpoints are text
+# (Elixir integers have no limit, as Kinesis' 128-bit sequence numbers need).
 # SIGTERM stops the worker gracefully: it finishes its batch and releases its leases.
+# Bad credentials (or no such database): the cause is logged, the exit status is 1.
 defmodule AppendToLog do
   @behaviour PgLease.RecordProcessor
-  @batch 5          # records per batch; each batch is checkpointed
+  @batch 5          # user records per batch; each batch is checkpointed
+  @aggregate 5      # user records in an aggregated record
 
-  def new(path, owner), do: %{log: File.open!(path, [:append, :binary]), owner: owner, position: %{}}
+  def new(path, owner, kpl), do: %{log: File.open!(path, [:append, :binary]), owner: owner, kpl: kpl, position: %{}}
 
   @impl true
   def initialize(shard_id, checkpoint, state) do
-    # the checkpoint is the last record acknowledged, or TRIM_HORIZON at the start
-    at = if checkpoint == "TRIM_HORIZON", do: 0, else: String.to_integer(checkpoint)
-    put_in(state.position[shard_id], at)
+    # the last record acknowledged (its sub-sequence too), or TRIM_HORIZON at the start
+    sequence = if checkpoint.sequence == "TRIM_HORIZON", do: 0, else: String.to_integer(checkpoint.sequence)
+    put_in(state.position[shard_id], {sequence, checkpoint.sub_sequence})
   end
 
   @impl true
   def process_records(shard_id, state) do
-    first = state.position[shard_id] + 1
-    last = first + @batch - 1
     finish = case String.split(shard_id, "-end") do
       [_, n] -> String.to_integer(n)
       _ -> nil
     end
+    batch =
+      Stream.iterate(state.position[shard_id], fn {sequence, sub} ->
+        aggregated = state.kpl and sequence > 0 and rem(sequence, 2) == 0
+        if aggregated and sub + 1 < @aggregate, do: {sequence, sub + 1}, else: {sequence + 1, 0}
+      end)
+      |> Stream.drop(1) |> Stream.take_while(fn {sequence, _} -> finish == nil or sequence <= finish end)
+      |> Enum.take(@batch)
 
-    if finish != nil and first > finish do
+    if batch == [] do
       {:shard_end, state}               # the worker closes the shard
     else
-      last = if finish, do: min(last, finish), else: last
-      for seq <- first..last do
-        record = %{w: state.owner, shard: shard_id, seq: seq, t: PgLease.Journal.now()}
-        IO.binwrite(state.log, [PgLease.Journal.json(record), ?\n])
+      {sequence, sub} = List.last(batch)
+      last = {Integer.to_string(sequence), sub}
+      if state.kpl, do: PgLease.Worker.prepare_checkpoint(shard_id, last)   # phase one: the intent
+      for {sequence, sub} <- batch do
+        IO.binwrite(state.log, ~s({"w":"#{state.owner}","shard":"#{shard_id}","seq":"#{sequence}",) <>
+                               ~s("sub":#{sub},"t":#{System.os_time(:microsecond) / 1_000_000}}\n))
       end
       Process.sleep(10)                 # the work a real processor would do
-      {Integer.to_string(last), put_in(state.position[shard_id], last)}   # checkpointed, fenced
+      {last, put_in(state.position[shard_id], List.last(batch))}   # phase two: checkpointed, fenced
     end
   end
 
@@ -51,16 +62,13 @@ defmodule AppendToLog do
 end
 
 [url, app, stream, owner, out | lease] = System.argv()
-uri = URI.parse(url)
-[user | password] = String.split(uri.userinfo, ":", parts: 2)
-connect = fn _name ->
-  {:ok, conn} = PgLease.Pgsql.start_link(host: uri.host, port: uri.port, user: user,
-    password: Enum.join(password), database: String.trim_leading(uri.path, "/"))
-  PgLease.Pgsql.session(conn)
+Process.flag(:trap_exit, true)
+{:ok, worker} = PgLease.Worker.start_link(session: PgLease.Pgsql.connector(url), app: app, stream: stream,
+  owner: owner, processor: {AppendToLog, AppendToLog.new(Path.join(out, owner <> ".records"), owner,
+  String.starts_with?(stream, "kpl-"))}, max_steal: 2,
+  lease_duration: round(elem(Float.parse(Enum.at(lease, 0, "10")), 0) * 1000))
+System.trap_signal(:sigterm, fn -> PgLease.Worker.stop(worker) end)
+receive do
+  {:EXIT, ^worker, :normal} -> System.stop(0)
+  {:EXIT, ^worker, _reason} -> System.stop(1)   # the worker logged why
 end
-{:ok, worker} = PgLease.Worker.start_link(session: connect, app: app, stream: stream, owner: owner,
-  processor: {AppendToLog, AppendToLog.new(Path.join(out, owner <> ".records"), owner)},
-  lease_duration: round(elem(Float.parse(Enum.at(lease, 0, "10")), 0) * 1000), max_steal: 2,
-  journal: Path.join(out, owner <> ".journal"))
-System.trap_signal(:sigterm, fn -> PgLease.Worker.stop(worker); System.halt(0) end)
-Process.sleep(:infinity)

@@ -3,10 +3,12 @@
 //
 //     example_worker.js DSN APP STREAM OWNER DIR [LEASE_SECONDS]
 //
-// Shard "<name>-end<N>" holds records 1..N and then ends; every other shard never
-// ends.  Record i of a shard is "processed" by appending {"shard", "seq": i} to
-// DIR/OWNER.records; the worker's journal (what the server acknowledged to it:
-// takes, renewals with their epochs, checkpoints) goes to DIR/OWNER.journal.
+// Record n of a shard (sequence number n = 1, 2, ...) is "processed" by appending
+// {"shard", "seq": "n", "sub": k} to DIR/OWNER.records.  Shard "<name>-end<N>" holds
+// records 1..N and then ends; every other shard never ends.  On a stream named
+// "kpl-...", every even record is a KPL aggregate of 5 user records (sub-sequences
+// 0..4), and each batch is checkpointed in two phases.  Checkpoints are text, here
+// BigInts: a Kinesis sequence number (up to 128 bits) does not fit a JavaScript number.
 // SIGTERM stops the worker gracefully: it finishes its batch and releases its leases.
 // Bad credentials (or no such database): the cause is logged, the exit status is 1.
 'use strict';
@@ -14,36 +16,43 @@ const fs = require('fs');
 const path = require('path');
 const { SHARD_END, RecordProcessor, Worker } = require('./pg_lease');
 
-const BATCH = 5;    // records per batch; each batch is checkpointed
+const BATCH = 5;        // user records per batch; each batch is checkpointed
+const AGGREGATE = 5;    // user records in an aggregated record
 
 class AppendToLog extends RecordProcessor {
-  constructor(file, owner) {
+  constructor(file, owner, kpl) {
     super();
     this.log = fs.openSync(file, 'a');
     this.owner = owner;
-    this.position = new Map();   // shard -> last record processed
+    this.kpl = kpl;              // the stream's even records are aggregates
+    this.position = new Map();   // shard -> [sequence, sub-sequence] of the last user record processed
   }
 
-  initialize(shardId, checkpoint) {
-    // the checkpoint is the last record acknowledged, or TRIM_HORIZON at the start
-    this.position.set(shardId, checkpoint === 'TRIM_HORIZON' ? 0 : Number(checkpoint));
+  initialize(shardId, checkpoint, { subSequence }) {
+    // the last record acknowledged (its sub-sequence too), or TRIM_HORIZON at the start
+    this.position.set(shardId, [checkpoint === 'TRIM_HORIZON' ? 0n : BigInt(checkpoint), subSequence]);
   }
 
   async process(shardId) {
-    const first = this.position.get(shardId) + 1;
-    let last = first + BATCH - 1;
-    if (shardId.includes('-end')) {
-      const end = Number(shardId.split('-end').pop());
-      if (first > end) return SHARD_END;     // the worker closes the shard
-      last = Math.min(last, end);
+    let [sequence, sub] = this.position.get(shardId);
+    const end = shardId.includes('-end') ? BigInt(shardId.split('-end').pop()) : null;
+    const batch = [];
+    while (batch.length < BATCH) {
+      const aggregated = this.kpl && sequence > 0n && sequence % 2n === 0n;
+      [sequence, sub] = aggregated && sub + 1 < AGGREGATE ? [sequence, sub + 1] : [sequence + 1n, 0];
+      if (end !== null && sequence > end) break;
+      batch.push([sequence, sub]);
     }
-    for (let seq = first; seq <= last; seq++) {
-      const record = { w: this.owner, shard: shardId, seq, t: Date.now() / 1000 };
+    if (batch.length === 0) return SHARD_END;   // the worker closes the shard
+    const last = { sequence: String(batch[batch.length - 1][0]), subSequence: batch[batch.length - 1][1] };
+    if (this.kpl) await this.prepareCheckpoint(shardId, last);   // phase one: the intent, before acting on it
+    for (const [seq, k] of batch) {
+      const record = { w: this.owner, shard: shardId, seq: String(seq), sub: k, t: Date.now() / 1000 };
       fs.writeSync(this.log, JSON.stringify(record) + '\n');
     }
     await new Promise((resolve) => setTimeout(resolve, 10));   // the work a real processor would do
-    this.position.set(shardId, last);
-    return String(last);                     // the worker checkpoints it, fenced
+    this.position.set(shardId, batch[batch.length - 1]);
+    return last;                             // phase two: the worker checkpoints it, fenced
   }
 
   shutdown(shardId, reason) {
@@ -54,10 +63,9 @@ class AppendToLog extends RecordProcessor {
 
 async function main() {
   const [dsn, app, stream, owner, out, lease] = process.argv.slice(2);
-  const worker = new Worker(dsn, app, stream, owner,
-    new AppendToLog(path.join(out, `${owner}.records`), owner),
-    { leaseDuration: lease ? Number(lease) : 10, maxSteal: 2,
-      journalPath: path.join(out, `${owner}.journal`) });
+  const processor = new AppendToLog(path.join(out, `${owner}.records`), owner, stream.startsWith('kpl-'));
+  const worker = new Worker(dsn, app, stream, owner, processor,
+    { leaseDuration: lease ? Number(lease) : 10, maxSteal: 2 });
   process.on('SIGTERM', () => worker.stop());
   process.on('SIGINT', () => worker.stop());
   await worker.run();

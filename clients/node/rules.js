@@ -1,12 +1,13 @@
 'use strict';
 // What to do when a call fails: docs/client-rules.md, as code.
 //
-// Both clients implement the same table (clients/python/pg_lease/rules.py);
-// a test checks that each names the same SQLSTATEs, and the same PL/Proxy
-// pattern, as the page.
+// The table is clients/rules.json's: test/clients/rules_table.py checks that
+// these sets, patterns and tries are exactly the ones there, and the clients
+// suite that classify() answers every case of test/clients/rules_cases.json
+// as the page says.
 
 // Rolled back, nothing happened: repeat the same call after a short backoff.
-const REPEAT = new Set(['40001', '40P01', '55P03', '57014']);
+const REPEAT = new Set(['40001', '40P01', '55P03', '57014', '40L01']);
 // No usable connection, nothing happened: reconnect, then repeat.
 const RECONNECT = new Set(['53300', '57P03', '25006']);
 // The connection is gone and the call may or may not have committed (so is
@@ -40,6 +41,12 @@ function sqlstate(e) {
   return typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
 }
 
+// A call, or the COMMIT of a transaction, that comes back with this WARNING
+// committed locally but may not have been replicated (a waiting backend's
+// synchronous replication wait was cancelled, by an operator or a failover
+// manager): ambiguous, not success.
+const SYNC_REP_CANCELLED = new RegExp(String.raw`canceling (the )?wait for synchronous replication`);
+
 const TRIES = 5;
 
 // 'repeat', 'reconnect', 'ambiguous', 'drop', 'fatal' or 'raise' for an
@@ -60,11 +67,19 @@ function classify(sqlstate, message) {
   return 'raise';
 }
 
+// True when a notice (its severity and primary message; node-postgres'
+// 'notice' event) makes the call that raised it ambiguous: the cancelled wait
+// for synchronous replication.
+function ambiguousNotice(severity, message) {
+  return severity === 'WARNING' && typeof message === 'string' && SYNC_REP_CANCELLED.test(message);
+}
+
 // Milliseconds to wait before try number attempt + 1 (random, growing).
 function backoff(attempt) {
   return Math.min(1000, 20 * 2 ** attempt) * (0.5 + Math.random());
 }
 
 module.exports = {
-  REPEAT, RECONNECT, AMBIGUOUS, PLPROXY_CONNECTION_LOST, LEASE_NOT_HELD, FATAL, CONNECT_REFUSED, TRIES, classify, backoff, sqlstate,
+  REPEAT, RECONNECT, AMBIGUOUS, PLPROXY_CONNECTION_LOST, LEASE_NOT_HELD, FATAL, CONNECT_REFUSED, SYNC_REP_CANCELLED,
+  TRIES, classify, ambiguousNotice, backoff, sqlstate,
 };

@@ -50,16 +50,26 @@ class Session {
     this.config.application_name = applicationName;
     if (options) this.config.options = options;
     this.client = null;
+    this.notices = [];     // the notices of the connection's statement in progress
   }
 
   async connect() {
     if (this.client === null) {
       const client = new Client(this.config);
       client.on('error', () => { if (this.client === client) this.client = null; });
+      client.on('notice', (notice) => { if (this.client === client) this.notices.push(notice); });
       await client.connect();
       this.client = client;
     }
     return this.client;
+  }
+
+  // The primary message of a notice of the statement in progress that makes it
+  // ambiguous (docs/client-rules.md: a cancelled wait for synchronous
+  // replication), or null.
+  ambiguousNotice() {
+    const notice = this.notices.find((n) => rules.ambiguousNotice(n.severity, n.message));
+    return notice ? notice.message : null;
   }
 
   close() {
@@ -72,7 +82,9 @@ class Session {
   // Rows (arrays) of one statement.  Throws Ambiguous (only when not
   // repeatSafe), Unavailable, or the driver's error for anything the rules
   // say to raise.  No repeat starts after until (seconds on performance.now()'s
-  // clock), if given.
+  // clock), if given.  An answer that came with the WARNING of a cancelled
+  // wait for synchronous replication is ambiguous too (it committed locally,
+  // perhaps only there).
   async call(sql, params = [], repeatSafe = true, until = null) {
     let last = 'not sent';
     let refused = 0;
@@ -94,10 +106,11 @@ class Session {
         this.log.warn(`${who}: cannot connect (try ${attempt + 1} of ${rules.TRIES}): ${last}`);
         continue;                     // could not connect: nothing was sent
       }
+      let res;
       try {
-        const res = await client.query({ text: sql, values: params, rowMode: 'array',
-                                         ...(this.callTimeout ? { query_timeout: this.callTimeout } : {}) });
-        return res.rows;
+        this.notices = [];
+        res = await client.query({ text: sql, values: params, rowMode: 'array',
+                                   ...(this.callTimeout ? { query_timeout: this.callTimeout } : {}) });
       } catch (e) {
         const state = rules.sqlstate(e);
         last = `${state || 'no SQLSTATE'} ${String(e.message).split('\n')[0]}`;
@@ -106,7 +119,13 @@ class Session {
         if (kind !== 'repeat') this.close();
         if (kind === 'ambiguous' && !repeatSafe) throw new Ambiguous(e.message);
         this.log.warn(`${who}: ${name} failed (${kind}, try ${attempt + 1} of ${rules.TRIES}), retrying: ${last}`);
+        continue;
       }
+      const warning = this.ambiguousNotice();
+      if (warning === null) return res.rows;
+      last = `WARNING ${warning}`;
+      if (!repeatSafe) throw new Ambiguous(warning);
+      this.log.warn(`${who}: ${name} answered with a warning (ambiguous, try ${attempt + 1} of ${rules.TRIES}), retrying: ${warning}`);
     }
     if (refused > 0 && refused === rules.TRIES) {
       this.log.error(`${who}: the server refused the connection ${refused} times, stopping: ${last}`);

@@ -319,6 +319,21 @@ AS 'MODULE_PATHNAME', 'lease_list_conversations'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
+-- The platform's own statuses (src/bindings/lifecycle.c, 0.5.0): a
+-- sandbox's starting, ready and suspended, a conversation's idle, along
+-- their lifecycle only, under the conversation's lock.
+CREATE FUNCTION lease.set_sandbox_status(conversation_id bigint, status text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_sandbox_status'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION lease.set_conversation_status(conversation_id bigint, status text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'lease_set_conversation_status'
+LANGUAGE C VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
 CREATE FUNCTION lease.set_tenant_limit(user_id text, sandbox_limit integer)
 RETURNS integer
 AS 'MODULE_PATHNAME', 'lease_set_tenant_limit'

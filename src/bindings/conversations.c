@@ -16,11 +16,14 @@
  * (lease.fleet_lock_namespace, hashtext(user_id)): see conversations.h.
  * Either way the wait for it is bounded by lease.admission_lock_timeout
  * (55P03 "admission is busy").  Counting active sandboxes and inserting the
- * new one happen under the lock, so the next admission's count (a new
- * statement, hence a new READ COMMITTED snapshot, taken after it got the
- * lock) sees every sandbox admitted before it: quota counts are exact.
- * That is why these functions are meant to be called in their own short
- * transaction.
+ * new one happen under the lock, and the binding check and the count read
+ * what is committed when they run, whatever the caller's isolation level
+ * (lease_spi_run_latest: under REPEATABLE READ or SERIALIZABLE a snapshot
+ * taken for that one statement, after the lock was granted, not the
+ * transaction's older one), so the next admission sees every sandbox
+ * admitted before it: quota counts are exact at every isolation level.
+ * The lock is held to the end of the caller's transaction, which is why
+ * these functions are meant to be called in their own short transaction.
  *
  * No admission ever waits for a row lock while it holds the admission lock:
  * the binding check and the quota count are plain reads, and the inserts
@@ -242,16 +245,23 @@ binding_variant(const BindingScope *scope)
 	return (scope->vault_null ? 1 : 0) | (scope->environment_null ? 2 : 0);
 }
 
-/* The conversation bound to the channel in the scope; false when none. */
+/*
+ * The conversation bound to the channel in the scope; false when none.
+ * latest: admission's look, which sees every binding committed before it
+ * whatever the caller's isolation level (lease_spi_run_latest).
+ */
 static bool
-find_binding(const BindingScope *scope, Datum channel_id, int64 *conversation_id)
+find_binding(const BindingScope *scope, Datum channel_id, bool latest, int64 *conversation_id)
 {
 	Datum		values[BINDING_SCOPE_NARGS];
 	char		nulls[BINDING_SCOPE_NARGS];
+	LeaseStatement *stmt = &binding_stmts[binding_variant(scope)];
 	bool		isnull;
+	uint64		found;
 
 	binding_scope_params(scope, true, channel_id, false, 0, values, nulls);
-	if (lease_spi_run(&binding_stmts[binding_variant(scope)], values, nulls, 1) == 0)
+	found = latest ? lease_spi_run_latest(stmt, values, nulls, 1) : lease_spi_run(stmt, values, nulls, 1);
+	if (found == 0)
 		return false;
 	*conversation_id = DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	return true;
@@ -361,14 +371,14 @@ binding_admit(LeaseSchema schema, const BindingScope *scope, bool has_channel,
 	memset(result, 0, sizeof(*result));
 	lock_admission(schema, scope->user_id, result);
 
-	if (has_channel && find_binding(scope, channel_id, &result->conversation_id))
+	if (has_channel && find_binding(scope, channel_id, true, &result->conversation_id))
 	{
 		result->outcome = BINDING_ADMIT_ALREADY_BOUND;
 		return;
 	}
 
 	values[0] = scope->user_id;
-	lease_spi_run(&quota_stmt, values, NULL, 1);
+	lease_spi_run_latest(&quota_stmt, values, NULL, 1);
 	fleet_active = DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	tenant_active = DatumGetInt64(lease_spi_value(0, 2, &isnull));
 	tenant_limit = DatumGetInt32(lease_spi_value(0, 3, &isnull));
@@ -493,7 +503,7 @@ lease_find_channel_conversation(PG_FUNCTION_ARGS)
 	channel_id = lease_arg_ident(fcinfo, 4, "channel_id");
 
 	lease_spi_connect();
-	found = find_binding(&scope, channel_id, &conversation_id);
+	found = find_binding(&scope, channel_id, false, &conversation_id);
 	lease_spi_finish();
 
 	if (!found)

@@ -33,6 +33,9 @@
 #define BINDING_STATUS_IDLE			"idle"
 #define BINDING_STATUS_FAILED		"failed"
 #define BINDING_STATUS_TERMINATED	"terminated"
+#define BINDING_STATUS_STARTING		"starting"
+#define BINDING_STATUS_READY		"ready"
+#define BINDING_STATUS_SUSPENDED	"suspended"
 
 /*
  * A data-modifying CTE `s` terminating the sandboxes of the conversations
@@ -128,7 +131,9 @@ typedef struct BindingAdmission
  * (a timeout is 55P03 "admission is busy", raised while
  * result->waiting_for_lock is true); then, when a channel is given, looks
  * for its binding in the scope (already_bound); then counts active
- * sandboxes against lease.fleet_capacity and the tenant's limit (refused);
+ * sandboxes against lease.fleet_capacity and the tenant's limit (refused),
+ * both reading every row committed before they run, at any isolation
+ * level (lease_spi_run_latest);
  * then inserts a pending sandbox and a pending conversation bound to the
  * channel, rotated_from set when has_from (its id routable from 0.3.0 on).
  */

@@ -3,7 +3,9 @@
  * src/bindings/lifecycle.c
  *	  The lifecycle of a rotation: confirm_rotation and the ending of the
  *	  previous conversation that admit_turn's first turn on a replacement
- *	  does; list_conversations, what the application sees of a tenant.
+ *	  does; list_conversations, what the application sees of a tenant;
+ *	  set_sandbox_status and set_conversation_status, the statuses the
+ *	  platform moves on its own.
  *
  * A rotation leaves the previous conversation live and unbound, so that
  * restore_rotated_channel can give the channel back while the replacement
@@ -27,6 +29,18 @@
  * conversations it still reaches are ended: a locked one cannot change, a
  * failed one never changes, so what is ended is exactly what the chain rule
  * says at that moment.
+ *
+ * The platform's own statuses (docs/channel-bindings.md): a sandbox's
+ * `starting`, `ready` and `suspended` (the worker infrastructure's), a
+ * conversation's `idle`.  set_sandbox_status and set_conversation_status
+ * change them under the conversation's lock, as a turn takes it (FOR
+ * UPDATE, bounded by lease.admission_lock_timeout: 55P03 "conversation N
+ * is busy"), and only along the lifecycle: an active sandbox becomes
+ * starting, ready or suspended, never back to active from suspended (that
+ * would take a quota slot without admission; start a conversation
+ * instead), and an ended one never changes; a running conversation
+ * becomes idle and back, a pending one only starts by its first turn or
+ * confirm_rotation (which end what it replaced), an ended one never.
  *
  *-------------------------------------------------------------------------
  */
@@ -276,4 +290,180 @@ lease_list_conversations(PG_FUNCTION_ARGS)
 	}
 	lease_spi_finish();
 	return (Datum) 0;
+}
+
+/*
+ * set_sandbox_status and set_conversation_status: the conversation $1,
+ * locked as a turn locks it, its status, and its sandbox's (NULL: none).
+ */
+static LeaseStatement status_lock_stmt = {
+	.name = "lock the conversation to set a status",
+	.sql =
+	"SELECT c.status, s.status FROM lease.conversations AS c"
+	"  LEFT JOIN lease.sandboxes AS s ON s.id OPERATOR(pg_catalog.=) c.sandbox_id"
+	" WHERE c.id OPERATOR(pg_catalog.=) $1"
+	"   FOR UPDATE OF c",
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
+};
+
+/* set_sandbox_status: the conversation $1's sandbox gets status $2. */
+static LeaseStatement sandbox_status_stmt = {
+	.name = "set the sandbox's status",
+	.sql =
+	"UPDATE lease.sandboxes AS s"
+	"   SET status = $2, updated_at = pg_catalog.now()"
+	"  FROM lease.conversations AS c"
+	" WHERE c.id OPERATOR(pg_catalog.=) $1"
+	"   AND s.id OPERATOR(pg_catalog.=) c.sandbox_id"
+	"   AND s.status OPERATOR(pg_catalog.<>) $2",
+	.nargs = 2,
+	.argtypes = {INT8OID, TEXTOID},
+	.expected = SPI_OK_UPDATE
+};
+
+/* set_conversation_status: the conversation $1 gets status $2. */
+static LeaseStatement conversation_status_stmt = {
+	.name = "set the conversation's status",
+	.sql =
+	"UPDATE lease.conversations AS c"
+	"   SET status = $2, updated_at = pg_catalog.now()"
+	" WHERE c.id OPERATOR(pg_catalog.=) $1"
+	"   AND c.status OPERATOR(pg_catalog.<>) $2",
+	.nargs = 2,
+	.argtypes = {INT8OID, TEXTOID},
+	.expected = SPI_OK_UPDATE
+};
+
+/* A status argument that is one of `allowed` (a NULL-terminated list). */
+static Datum
+status_arg(FunctionCallInfo fcinfo, int argno, const char *const *allowed, const char *list)
+{
+	char	   *status;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("status must not be null"),
+				 errhint("Pass %s.", list)));
+	status = TextDatumGetCString(PG_GETARG_DATUM(argno));
+	for (const char *const *a = allowed; *a != NULL; a++)
+	{
+		if (strcmp(status, *a) == 0)
+			return PG_GETARG_DATUM(argno);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("status must be %s", list),
+			 errdetail("The value given is \"%s\".", status),
+			 errhint("pg_lease itself writes the other statuses: admission, restore_rotated_channel and end_conversation.")));
+	return (Datum) 0;			/* not reached */
+}
+
+/*
+ * Locks the conversation (SPI connected); raises 22023 when it does not
+ * exist.  Sets its status and its sandbox's (NULL when it has none).
+ */
+static void
+lock_for_status(int64 conversation_id, char **status, char **sandbox_status)
+{
+	Datum		id = Int64GetDatum(conversation_id);
+	bool		isnull;
+	Datum		sandbox;
+
+	if (binding_run_bounded_or_busy(&status_lock_stmt, &id, &conversation_id) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("conversation " INT64_FORMAT " does not exist", conversation_id),
+				 errhint("Look the conversation up with lease.find_channel_conversation().")));
+	*status = TextDatumGetCString(lease_spi_value(0, 1, &isnull));
+	sandbox = lease_spi_value(0, 2, &isnull);
+	*sandbox_status = isnull ? NULL : TextDatumGetCString(sandbox);
+}
+
+PG_FUNCTION_INFO_V1(lease_set_sandbox_status);
+
+/*
+ * lease.set_sandbox_status: the conversation's sandbox becomes starting,
+ * ready or suspended; true when that changed its status.
+ */
+Datum
+lease_set_sandbox_status(PG_FUNCTION_ARGS)
+{
+	static const char *const allowed[] = {
+		BINDING_STATUS_STARTING, BINDING_STATUS_READY, BINDING_STATUS_SUSPENDED, NULL
+	};
+	int64		conversation_id = lease_arg_int64(fcinfo, 0, "conversation_id");
+	Datum		values[2];
+	char	   *status;
+	char	   *sandbox_status;
+	uint64		changed;
+
+	values[0] = Int64GetDatum(conversation_id);
+	values[1] = status_arg(fcinfo, 1, allowed, "starting, ready or suspended");
+
+	lease_spi_connect();
+	lock_for_status(conversation_id, &status, &sandbox_status);
+	if (sandbox_status == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("conversation " INT64_FORMAT " has no sandbox", conversation_id),
+				 errhint("Start conversations with lease.start_conversation() or lease.rotate_channel(), which give them a sandbox.")));
+	if (strcmp(sandbox_status, BINDING_STATUS_TERMINATED) == 0 ||
+		strcmp(sandbox_status, BINDING_STATUS_FAILED) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the sandbox of conversation " INT64_FORMAT " has ended", conversation_id),
+				 errdetail("Its status is \"%s\", which never changes again.", sandbox_status),
+				 errhint("Start a new conversation.")));
+	if (strcmp(sandbox_status, BINDING_STATUS_SUSPENDED) == 0 &&
+		strcmp(TextDatumGetCString(values[1]), BINDING_STATUS_SUSPENDED) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the sandbox of conversation " INT64_FORMAT " is suspended", conversation_id),
+				 errdetail("A suspended sandbox does not count against the quotas; making it active again would take a slot without admission."),
+				 errhint("End the conversation (lease.end_conversation) and start a new one, which admission counts.")));
+	changed = lease_spi_run(&sandbox_status_stmt, values, NULL, 0);
+	lease_spi_finish();
+	PG_RETURN_BOOL(changed > 0);
+}
+
+PG_FUNCTION_INFO_V1(lease_set_conversation_status);
+
+/*
+ * lease.set_conversation_status: a started conversation becomes idle or
+ * running; true when that changed its status.
+ */
+Datum
+lease_set_conversation_status(PG_FUNCTION_ARGS)
+{
+	static const char *const allowed[] = {BINDING_STATUS_RUNNING, BINDING_STATUS_IDLE, NULL};
+	int64		conversation_id = lease_arg_int64(fcinfo, 0, "conversation_id");
+	Datum		values[2];
+	char	   *status;
+	char	   *sandbox_status;
+	uint64		changed;
+
+	values[0] = Int64GetDatum(conversation_id);
+	values[1] = status_arg(fcinfo, 1, allowed, "running or idle");
+
+	lease_spi_connect();
+	lock_for_status(conversation_id, &status, &sandbox_status);
+	if (strcmp(status, BINDING_STATUS_PENDING) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("conversation " INT64_FORMAT " has not started", conversation_id),
+				 errdetail("It is \"pending\": its first turn or confirm_rotation starts it, and ends what it replaced."),
+				 errhint("Admit its first turn with lease.admit_turn(), or confirm a rotation with lease.confirm_rotation().")));
+	if (strcmp(status, BINDING_STATUS_FAILED) == 0 || strcmp(status, BINDING_STATUS_TERMINATED) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("conversation " INT64_FORMAT " has ended", conversation_id),
+				 errdetail("Its status is \"%s\".", status),
+				 errhint("Start a new conversation.")));
+	changed = lease_spi_run(&conversation_status_stmt, values, NULL, 0);
+	lease_spi_finish();
+	PG_RETURN_BOOL(changed > 0);
 }

@@ -42,13 +42,16 @@ is_blank(const char *s, int len)
 	return true;
 }
 
-/* Checks a text value against the non-blank, bounded-length rule. */
+/*
+ * Checks a text value against the non-blank, bounded-length rule.  A value
+ * over the limit is too long whatever it holds: it is never scanned.
+ */
 static void
 check_bounded_text(text *value, const char *name, int limit)
 {
 	int			len = VARSIZE_ANY_EXHDR(value);
 
-	if (len == 0 || is_blank(VARDATA_ANY(value), len))
+	if (len == 0 || (len <= limit && is_blank(VARDATA_ANY(value), len)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty or blank", name),
@@ -355,13 +358,15 @@ lease_arg_ident_array(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errdetail("It has %d dimensions.", ARR_NDIM(array)),
 				 errhint("Pass a flat list of shard ids, e.g. ARRAY['s-1', 's-2'].")));
 
-	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &nelems);
+	/* counted from the header, before anything is made per element */
+	nelems = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
 	if (nelems > LEASE_MAX_PARENTS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s has too many elements", name),
 				 errdetail("It has %d elements; the limit is %d.", nelems, LEASE_MAX_PARENTS),
 				 errhint("A shard has at most %d parents; pass only its direct parents.", LEASE_MAX_PARENTS)));
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &nelems);
 	for (int i = 0; i < nelems; i++)
 	{
 		if (nulls[i])

@@ -23,8 +23,10 @@ int			lease_rotation_lock_timeout_ms = 250;
 int			lease_admission_lock_timeout_ms = 1000;
 int			lease_handoff_timeout_ms = 30000;
 int			lease_liveness_grace_ms = 1000;
+int			lease_move_lock_timeout_ms = 2000;
 bool		lease_record_events = true;
 char	   *lease_notify_channel = NULL;
+double		lease_notify_queue_limit = 0.5;
 
 /* lease.notify_channel must be usable as a LISTEN channel name. */
 static bool
@@ -134,6 +136,11 @@ lease_define_gucs(void)
 
 	define_binding_gucs();
 
+	/*
+	 * PGC_SUSET: the requester's session sets the deadline, so a worker
+	 * that could set it to 1 ms would take a lease from its holder at once,
+	 * skipping the graceful handoff the holder relies on.
+	 */
 	DefineCustomIntVariable("lease.handoff_timeout",
 							"Time a lease holder has to hand over a lease another worker asked for.",
 							"After it, the requester's next take_leases or take_lease takes the lease.",
@@ -141,7 +148,7 @@ lease_define_gucs(void)
 							30000,
 							1,
 							LEASE_MAX_DURATION_MS,
-							PGC_USERSET,
+							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
@@ -153,6 +160,17 @@ lease_define_gucs(void)
 							0,
 							LEASE_MAX_DURATION_MS,
 							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lease.move_lock_timeout",
+							"Longest wait of a stream move's step for the transactions using the stream on its partition.",
+							"Meanwhile the stream's new calls wait too; on timeout the step fails with 55P03 and changes nothing.",
+							&lease_move_lock_timeout_ms,
+							2000,
+							1,
+							INT_MAX,
+							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
@@ -173,6 +191,21 @@ lease_define_gucs(void)
 							   PGC_USERSET,
 							   0,
 							   check_notify_channel, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: the count of skipped notifications is a fleet-wide metric,
+	 * which a worker lowering the limit in its own session would inflate.
+	 */
+	DefineCustomRealVariable("lease.notify_queue_limit",
+							 "Fill of PostgreSQL's NOTIFY queue (pg_notification_queue_usage) at which ownership changes skip their notification.",
+							 "A full queue fails every committing transaction that notifies; skipping keeps the change. At 1 only a full queue skips.",
+							 &lease_notify_queue_limit,
+							 0.5,
+							 0.0,
+							 1.0,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("lease");
 }

@@ -34,11 +34,17 @@ extern int	lease_handoff_timeout_ms;
 /* lease.liveness_grace: milliseconds after a missed renewal before a gone session's leases may be taken */
 extern int	lease_liveness_grace_ms;
 
+/* lease.move_lock_timeout: a stream move's longest wait for the stream's lock (ms). */
+extern int	lease_move_lock_timeout_ms;
+
 /* lease.record_events: write ownership changes to lease.lease_events */
 extern bool lease_record_events;
 
 /* lease.notify_channel: pg_notify channel for ownership changes; "" = off */
 extern char *lease_notify_channel;
+
+/* lease.notify_queue_limit: NOTIFY queue fill at which notifications are skipped */
+extern double lease_notify_queue_limit;
 
 extern void lease_define_gucs(void);
 

@@ -25,9 +25,23 @@ SELECT pg_catalog.pg_extension_config_dump('lease.app_grants',
 SELECT pg_catalog.pg_extension_config_dump('lease.worker_capacities', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.stream_balancing', '');
 
+-- Where streams live (src/leases/placement.sql): a restored source goes on
+-- refusing a stream that moved away.  Added by the 0.4.0--0.5.0 upgrade at
+-- its end, so marked after the balancing inputs.
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_placements', '');
+
+-- The count of skipped notifications (src/leases/leases.sql), added by the
+-- 0.4.0--0.5.0 upgrade after stream_placements: a counter, so a restore
+-- carries on from it.
+SELECT pg_catalog.pg_extension_config_dump('lease.notifications_skipped', '');
+
+-- The lineage locks (src/leases/leases.sql, 0.5.0) are made by the writes
+-- that need them: marked with a filter that keeps no row.
+SELECT pg_catalog.pg_extension_config_dump('lease.stream_lineage', 'WHERE false');
+
 -- The bookkeeping apart from the heartbeat rows (src/leases/leases.sql),
 -- derived from the leases like lease.stream_workers: no row is dumped.
--- Added by the 0.4.0--0.5.0 upgrade, so marked after the balancing inputs.
+-- Added by the 0.4.0--0.5.0 upgrade after stream_lineage, so marked last.
 SELECT pg_catalog.pg_extension_config_dump('lease.worker_holdings', 'WHERE false');
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;

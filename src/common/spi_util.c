@@ -7,6 +7,7 @@
  */
 #include "pg_lease.h"
 
+#include "access/xact.h"
 #include "catalog/pg_proc.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
@@ -125,17 +126,23 @@ lease_spi_rethrow_without_sql(const char *name, const char *sql, MemoryContext c
 	ReThrowError(edata);
 }
 
-/* SPI_execute_plan, with no SQL in the CONTEXT of an error it raises. */
+/*
+ * SPI_execute_plan, with no SQL in the CONTEXT of an error it raises; in a
+ * snapshot taken now for a statement marked latest_snapshot, and with
+ * `latest` under REPEATABLE READ or SERIALIZABLE (lease_spi_run_latest;
+ * under READ COMMITTED each statement's snapshot is taken now anyway).
+ */
 static pg_noinline int
 execute_plan(LeaseStatement *stmt, SPIPlanPtr plan, Datum *values, const char *nulls,
-			 bool read_only, long max_rows)
+			 bool read_only, bool latest, long max_rows)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile int rc = 0;
 
 	PG_TRY();
 	{
-		if (stmt->latest_snapshot)
+		/* SPI advances the command counter: what this transaction wrote counts */
+		if (stmt->latest_snapshot || (latest && IsolationUsesXactSnapshot()))
 			rc = SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(), InvalidSnapshot,
 									  read_only, false, max_rows);
 		else
@@ -167,13 +174,13 @@ set_statement_setting(const LeaseStatement *stmt)
 	return level;
 }
 
-/* Runs a prepared statement and checks its exact return code. */
-uint64
-lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows)
+/* Runs a prepared statement (in a snapshot of its own: latest) and checks its exact return code. */
+static uint64
+run_statement(LeaseStatement *stmt, Datum *values, const char *nulls, bool latest, long max_rows)
 {
 	int			level = stmt->setting != NULL ? set_statement_setting(stmt) : -1;
 	int			rc = execute_plan(stmt, lease_spi_plan(stmt), values, nulls, stmt->read_only,
-								  max_rows);
+								  latest, max_rows);
 
 	if (level >= 0)
 		AtEOXact_GUC(true, level);
@@ -182,6 +189,21 @@ lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls, long max_r
 			 stmt->name, SPI_result_code_string(rc),
 			 SPI_result_code_string(stmt->expected));
 	return SPI_processed;
+}
+
+/* Runs a prepared statement and checks its exact return code. */
+uint64
+lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows)
+{
+	return run_statement(stmt, values, nulls, false, max_rows);
+}
+
+/* lease_spi_run, seeing every row committed before the statement starts. */
+uint64
+lease_spi_run_latest(LeaseStatement *stmt, Datum *values, const char *nulls, long max_rows)
+{
+	Assert(!stmt->read_only);
+	return run_statement(stmt, values, nulls, true, max_rows);
 }
 
 /* Runs one statement in its own SPI connection; returns the row count. */

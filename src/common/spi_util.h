@@ -34,15 +34,15 @@ typedef struct LeaseStatement
 								 * the caller's snapshot and makes no
 								 * command-counter increment, as PostgreSQL
 								 * requires of a non-volatile function's SPI) */
-	bool		latest_snapshot;	/* run in the latest snapshot (every commit so
-									 * far) rather than the transaction's, also
-									 * under REPEATABLE READ: for a read that
-									 * compares the two */
 	const char *setting;		/* a setting changed for exactly this
 								 * statement, planning included, or NULL */
 	const char *setting_value;	/* its value, or NULL: */
 	const int  *setting_ms;		/* its value in milliseconds, read at each
 								 * run (a pg_lease setting) */
+	bool		latest_snapshot;	/* run in a snapshot taken now, whatever
+									 * the caller's isolation level (a read
+									 * that must see every commit made
+									 * before a lock it just got) */
 	SPIPlanPtr	plan;			/* prepared and kept on first use */
 } LeaseStatement;
 
@@ -94,6 +94,19 @@ extern void lease_spi_finish_as_caller(const LeaseCaller *caller);
  */
 extern uint64 lease_spi_run(LeaseStatement *stmt, Datum *values, const char *nulls,
 							long max_rows);
+
+/*
+ * lease_spi_run for a read that must see every row committed before it
+ * starts, whatever the caller's isolation level: under READ COMMITTED that
+ * is what every statement sees; under REPEATABLE READ or SERIALIZABLE the
+ * statement runs in a snapshot taken for it alone (GetLatestSnapshot, as
+ * PostgreSQL's foreign-key checks do in ri_triggers.c), not in the
+ * transaction's.  For a count made under a lock that every writer of the
+ * rows counted takes first (admission's quota count under the admission
+ * gate): the lock orders the writers, and this read sees all of them.
+ */
+extern uint64 lease_spi_run_latest(LeaseStatement *stmt, Datum *values, const char *nulls,
+								   long max_rows);
 
 /*
  * Connects, runs one statement, disconnects; returns SPI_processed.  For

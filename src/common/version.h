@@ -7,13 +7,13 @@
  * pg_lease UPDATE.  As in pg_stat_statements, each release's install script
  * binds its own C symbols: the released scripts (0.1.0 to 0.3.0, frozen)
  * bind the plain symbols (lease_take_lease), the 0.4.0 script and the
- * 0.3.0--0.4.0 upgrade bind the _0_4 ones (lease_take_lease_0_4).  Every
+ * 0.3.0--0.4.0 upgrade bind the _0_4 ones (lease_take_lease_0_4), and the
+ * 0.5.0 script and the 0.4.0--0.5.0 upgrade bind a _0_5 one where 0.5.0
+ * changed what the C does (each written out next to its function).  Every
  * function whose C depends on the schema has both, made by
  * LEASE_VERSIONED_ENTRY_POINTS from one implementation that takes the
  * LeaseSchema down to the statements it picks.  A _0_4 symbol never looks
- * at the catalog.  A function whose C differs on the 0.5.0 schema also has a
- * _0_5 symbol, written out next to the function (the 0.5.0 script and the
- * 0.4.0--0.5.0 upgrade bind it), which passes LEASE_SCHEMA_0_5.
+ * at the catalog.
  *
  * The frozen 0.2.0 and 0.3.0 scripts bind the same plain symbols, so a
  * plain symbol cannot tell those two schemas apart by its name.  Where the
@@ -39,7 +39,10 @@ typedef enum LeaseSchema
 								 * lease.conversation_id_partition */
 	LEASE_SCHEMA_0_4,			/* + lease.admission_gate,
 								 * app_grants.grantee_name */
-	LEASE_SCHEMA_0_5			/* + lease.worker_holdings (the bookkeeping
+	LEASE_SCHEMA_0_5			/* + lease.stream_placements (the stream
+								 * functions' placement check,
+								 * src/leases/placement.h),
+								 * lease.worker_holdings (the bookkeeping
 								 * apart from the heartbeat row) */
 } LeaseSchema;
 

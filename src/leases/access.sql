@@ -20,10 +20,15 @@
 -- restore maps a grant to the role of that name; the dump filter leaves out
 -- grants that no longer match (a dropped role's OID would be written as a
 -- number and name whichever role has it in the restored cluster).
+-- granted_by is the name of the role that granted it (0.5.0: a regrole
+-- before, which a dump wrote as a bare OID once that role was dropped): a
+-- record of who granted, which no later role with the same OID takes over.
+-- grant_app passes the granter as a regrole, stored by its name (an
+-- assignment cast), so the module writes it the same way into either type.
 CREATE TABLE lease.app_grants (
     app_name    text        NOT NULL,
     grantee     regrole     NOT NULL,
-    granted_by  regrole     NOT NULL,
+    granted_by  name        NOT NULL,
     granted_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     grantee_name name       NOT NULL,
     -- Serves the app check (the grantees of one app), grant_app's

@@ -28,6 +28,7 @@
 #include "common/spi_util.h"
 #include "leases/balancing.h"
 #include "leases/leases.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 
 /* The operator's weight of a lease; NULL clears it. */
@@ -116,6 +117,12 @@ lease_arg_capacity(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errmsg("%s must be a positive finite number", name),
 				 errdetail("The value given is %g.", value),
 				 errhint("Pass 1 for a worker like every other, 2 for one that can carry twice as much.")));
+	if (value < LEASE_MIN_CAPACITY || value > LEASE_MAX_CAPACITY)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be between %g and %g", name, LEASE_MIN_CAPACITY, LEASE_MAX_CAPACITY),
+				 errdetail("The value given is %g.", value),
+				 errhint("Capacities are relative: give the smallest worker 1 and the others a multiple of it.")));
 	return value;
 }
 
@@ -135,9 +142,8 @@ lease_record_capacity(Datum *stream, double capacity)
  * lease.set_weight: true when the lease exists and now has the operator's
  * weight (NULL: none, its measured rate counts).
  */
-PG_FUNCTION_INFO_V1(lease_set_weight);
-Datum
-lease_set_weight(PG_FUNCTION_ARGS)
+static Datum
+set_weight(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[4];
 	char		nulls[4] = {' ', ' ', ' ', ' '};
@@ -155,20 +161,34 @@ lease_set_weight(PG_FUNCTION_ARGS)
 				 errmsg("weight must not be negative"),
 				 errdetail("The value given is %g.", weight),
 				 errhint("Pass zero or more, or null to use the measured rate.")));
+	else if (weight > LEASE_MAX_WEIGHT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("weight must be at most %g", LEASE_MAX_WEIGHT),
+				 errdetail("The value given is %g.", weight),
+				 errhint("Weights are relative: scale them so that the heaviest lease is at most %g.",
+						 LEASE_MAX_WEIGHT)));
 	else
 		values[3] = Float8GetDatum(weight);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, LEASE_SCHEMA_0_4, &set_weight_stmt, values, nulls) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &set_weight_stmt, values, nulls) > 0);
 }
+
+PG_FUNCTION_INFO_V1(lease_set_weight);
+/* lease.set_weight as the 0.4.0 script binds it. */
+Datum lease_set_weight(PG_FUNCTION_ARGS) { return set_weight(fcinfo, LEASE_SCHEMA_0_4); }
+
+PG_FUNCTION_INFO_V1(lease_set_weight_0_5);
+/* lease.set_weight from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_set_weight_0_5(PG_FUNCTION_ARGS) { return set_weight(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
  * lease.set_balance_tolerance: sets the stream's tolerance (a fraction of
  * a worker's target, 0 to 1; NULL: back to the default); returns the
  * tolerance now in force.
  */
-PG_FUNCTION_INFO_V1(lease_set_balance_tolerance);
-Datum
-lease_set_balance_tolerance(PG_FUNCTION_ARGS)
+static Datum
+set_balance_tolerance(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
@@ -191,9 +211,17 @@ lease_set_balance_tolerance(PG_FUNCTION_ARGS)
 	else
 		values[2] = Float8GetDatum(tolerance);
 
-	lease_spi_exec_for_app(fcinfo, LEASE_SCHEMA_0_4, &set_tolerance_stmt, values, nulls);
+	lease_spi_exec_for_stream(fcinfo, schema, &set_tolerance_stmt, values, nulls);
 	PG_RETURN_FLOAT8(tolerance);
 }
+
+PG_FUNCTION_INFO_V1(lease_set_balance_tolerance);
+/* lease.set_balance_tolerance as the 0.4.0 script binds it. */
+Datum lease_set_balance_tolerance(PG_FUNCTION_ARGS) { return set_balance_tolerance(fcinfo, LEASE_SCHEMA_0_4); }
+
+PG_FUNCTION_INFO_V1(lease_set_balance_tolerance_0_5);
+/* lease.set_balance_tolerance from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_set_balance_tolerance_0_5(PG_FUNCTION_ARGS) { return set_balance_tolerance(fcinfo, LEASE_SCHEMA_0_5); }
 
 /* The stream's tolerance, if an operator set one. */
 static LeaseStatement tolerance_stmt = {

@@ -15,6 +15,19 @@
  * is delivered at that commit.  $n is lease.record_events and $m
  * lease.notify_channel, filled in by lease_event_params().
  *
+ * A notification never fails the change.  PostgreSQL queues a
+ * transaction's notifications at its commit and fails the commit ("too
+ * many notifications in the NOTIFY queue") when the queue is full, and any
+ * role that can connect may fill it (LISTEN in a transaction kept open,
+ * then NOTIFY).  So each row's notification is sent only while
+ * pg_notification_queue_usage() is below lease.notify_queue_limit (a
+ * fraction, 0.5 by default: at that point PostgreSQL warns too); at or
+ * above it the notification is skipped and counted in the sequence
+ * lease.notifications_skipped (0.5.0; looked up by name, so a 0.4.0 schema
+ * skips without counting), which lease.monitoring_notifications() reports.
+ * Workers find freed leases by their rounds anyway; a notification only
+ * makes that sooner.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef LEASE_EVENTS_H
@@ -37,12 +50,26 @@
 	" SELECT " LEASE_EVENT_COLUMNS " FROM c WHERE " rec \
 	" ORDER BY c.shard_id COLLATE pg_catalog.\"C\")"
 
-/* A select-list item announcing row `c` on channel `chan` unless it is ''. */
+/* The NOTIFY queue's fill above which notifications are skipped. */
+#define LEASE_SQL_NOTIFY_QUEUE_FULL \
+	"pg_catalog.pg_notification_queue_usage() OPERATOR(pg_catalog.>=)" \
+	" CAST(pg_catalog.current_setting('lease.notify_queue_limit') AS pg_catalog.float8)"
+
+/*
+ * A select-list item (text, meaningless) announcing row `c` on channel
+ * `chan` unless it is '', or, while the queue is too full, counting the
+ * notification skipped instead.
+ */
 #define LEASE_SQL_NOTIFY(chan) \
-	"CASE WHEN " chan " OPERATOR(pg_catalog.<>) '' THEN pg_catalog.pg_notify(" chan "," \
+	"CASE WHEN " chan " OPERATOR(pg_catalog.=) '' THEN NULL" \
+	"     WHEN " LEASE_SQL_NOTIFY_QUEUE_FULL \
+	"     THEN CAST(pg_catalog.nextval(pg_catalog.to_regclass('lease.notifications_skipped'))" \
+	"               AS pg_catalog.text)" \
+	"     ELSE CAST(pg_catalog.pg_notify(" chan "," \
 	" CAST(pg_catalog.json_build_object('app', c.app_name, 'stream', c.stream_name," \
 	"  'shard', c.shard_id, 'event', c.event, 'from', c.from_owner, 'to', c.to_owner," \
-	"  'lease_count', c.lease_count, 'lease_epoch', c.lease_epoch) AS pg_catalog.text)) END"
+	"  'lease_count', c.lease_count, 'lease_epoch', c.lease_epoch) AS pg_catalog.text))" \
+	"               AS pg_catalog.text) END"
 
 /* How many parameters lease_event_params fills. */
 #define LEASE_EVENT_NPARAMS 2

@@ -31,6 +31,7 @@
 #include "leases/balancing.h"
 #include "leases/events.h"
 #include "leases/leases.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 #include "leases/workers.h"
 #include "common/spi_util.h"
@@ -298,7 +299,7 @@ run_returning_count(FunctionCallInfo fcinfo, LeaseSchema schema, LeaseStatement 
 	uint64		processed;
 	bool		isnull = true;
 
-	lease_app_begin(fcinfo, schema, values[0], &caller);
+	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
 	processed = lease_spi_run(stmt, values, nulls, 0);
 	if (processed > 0)
 		*count = DatumGetInt64(lease_spi_value(0, 1, &isnull));
@@ -357,10 +358,14 @@ create_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[4] = lease_arg_checkpoint(fcinfo, 4, "checkpoint");
 	check_not_own_parent(values[2], values[3]);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &create_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &create_stmt, values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_create_lease, create_lease, LEASE_SCHEMA_0_3)
+
+PG_FUNCTION_INFO_V1(lease_create_lease_0_5);
+/* lease.create_lease from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_create_lease_0_5(PG_FUNCTION_ARGS) { return create_lease(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
  * lease.take_lease: the new lease_count, or NULL when not taken.  From
@@ -392,7 +397,7 @@ take_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 		have_every = lease_arg_opt_duration(fcinfo, 6, "renew_every", &renew_every);
 	lease_event_params(&values[6]);
 
-	lease_app_begin(fcinfo, schema, values[0], &caller);
+	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
 	if (lease_spi_run(LEASE_SCHEMA_STMT(take_stmts, schema), values, nulls, 0) > 0)
 		count = DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	if (!isnull && have_every)
@@ -409,7 +414,7 @@ take_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_take_lease, take_lease, lease_schema_before_0_4())
 
-/* lease.take_lease on the 0.5.0 schema (the bookkeeping in lease.worker_holdings). */
+/* lease.take_lease from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_take_lease_0_5);
 Datum lease_take_lease_0_5(PG_FUNCTION_ARGS) { return take_lease(fcinfo, LEASE_SCHEMA_0_5); }
 
@@ -432,6 +437,10 @@ renew_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_renew_lease, renew_lease, LEASE_SCHEMA_0_3)
 
+PG_FUNCTION_INFO_V1(lease_renew_lease_0_5);
+/* lease.renew_lease from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_renew_lease_0_5(PG_FUNCTION_ARGS) { return renew_lease(fcinfo, LEASE_SCHEMA_0_5); }
+
 /* Fills values[0..5] with the checked arguments both update_checkpoints share. */
 static void
 checkpoint_args(FunctionCallInfo fcinfo, Datum *values)
@@ -451,10 +460,14 @@ update_checkpoint(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	checkpoint_args(fcinfo, values);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &checkpoint_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &checkpoint_stmt, values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint, update_checkpoint, LEASE_SCHEMA_0_3)
+
+PG_FUNCTION_INFO_V1(lease_update_checkpoint_0_5);
+/* lease.update_checkpoint from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_update_checkpoint_0_5(PG_FUNCTION_ARGS) { return update_checkpoint(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
  * lease.update_checkpoint with a fencing token: true when written by the
@@ -473,12 +486,16 @@ update_checkpoint_fenced(FunctionCallInfo fcinfo, LeaseSchema schema)
 	if (measured)
 		values[7] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 7, "work"));
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema,
-										  measured ? &checkpoint_measured_stmt : &checkpoint_fenced_stmt,
-										  values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
+										     measured ? &checkpoint_measured_stmt : &checkpoint_fenced_stmt,
+										     values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint_fenced, update_checkpoint_fenced, LEASE_SCHEMA_0_3)
+
+PG_FUNCTION_INFO_V1(lease_update_checkpoint_fenced_0_5);
+/* lease.update_checkpoint with a fencing token from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_update_checkpoint_fenced_0_5(PG_FUNCTION_ARGS) { return update_checkpoint_fenced(fcinfo, LEASE_SCHEMA_0_5); }
 
 /* lease.prepare_checkpoint: true when the owner recorded its intended checkpoint. */
 static Datum
@@ -491,10 +508,14 @@ prepare_checkpoint(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[4] = lease_arg_checkpoint(fcinfo, 4, "pending_checkpoint");
 	check_not_shard_end(values[4]);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &prepare_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &prepare_stmt, values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_prepare_checkpoint, prepare_checkpoint, LEASE_SCHEMA_0_3)
+
+PG_FUNCTION_INFO_V1(lease_prepare_checkpoint_0_5);
+/* lease.prepare_checkpoint from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_prepare_checkpoint_0_5(PG_FUNCTION_ARGS) { return prepare_checkpoint(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
  * lease.release_lease: true when the owner gave the lease up (to the
@@ -509,14 +530,14 @@ release_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	lease_event_params(&values[4]);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema,
-										  LEASE_SCHEMA_STMT(release_stmts, schema),
-										  values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
+										     LEASE_SCHEMA_STMT(release_stmts, schema),
+										     values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_release_lease, release_lease, lease_schema_before_0_4())
 
-/* lease.release_lease on the 0.5.0 schema (the bookkeeping in lease.worker_holdings). */
+/* lease.release_lease from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_release_lease_0_5);
 Datum lease_release_lease_0_5(PG_FUNCTION_ARGS) { return release_lease(fcinfo, LEASE_SCHEMA_0_5); }
 
@@ -530,14 +551,14 @@ close_shard(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	lease_event_params(&values[4]);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema,
-										  LEASE_SCHEMA_STMT(close_stmts, schema),
-										  values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
+										     LEASE_SCHEMA_STMT(close_stmts, schema),
+										     values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_close_shard, close_shard, lease_schema_before_0_4())
 
-/* lease.close_shard on the 0.5.0 schema (the bookkeeping in lease.worker_holdings). */
+/* lease.close_shard from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_close_shard_0_5);
 Datum lease_close_shard_0_5(PG_FUNCTION_ARGS) { return close_shard(fcinfo, LEASE_SCHEMA_0_5); }
 
@@ -589,11 +610,10 @@ raise_not_held(Datum *values, int64 lease_epoch, bool found, const char *owner, 
  * holds the lease at `lease_epoch`.  The fenced-transaction contract
  * (docs/exactly-once.md): output rows, hold_lease and the checkpoint in one
  * transaction commit together or not at all, and never after the lease
- * changed hands.  Bound by the 0.4.0 script only, so its schema is 0.4.
+ * changed hands.
  */
-PG_FUNCTION_INFO_V1(lease_hold_lease);
-Datum
-lease_hold_lease(PG_FUNCTION_ARGS)
+static Datum
+hold_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	Datum		values[4];
 	int64		lease_epoch;
@@ -608,7 +628,7 @@ lease_hold_lease(PG_FUNCTION_ARGS)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	lease_epoch = lease_arg_nonneg_int64(fcinfo, 4, "lease_epoch");
 
-	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, values[0], &caller);
+	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
 	if (lease_spi_run(&hold_stmt, values, NULL, 0) == 0)
 		raise_not_held(values, lease_epoch, false, NULL, 0);
 	owner = lease_spi_value(0, 1, &owner_isnull);
@@ -623,3 +643,11 @@ lease_hold_lease(PG_FUNCTION_ARGS)
 
 	PG_RETURN_DATUM(checkpoint);
 }
+
+PG_FUNCTION_INFO_V1(lease_hold_lease);
+/* lease.hold_lease as the 0.4.0 script binds it. */
+Datum lease_hold_lease(PG_FUNCTION_ARGS) { return hold_lease(fcinfo, LEASE_SCHEMA_0_4); }
+
+PG_FUNCTION_INFO_V1(lease_hold_lease_0_5);
+/* lease.hold_lease from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_hold_lease_0_5(PG_FUNCTION_ARGS) { return hold_lease(fcinfo, LEASE_SCHEMA_0_5); }

@@ -295,7 +295,8 @@
 
 /*
  * Which of a LEASE_SCHEMA_STMTS set `schema` runs: its form for that
- * schema, or the newest form the set has (a statement that did not change).
+ * schema, or the newest form the set has (a statement whose SQL did not
+ * change; 0.5.0's placement check, for one, is not SQL).
  */
 #define LEASE_SCHEMA_STMT(stmts, schema) \
 	(&(stmts)[Min((int) (schema), (int) lengthof(stmts) - 1)])

@@ -66,8 +66,11 @@ CREATE TABLE lease.shard_leases (
         CHECK (pg_catalog.isfinite(lease_expires_at) AND pg_catalog.isfinite(handoff_requested_at)
                AND pg_catalog.isfinite(handoff_deadline) AND pg_catalog.isfinite(created_at)
                AND pg_catalog.isfinite(updated_at) AND pg_catalog.isfinite(checkpointed_at)),
+    -- An operator's weight is at most 1e15 (LEASE_MAX_WEIGHT, src/pg_lease.h,
+    -- 0.5.0): with it no sum of weights can overflow (a measured rate is
+    -- bounded by its bigint input).
     CONSTRAINT shard_leases_load_check
-        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<) 'Infinity'
+        CHECK (weight OPERATOR(pg_catalog.>=) 0 AND weight OPERATOR(pg_catalog.<=) '1e15'
                AND work_rate OPERATOR(pg_catalog.>=) 0 AND work_rate OPERATOR(pg_catalog.<) 'Infinity')
 )
 -- Renewals and checkpoints touch no indexed column: leave room on each page
@@ -246,8 +249,11 @@ CREATE TABLE lease.worker_capacities (
     worker      text             NOT NULL,
     capacity    double precision NOT NULL,
     PRIMARY KEY (app_name, stream_name, worker),
+    -- From 1e-6 to 1e6 (LEASE_MIN_CAPACITY, LEASE_MAX_CAPACITY,
+    -- src/pg_lease.h, 0.5.0): no load or target computed from it can
+    -- overflow.
     CONSTRAINT worker_capacities_capacity_check
-        CHECK (capacity OPERATOR(pg_catalog.>) 0 AND capacity OPERATOR(pg_catalog.<) 'Infinity')
+        CHECK (capacity OPERATOR(pg_catalog.>=) '1e-6' AND capacity OPERATOR(pg_catalog.<=) '1e6')
 );
 
 COMMENT ON TABLE lease.worker_capacities IS
@@ -285,6 +291,22 @@ COMMENT ON TABLE lease.lineage_changes IS
 
 -- Serves the round's check and its delete.
 CREATE INDEX lineage_changes_stream_idx ON lease.lineage_changes (app_name, stream_name);
+
+-- The lock of a stream's lineage writes (src/leases/lineage.c, 0.5.0):
+-- every statement that adds leases with parents to the stream upserts its
+-- row (writes counts those statements) and holds it to the end of its
+-- transaction, so that they take turns and each checks for a lineage cycle
+-- against everything committed before it (the trigger
+-- shard_leases_lineage_checked below).  Nothing else reads it.
+CREATE TABLE lease.stream_lineage (
+    app_name    text        NOT NULL,
+    stream_name text        NOT NULL,
+    writes      bigint      NOT NULL,
+    PRIMARY KEY (app_name, stream_name)
+);
+
+COMMENT ON TABLE lease.stream_lineage IS
+    'Per stream: how many statements added leases with parents (each one locks the row, so lineage writes of a stream take turns and none makes a cycle).';
 
 
 -- These three tables are derived from lease.shard_leases: marked for pg_dump
@@ -325,6 +347,22 @@ CREATE TRIGGER shard_leases_inserted
     REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT
     EXECUTE FUNCTION lease.shard_leases_inserted();
+
+-- Rows added (0.5.0): no lease may have more than 32 parents, and no
+-- lineage may be a cycle, checked against every lease committed before,
+-- with the stream's lease.stream_lineage row locked (src/leases/lineage.c).
+-- C, so that the check is linear in the lineage it reads.
+CREATE FUNCTION lease.shard_leases_lineage_checked()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'lease_shard_leases_lineage_checked'
+LANGUAGE C SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+CREATE TRIGGER shard_leases_lineage_checked
+    AFTER INSERT ON lease.shard_leases
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION lease.shard_leases_lineage_checked();
 
 -- Rows deleted (delete_lease, cleanup_ended): a lease that had not ended
 -- may have counted as takeable or blocked a child (its owner loses it in
@@ -510,15 +548,15 @@ CREATE TRIGGER shard_leases_load_updated
 -- access to the table, so the only way to change a lease is through the
 -- protocol, and only for its apps.  They are not STRICT: a NULL where a
 -- value is required is an error (22004) naming the argument.
--- Each is bound to the C entry point of this schema version (*_0_4,
--- src/common/version.h); the symbols without a suffix serve the released
+-- Each is bound to the C entry point of this schema version (*_0_5,
+-- src/common/version.h); the plain and _0_4 symbols serve the released
 -- schemas until ALTER EXTENSION pg_lease UPDATE.
 
 CREATE FUNCTION lease.create_lease(
     app_name text, stream_name text, shard_id text,
     parent_shard_ids text[] DEFAULT '{}', checkpoint text DEFAULT 'TRIM_HORIZON')
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_create_lease_0_4'
+AS 'MODULE_PATHNAME', 'lease_create_lease_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -535,7 +573,7 @@ CREATE FUNCTION lease.renew_lease(
     app_name text, stream_name text, shard_id text, owner text,
     lease_count bigint, lease_duration interval DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'lease_renew_lease_0_4'
+AS 'MODULE_PATHNAME', 'lease_renew_lease_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -543,7 +581,7 @@ CREATE FUNCTION lease.update_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     checkpoint text, sub_sequence bigint DEFAULT 0)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_4'
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -577,7 +615,7 @@ CREATE FUNCTION lease.update_checkpoint(
     checkpoint text, sub_sequence bigint, fencing_token bigint,
     work bigint DEFAULT NULL)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_4'
+AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -589,7 +627,7 @@ CREATE FUNCTION lease.hold_lease(
     app_name text, stream_name text, shard_id text, owner text,
     lease_epoch bigint)
 RETURNS text
-AS 'MODULE_PATHNAME', 'lease_hold_lease'
+AS 'MODULE_PATHNAME', 'lease_hold_lease_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -597,19 +635,19 @@ CREATE FUNCTION lease.prepare_checkpoint(
     app_name text, stream_name text, shard_id text, owner text,
     pending_checkpoint text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint_0_4'
+AS 'MODULE_PATHNAME', 'lease_prepare_checkpoint_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.cleanup_ended(app_name text, stream_name text)
 RETURNS integer
-AS 'MODULE_PATHNAME', 'lease_cleanup_ended_0_4'
+AS 'MODULE_PATHNAME', 'lease_cleanup_ended_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.delete_lease(app_name text, stream_name text, shard_id text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_delete_lease_0_4'
+AS 'MODULE_PATHNAME', 'lease_delete_lease_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -621,7 +659,7 @@ SET search_path = pg_catalog, pg_temp;
 CREATE FUNCTION lease.sync_shards(
     app_name text, stream_name text, shard_ids text[], parent_ids text[] DEFAULT NULL)
 RETURNS TABLE(shard_id text, action text)
-AS 'MODULE_PATHNAME', 'lease_sync_shards'
+AS 'MODULE_PATHNAME', 'lease_sync_shards_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -659,14 +697,14 @@ SET search_path = pg_catalog, pg_temp;
 CREATE FUNCTION lease.set_weight(
     app_name text, stream_name text, shard_id text, weight double precision)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_set_weight'
+AS 'MODULE_PATHNAME', 'lease_set_weight_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.set_balance_tolerance(
     app_name text, stream_name text, tolerance double precision)
 RETURNS double precision
-AS 'MODULE_PATHNAME', 'lease_set_balance_tolerance'
+AS 'MODULE_PATHNAME', 'lease_set_balance_tolerance_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -713,14 +751,14 @@ RETURNS TABLE(shard_id text, lease_count bigint, lease_epoch bigint,
               checkpoint text, checkpoint_sub_sequence bigint,
               pending_checkpoint text, expires_in interval,
               handoff_to text, handoff_from text, waiting_on text[])
-AS 'MODULE_PATHNAME', 'lease_my_leases_0_4'
+AS 'MODULE_PATHNAME', 'lease_my_leases_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 CREATE FUNCTION lease.request_handoff(
     app_name text, stream_name text, shard_id text, to_owner text)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'lease_request_handoff_0_4'
+AS 'MODULE_PATHNAME', 'lease_request_handoff_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
@@ -761,6 +799,18 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'lease_prune_events'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
+
+-- The notifications the ownership changes skipped because PostgreSQL's
+-- NOTIFY queue was at lease.notify_queue_limit or fuller (src/leases/events.h):
+-- a counter (nextval is not rolled back, so it also counts the skips of
+-- changes whose transaction then rolled back; after a crash it may jump
+-- ahead by up to 32), reported by lease.monitoring_notifications().
+-- Marked for pg_dump in src/common/finish.sql, last, as the 0.4.0--0.5.0
+-- upgrade adds it.
+CREATE SEQUENCE lease.notifications_skipped;
+
+COMMENT ON SEQUENCE lease.notifications_skipped IS
+    'Ownership-change notifications skipped because the NOTIFY queue was at lease.notify_queue_limit or fuller (lease.monitoring_notifications).';
 
 ----------------------------------------------------------------------------
 -- Observability views.  Not granted to PUBLIC: grant SELECT to a

@@ -275,3 +275,20 @@ $$;
 
 COMMENT ON FUNCTION lease.monitoring_ownership_changes() IS
     'Metrics: ownership changes (take, expiry_takeover, session_ended, steal, transfer, release, close) and handoff requests per app and stream, never decreasing across lease.prune_events.';
+
+-- Notifications skipped because the NOTIFY queue was too full
+-- (lease.notify_queue_limit, src/leases/events.h), never decreasing, and
+-- the queue's fill now.
+CREATE FUNCTION lease.monitoring_notifications()
+RETURNS TABLE (skipped bigint, queue_usage double precision)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END,
+       pg_catalog.pg_notification_queue_usage()
+  FROM lease.notifications_skipped AS s
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_notifications() IS
+    'Metrics: ownership-change notifications skipped because the NOTIFY queue was at lease.notify_queue_limit or fuller (a counter), and the queue''s fill.';

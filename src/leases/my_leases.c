@@ -22,6 +22,7 @@
 #include "common/args.h"
 #include "common/spi_util.h"
 #include "leases/leases.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 
 #define MY_LEASES_COLUMNS 10
@@ -91,7 +92,7 @@ my_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[2] = lease_arg_ident(fcinfo, 2, "owner");
 
 	InitMaterializedSRF(fcinfo, 0);
-	lease_app_begin(fcinfo, schema, values[0], &caller);
+	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
 	rows = lease_spi_run(&my_leases_stmts[schema >= LEASE_SCHEMA_0_4 ? 1 : 0], values, NULL, 0);
 	for (uint64 row = 0; row < rows; row++)
 	{
@@ -107,3 +108,7 @@ my_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_my_leases, my_leases, LEASE_SCHEMA_0_3)
+
+PG_FUNCTION_INFO_V1(lease_my_leases_0_5);
+/* lease.my_leases from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_my_leases_0_5(PG_FUNCTION_ARGS) { return my_leases(fcinfo, LEASE_SCHEMA_0_5); }

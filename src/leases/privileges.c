@@ -162,6 +162,16 @@ lease_app_begin(FunctionCallInfo fcinfo, LeaseSchema schema, Datum app_name,
 	}
 }
 
+/* Raises 42501 unless the caller may act for the app (privileges.h). */
+void
+lease_app_check(FunctionCallInfo fcinfo, LeaseSchema schema, Datum app_name)
+{
+	LeaseCaller caller;
+
+	lease_app_begin(fcinfo, schema, app_name, &caller);
+	lease_app_end(&caller);
+}
+
 /* Runs one statement for the app in values[0], as the owner. */
 uint64
 lease_spi_exec_for_app(FunctionCallInfo fcinfo, LeaseSchema schema, LeaseStatement *stmt,

@@ -41,6 +41,14 @@
 extern void lease_app_begin(FunctionCallInfo fcinfo, LeaseSchema schema, Datum app_name,
 							LeaseCaller *caller);
 
+/*
+ * Raises 42501 unless the caller may act for app_name, and changes nothing
+ * else: for a function that runs as its caller (import_kcl_dynamodb) and
+ * must refuse a caller that may not act for the app before it reads
+ * anything in proportion to its input.  SPI must not be connected.
+ */
+extern void lease_app_check(FunctionCallInfo fcinfo, LeaseSchema schema, Datum app_name);
+
 /* Disconnects from SPI and switches back to the caller saved by lease_app_begin. */
 extern void lease_app_end(const LeaseCaller *caller);
 

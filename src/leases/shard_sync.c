@@ -15,7 +15,10 @@
  * a shard missing from one listing (a lister's hiccup, a listing taken
  * mid-reshard) must not end a lease someone is processing.
  *
- * Every argument is checked before any SQL runs, and the lineage check
+ * The caller's access to the app is checked first, before anything is
+ * made from the lists (a caller that may not act for the app is refused
+ * whatever it passes, at no cost proportional to the lists); then every
+ * argument, before any SQL of the function runs; and the lineage check
  * (statement 1, read only) runs before the insert (statement 2), so bad
  * input writes nothing.
  *
@@ -37,6 +40,7 @@
 #include "common/args.h"
 #include "common/spi_util.h"
 #include "leases/leases.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 
 /*
@@ -377,12 +381,10 @@ sync_parent_pairs(FunctionCallInfo fcinfo, Datum *shards, int n, HTAB *listed, D
 /*
  * lease.sync_shards: creates the missing leases of the listed shards with
  * their lineage ('created') and reports the stream's leases that are not
- * listed and not ended ('unlisted'); ends nothing.  Bound by the 0.4.0
- * script only, so its schema is 0.4.
+ * listed and not ended ('unlisted'); ends nothing.
  */
-PG_FUNCTION_INFO_V1(lease_sync_shards);
-Datum
-lease_sync_shards(PG_FUNCTION_ARGS)
+static Datum
+sync_shards(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[5];
@@ -394,13 +396,15 @@ lease_sync_shards(PG_FUNCTION_ARGS)
 
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
+	InitMaterializedSRF(fcinfo, 0);
+	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
+
+	/* the lists, in SPI's memory of this call */
 	shards = sync_shard_ids(fcinfo, &n, &listed);
 	values[2] = PointerGetDatum(PG_GETARG_ARRAYTYPE_P(2));
 	sync_parent_pairs(fcinfo, shards, n, listed, &values[3], &values[4]);
 	hash_destroy(listed);
 
-	InitMaterializedSRF(fcinfo, 0);
-	lease_app_begin(fcinfo, LEASE_SCHEMA_0_4, values[0], &caller);
 	if (!PG_ARGISNULL(3) && lease_spi_run(&sync_conflict_stmt, values, NULL, 0) > 0)
 	{
 		bool		isnull;
@@ -427,3 +431,11 @@ lease_sync_shards(PG_FUNCTION_ARGS)
 	lease_app_end(&caller);
 	return (Datum) 0;
 }
+
+PG_FUNCTION_INFO_V1(lease_sync_shards);
+/* lease.sync_shards as the 0.4.0 script binds it. */
+Datum lease_sync_shards(PG_FUNCTION_ARGS) { return sync_shards(fcinfo, LEASE_SCHEMA_0_4); }
+
+PG_FUNCTION_INFO_V1(lease_sync_shards_0_5);
+/* lease.sync_shards from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_sync_shards_0_5(PG_FUNCTION_ARGS) { return sync_shards(fcinfo, LEASE_SCHEMA_0_5); }

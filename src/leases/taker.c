@@ -8,7 +8,8 @@
  * prepared statements inside one SPI connection:
  *
  *	 1. loads: the stream's workers and their live leases, from
- *		lease.stream_workers (a worker's own leases are read only when its
+ *		lease.worker_holdings (lease.stream_workers up to 0.4.0) with each
+ *		worker's heartbeat row (a worker's own leases are read only when its
  *		expiry bound has passed), and the number of takeable leases, cached
  *		in lease.stream_takeable (counted from the stream only after a
  *		lease was created, imported, deleted or ended);
@@ -53,6 +54,7 @@
 #include "leases/balancing.h"
 #include "leases/events.h"
 #include "leases/leases.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 #include "leases/workers.h"
 #include "common/spi_util.h"
@@ -65,8 +67,9 @@
  * and whether it may hold expired leases.  Most loaded first.
  *
  * Nothing here reads the stream's leases: the workers come from
- * lease.stream_workers; a worker whose expires_min is still ahead holds
- * live leases only, so its count is its live count; only a worker whose
+ * lease.stream_workers (the 0.3.0 bookkeeping); a worker whose expires_min
+ * is still ahead holds live leases only, so its count is its live count;
+ * only a worker whose
  * bound has passed (it may be dead, or renews lease by lease) has its own
  * leases counted, through shard_leases_owner_idx.  The pending handoffs
  * come through shard_leases_handoff_idx.
@@ -139,7 +142,7 @@
  * (the sum of COALESCE(weight, work_rate) of its live leases, a promised
  * lease counting for the worker it is promised to), how many of those
  * leases have a known weight, and the worker's declared capacity.  A
- * worker that is not suspect has them in lease.stream_workers; a suspect
+ * worker that is not suspect has them in its bookkeeping row; a suspect
  * one has its leases read once (the lateral r, empty for the others).
  */
 #define LEASE_SQL_KNOWN_WEIGHT(a) "COALESCE(" a ".weight, " a ".work_rate)"
@@ -1127,7 +1130,7 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	InitMaterializedSRF(fcinfo, 0);
 	r.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	lease_app_begin(fcinfo, schema, r.stream[0], &caller);
+	lease_stream_begin(fcinfo, schema, r.stream[0], r.stream[1], &caller);
 
 	read_loads(&r);
 	if (schema >= LEASE_SCHEMA_0_4 && capacity != r.stored_capacity)
@@ -1147,7 +1150,7 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_take_leases, take_leases, lease_schema_before_0_4())
 
-/* lease.take_leases on the 0.5.0 schema (the bookkeeping in lease.worker_holdings). */
+/* lease.take_leases from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_take_leases_0_5);
 Datum lease_take_leases_0_5(PG_FUNCTION_ARGS) { return take_leases(fcinfo, LEASE_SCHEMA_0_5); }
 
@@ -1189,7 +1192,7 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 		have_every = lease_arg_opt_duration(fcinfo, 4, "renew_every", &renew_every);
 
 	InitMaterializedSRF(fcinfo, 0);
-	lease_app_begin(fcinfo, schema, values[0], &caller);
+	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
 	if (schema >= LEASE_SCHEMA_0_4)
 		lease_record_session(schema, values, have_every, renew_every, &values[3]);
 	if (schema >= LEASE_SCHEMA_0_5)
@@ -1211,7 +1214,7 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_renew_leases, renew_leases, renew_leases_plain_schema(fcinfo))
 
-/* lease.renew_leases on the 0.5.0 schema (the heartbeat row only its worker writes). */
+/* lease.renew_leases from 0.5.0 on: the placement check (src/leases/placement.h), the heartbeat row only its worker writes. */
 PG_FUNCTION_INFO_V1(lease_renew_leases_0_5);
 Datum lease_renew_leases_0_5(PG_FUNCTION_ARGS) { return renew_leases(fcinfo, LEASE_SCHEMA_0_5); }
 
@@ -1232,10 +1235,14 @@ request_handoff(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[5] = lease_interval_from_ms(lease_default_lease_duration_ms);
 	lease_event_params(&values[6]);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, LEASE_SCHEMA_STMT(request_one_stmts, schema), values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, LEASE_SCHEMA_STMT(request_one_stmts, schema), values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_request_handoff, request_handoff, LEASE_SCHEMA_0_3)
+
+PG_FUNCTION_INFO_V1(lease_request_handoff_0_5);
+/* lease.request_handoff from 0.5.0 on: with the placement check (src/leases/placement.h). */
+Datum lease_request_handoff_0_5(PG_FUNCTION_ARGS) { return request_handoff(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
  * lease.plan_rebalance: the moves the weighted rounds would make from the
@@ -1270,7 +1277,7 @@ plan_rebalance(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	InitMaterializedSRF(fcinfo, 0);
 	rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	lease_app_begin(fcinfo, schema, r.stream[0], &caller);
+	lease_stream_begin(fcinfo, schema, r.stream[0], r.stream[1], &caller);
 
 	/* the workers, as a round of `owner` reads them */
 	lease_spi_run(LEASE_SCHEMA_STMT(loads_stmts, schema), r.stream, nulls, 0);
@@ -1341,6 +1348,6 @@ plan_rebalance(FunctionCallInfo fcinfo, LeaseSchema schema)
 PG_FUNCTION_INFO_V1(lease_plan_rebalance);
 Datum lease_plan_rebalance(PG_FUNCTION_ARGS) { return plan_rebalance(fcinfo, LEASE_SCHEMA_0_4); }
 
-/* lease.plan_rebalance on the 0.5.0 schema (the bookkeeping in lease.worker_holdings). */
+/* lease.plan_rebalance from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_plan_rebalance_0_5);
 Datum lease_plan_rebalance_0_5(PG_FUNCTION_ARGS) { return plan_rebalance(fcinfo, LEASE_SCHEMA_0_5); }

@@ -44,6 +44,7 @@
 #include "common/config.h"
 #include "common/spi_util.h"
 #include "leases/leases.h"
+#include "leases/placement.h"
 #include "leases/privileges.h"
 #include "leases/workers.h"
 
@@ -389,7 +390,7 @@ heartbeat(FunctionCallInfo fcinfo, LeaseSchema schema)
 	have_every = lease_arg_opt_duration(fcinfo, 4, "renew_every", &renew_every);
 	record_session_values(stream, have_every, renew_every, &duration, values, nulls);
 
-	lease_app_begin(fcinfo, schema, values[0], &caller);
+	lease_stream_begin(fcinfo, schema, stream[0], stream[1], &caller);
 	if (schema >= LEASE_SCHEMA_0_5)
 	{
 		lease_spi_run(&record_session_stmts[1][1], values, nulls, 0);
@@ -410,7 +411,7 @@ heartbeat(FunctionCallInfo fcinfo, LeaseSchema schema)
 PG_FUNCTION_INFO_V1(lease_heartbeat);
 Datum lease_heartbeat(PG_FUNCTION_ARGS) { return heartbeat(fcinfo, LEASE_SCHEMA_0_4); }
 
-/* lease.heartbeat on the 0.5.0 schema (the heartbeat row only its worker writes). */
+/* lease.heartbeat from 0.5.0 on: the placement check (src/leases/placement.h), the heartbeat row only its worker writes. */
 PG_FUNCTION_INFO_V1(lease_heartbeat_0_5);
 Datum lease_heartbeat_0_5(PG_FUNCTION_ARGS) { return heartbeat(fcinfo, LEASE_SCHEMA_0_5); }
 

@@ -2,7 +2,7 @@
 # Writes the router's install script to stdout from the catalog of a
 # database where pg_lease is installed:
 #   src/router/generate.sh VERSION [psql connection options...]
-# head.sql, then what generate.sql derives from pg_lease's catalog (with
+# head.sql and placement.sql, then what generate.sql derives from pg_lease's catalog (with
 # src/router/<name>.sql in place of each '\ir <name>.sql'), then tail.sql.  Fails when a function of
 # pg_lease has no routing rule.  make router-sql and the router test run it.
 set -uo pipefail
@@ -21,6 +21,8 @@ echo
 printf '%s\n' '\echo Use "CREATE EXTENSION pg_lease_router" to load this file. \quit'
 echo
 cat "$here/head.sql"
+echo
+cat "$here/placement.sql"
 echo
 echo "-- Every function and view of pg_lease, routed (src/router/generate.sql)."
 echo

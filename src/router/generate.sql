@@ -20,7 +20,8 @@
 --   user          first argument user_id: the tenant's partition
 --   conversation  first argument a conversation id: the partition that made it
 -- Trigger functions are not routed: they serve pg_lease's own tables, which
--- a router has not.  A function no rule covers makes the generator fail
+-- a router has not; nor are the steps of a stream move (move_stream_*),
+-- which src/router/placement.sql calls on named partitions.  A function no rule covers makes the generator fail
 -- (NO ROUTING RULE).
 -- Every view of pg_lease in schema lease becomes a view over all partitions.
 \set ON_ERROR_STOP 1
@@ -47,6 +48,9 @@ WITH fn AS (
        -- called by pg_lease's own statements on a partition, about that
        -- partition's sessions; no client calls it
        AND p.proname OPERATOR(pg_catalog.<>) 'liveness_cutoff'
+       -- the steps of a stream move: the router's move_stream calls each
+       -- on a named partition (src/router/placement.sql)
+       AND p.proname NOT LIKE 'move\_stream\_%'
 ), ruled AS (
     SELECT fn.*,
            CASE

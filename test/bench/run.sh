@@ -584,6 +584,74 @@ bench_weighted() {
 # test/bench/peers/peers.py starts each system itself (its own PostgreSQL
 # too, durable) and writes its part of the report and the plot's data: the
 # ratios pg_lease ÷ peer of the rates, durable settings.
+# -- 11: importing a KCL lease table ------------------------------------------
+# import_kcl_dynamodb of synthetic KCL 2.x exports of growing size
+# (test/bench/kcl_export.py: split parents that have ended, their children,
+# 56-digit checkpoints, owners, hash keys; JSON Lines), each into an empty
+# stream.  Wall time and the backend's CPU time (from /proc, so that other
+# jobs on a shared machine count less), the CPU per 1,000 items, and each
+# size's CPU per item over the smallest size's: 1.0 is linear (0.4.0's
+# import was quadratic: 8,000 items took 86 s).  The baseline, measured
+# beside it: import_kcl_ex_rows of as many leases (seven arrays, one
+# INSERT), and the import's CPU over the baseline's.
+import_run() {   # import_run SQL-FILE: sets WALL (s) and CPU (s) of its last statement
+    local out
+    out=$("${PSQL[@]}" -At -f "$1") || return 1
+    WALL=$(printf '%s\n' "$out" | sed -n 's/^wall //p')
+    CPU=$(awk '{ c[NR] = $1 + $2 } END { printf "%.2f", (c[2] - c[1]) / 100 }' "$WORK/import.cpu")
+}
+
+bench_import() {
+    local sizes="1000 10000 100000" n first_cpu="" rows=""
+    [ "$QUICK" -eq 1 ] && sizes="1000 10000"
+    for n in $sizes; do
+        step "import: $n KCL items (import_kcl_dynamodb, and import_kcl_ex_rows as the baseline)"
+        /usr/bin/python3 test/bench/kcl_export.py "$n" >"$WORK/kcl-$n.json"
+        # psql runs the import between two readings of its backend's CPU
+        cat >"$WORK/import.sql" <<SQL
+\\set export \`cat $WORK/kcl-$n.json\`
+SELECT pg_backend_pid() AS pid \\gset
+\\setenv P :pid
+\\! cut -d' ' -f14,15 /proc/\$P/stat >"$WORK/import.cpu"
+SELECT clock_timestamp() AS t0 \\gset
+SELECT count(*) FROM lease.import_kcl_dynamodb('bench-import-$n', 'orders', :'export') \\g /dev/null
+\\! cut -d' ' -f14,15 /proc/\$P/stat >>"$WORK/import.cpu"
+SELECT 'wall ' || round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2);
+SQL
+        import_run "$WORK/import.sql" || return 1
+        local wall=$WALL cpu=$CPU
+        cat >"$WORK/import.sql" <<SQL
+SELECT pg_backend_pid() AS pid \\gset
+\\setenv P :pid
+CREATE TEMP TABLE k AS SELECT 'shardId-' || i AS shard, 'worker-' || i % 50 AS owner,
+       '4959033827149025660855969254' || lpad(i::text, 28, '0') AS checkpoint
+  FROM generate_series(1, $n) AS i;
+\\! cut -d' ' -f14,15 /proc/\$P/stat >"$WORK/import.cpu"
+SELECT clock_timestamp() AS t0 \\gset
+SELECT lease.import_kcl_ex_rows(array_fill('bench-base-$n'::text, ARRAY[$n]), array_fill('orders'::text, ARRAY[$n]),
+       (SELECT array_agg(shard) FROM k), (SELECT array_agg(checkpoint) FROM k), (SELECT array_agg(owner) FROM k),
+       array_fill(100::bigint, ARRAY[$n]), array_fill(false, ARRAY[$n])) \\g /dev/null
+\\! cut -d' ' -f14,15 /proc/\$P/stat >>"$WORK/import.cpu"
+SELECT 'wall ' || round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 2);
+SQL
+        import_run "$WORK/import.sql" || return 1
+        first_cpu=${first_cpu:-$cpu}
+        local first_n=${sizes%% *}
+        rows="$rows| $n | $wall | $cpu | $(awk -v c="$cpu" -v n="$n" 'BEGIN { printf "%.0f", 1000000 * c / n }') | $(awk -v c="$cpu" -v n="$n" -v f="$first_cpu" -v fn="$first_n" 'BEGIN { if (f > 0) printf "%.2f", (c / n) / (f / fn); else print "n/a" }') | $WALL | $CPU | $(ratio "$cpu" "$CPU") |
+"
+    done
+    {
+        echo
+        echo "### 11. Importing a KCL lease table (import_kcl_dynamodb)"
+        echo
+        echo "Synthetic KCL 2.x exports (\`test/bench/kcl_export.py\`: split parents that have ended and their children, 56-digit checkpoints), each into an empty stream. CPU is the server backend's; \"per item vs 1,000\" is the CPU per item over the 1,000-item run's (1.00: linear; 0.4.0's import was quadratic, 8,000 items in 86 s). Baseline: \`import_kcl_ex_rows\` of as many leases (seven arrays, one INSERT), in the same run."
+        echo
+        echo "| items | import wall (s) | import CPU (s) | CPU per 1,000 items (ms) | per item vs 1,000 | baseline wall (s) | baseline CPU (s) | import ÷ baseline (CPU) |"
+        echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+        printf '%s' "$rows"
+    } >>"$REPORT"
+}
+
 bench_peers() {
     {
         echo
@@ -643,6 +711,7 @@ bench_exactly_once
 bench_weighted
 bench_failover
 bench_peers
+bench_import
 
 cp "$REPORT" "$ROOT/$OUT"
 rm -rf "$WORK"

@@ -4,7 +4,7 @@
     check.py DIR DSN --killed W,.. --joined W,.. [--failover] [--stream NAME]
 
 DIR holds, per worker W, W.records (one JSON line per record processed:
-shard, seq, time) and W.journal (one JSON line per thing the server
+shard, seq, its sub-sequence, time) and W.journal (one JSON line per thing the server
 acknowledged: takes and renewals with their send times and epochs,
 processor starts with their checkpoint, checkpoints with ok true/false,
 releases, closes, shutdowns), plus "fairness" (the harness's last look at
@@ -14,6 +14,12 @@ compare it with the journals.
 Invariants:
   - no checkpoint refused (no spurious failure, no lease lost by a live
     worker), and, but with --failover, no checkpoint that failed to be written;
+  - positions are (sequence number, sub-sequence) pairs compared as big
+    integers (a Kinesis sequence number has 56 digits); on a stream named
+    "kpl-..." every even record is an aggregate of 5 user records
+    (sub-sequences 0..4), as the example workers synthesize it; a shard's
+    records start after the first checkpoint a processor started it from
+    (TRIM_HORIZON, or an imported one);
   - no acknowledged checkpoint lost: every processor starts from a checkpoint
     at or past every checkpoint of its shard acknowledged before;
   - nothing processed twice, except the unacknowledged tail of a killed worker
@@ -32,9 +38,9 @@ Invariants:
     shard by that worker (a renewal by heartbeat, journaled "via":
     "heartbeat", counts for the shards it lists at the epochs listed:
     those of the last renew_leases, whose leases_version it confirmed);
-  - the workers that renew by heartbeat (Python, Node) did, when they
-    renewed ten times or more;
   - ended shards closed, their children processed from the start;
+  - the workers that renew by heartbeat (Python, Node, Elixir) did, when they
+    renewed ten times or more;
   - every language's workers (the name's prefix: py, node, java, go, ex) and every
     joining worker processed records;
   - fair shares at the end, no takeable lease unheld.
@@ -86,13 +92,34 @@ print("# workers: %s" % " ".join(workers))
 
 lease_duration = {w: next(e["lease_duration"] for e in j if e["ev"] == "started") for w, j in journals.items()}
 
+AGGREGATE = 5
+kpl = args.stream.startswith("kpl-")
+SENTINELS = ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP")
+
+
+def position(checkpoint, sub=0):
+    """A checkpoint (text, never a machine integer) and its sub-sequence as a comparable pair."""
+    return (0, 0) if checkpoint in SENTINELS else (int(checkpoint), int(sub or 0))
+
+
+def following(pos):
+    """The user record after pos on this stream (an even record of a kpl- stream is an aggregate)."""
+    seq, sub = pos
+    if kpl and seq > 0 and seq % 2 == 0 and sub + 1 < AGGREGATE:
+        return (seq, sub + 1)
+    return (seq + 1, 0)
+
+
+def record_position(r):
+    return (int(r["seq"]), int(r.get("sub", 0)))
+
 # -- checkpoints ------------------------------------------------------------
 refused = [(w, e) for w, j in journals.items() for e in j if e["ev"] == "checkpoint" and not e["ok"]]
 acked = collections.defaultdict(list)       # (worker, shard) -> [(t, seq)]
 for w, j in journals.items():
     for e in j:
         if e["ev"] == "checkpoint" and e["ok"]:
-            acked[(w, e["shard"])].append((e["t"], int(e["checkpoint"])))
+            acked[(w, e["shard"])].append((e["t"], position(e["checkpoint"], e.get("sub"))))
 n_checkpoints = sum(len(v) for v in acked.values())
 check(not refused, "no checkpoint refused: %d acknowledged, %d refused %s"
       % (n_checkpoints, len(refused), refused[:3]))
@@ -100,7 +127,7 @@ failed = collections.defaultdict(list)      # shard -> [(t, seq)] of writes that
 for w, j in journals.items():
     for e in j:
         if e["ev"] == "checkpoint_failed":
-            failed[e["shard"]].append((e["t"], int(e["checkpoint"])))
+            failed[e["shard"]].append((e["t"], position(e["checkpoint"], e.get("sub"))))
 n_failed = sum(len(v) for v in failed.values())
 if args.failover:
     print("# %d checkpoint writes failed during the failover (ambiguous or unavailable)" % n_failed)
@@ -108,25 +135,27 @@ else:
     check(not n_failed, "no checkpoint failed to be written: %d %s" % (n_failed, list(failed.items())[:3]))
 
 
-def position(checkpoint):
-    return 0 if checkpoint == "TRIM_HORIZON" else int(checkpoint)
-
-
 lost = []
+start = {}                                  # shard -> the position its first processor started after
 for w, j in journals.items():
     for e in j:
         if e["ev"] == "initialized":
-            before = max([c for (_, s), v in acked.items() if s == e["shard"] for t, c in v if t < e["t"]], default=0)
-            if position(e["checkpoint"]) < before:
+            at = position(e["checkpoint"], e.get("sub"))
+            before = max([c for (_, s), v in acked.items() if s == e["shard"] for t, c in v if t < e["t"]],
+                         default=(0, 0))
+            if at < before:
                 lost.append((w, e["shard"], e["checkpoint"], before))
+            if e["shard"] not in start or e["t"] < start[e["shard"]][0]:
+                start[e["shard"]] = (e["t"], at)
+start = {s: at for s, (_, at) in start.items()}
 check(not lost, "no acknowledged checkpoint lost: every processor started at or past its shard's"
       " acknowledged checkpoints %s" % lost[:3])
 
 # -- duplicates and gaps --------------------------------------------------------
-by_shard = collections.defaultdict(list)    # shard -> [(t, worker, seq)]
+by_shard = collections.defaultdict(list)    # shard -> [(t, worker, (seq, sub))]
 for w, rs in records.items():
     for r in rs:
-        by_shard[r["shard"]].append((r["t"], w, r["seq"]))
+        by_shard[r["shard"]].append((r["t"], w, record_position(r)))
 total = sum(len(v) for v in by_shard.values())
 lost_at = collections.defaultdict(list)    # (worker, shard) -> when it shut down with "lease lost"
 for w, j in journals.items():
@@ -158,24 +187,35 @@ check(not dups_bad, "nothing processed twice but %s: %d records, %d again from a
 conn = psycopg2.connect(args.dsn)
 conn.autocommit = True
 cur = conn.cursor()
-cur.execute("SELECT shard_id, checkpoint, parent_shard_ids FROM lease.shard_leases"
+cur.execute("SELECT shard_id, checkpoint, checkpoint_sub_sequence, parent_shard_ids FROM lease.shard_leases"
             " WHERE app_name = 'clients' AND stream_name = %s ORDER BY shard_id", (args.stream,))
-server = {s: (c, p) for s, c, p in cur.fetchall()}
+server = {s: (c, sub, p) for s, c, sub, p in cur.fetchall()}
 closed = {e["shard"] for j in journals.values() for e in j if e["ev"] == "closed" and e["ok"]}
 gaps = []
 mismatch = []
-for shard, (server_ckpt, _) in server.items():
-    last_acked = max([c for (w, s), v in acked.items() if s == shard for _, c in v], default=0)
-    want = "SHARD_END" if shard in closed else (str(last_acked) if last_acked else "TRIM_HORIZON")
-    committed_unacked = (args.failover and server_ckpt not in ("SHARD_END", "TRIM_HORIZON") and
-                         int(server_ckpt) > last_acked and
-                         any(c == int(server_ckpt) for _, c in failed[shard]))
-    if server_ckpt != want and not committed_unacked:
-        mismatch.append((shard, server_ckpt, want))
-    done = {seq for _, _, seq in by_shard.get(shard, [])}
-    missing = [seq for seq in range(1, last_acked + 1) if seq not in done]
+for shard, (server_ckpt, server_sub, _) in server.items():
+    if server_ckpt != "SHARD_END":
+        start.setdefault(shard, position(server_ckpt, server_sub))    # never started: where it is
+    first = start.get(shard, (0, 0))
+    last_acked = max([c for (w, s), v in acked.items() if s == shard for _, c in v] + [first])
+    if shard in closed or (server_ckpt == "SHARD_END" and shard not in start):
+        want, got = "SHARD_END", server_ckpt          # closed here, or ended before (an import)
+    else:
+        want = last_acked
+        got = "SHARD_END" if server_ckpt == "SHARD_END" else position(server_ckpt, server_sub)
+    committed_unacked = (args.failover and got != "SHARD_END" and want != "SHARD_END" and got > last_acked and
+                         any(c == got for _, c in failed[shard]))
+    if got != want and not committed_unacked:
+        mismatch.append((shard, server_ckpt, server_sub, want))
+    done = {pos for _, _, pos in by_shard.get(shard, [])}
+    missing = []
+    pos = following(first)
+    while pos <= last_acked and len(missing) < 5:
+        if pos not in done:
+            missing.append(pos)
+        pos = following(pos)
     if missing:
-        gaps.append((shard, missing[:5]))
+        gaps.append((shard, missing))
 check(not gaps, "no gaps: every record up to each shard's last acknowledged checkpoint was processed %s" % gaps[:3])
 check(not mismatch, "the server's checkpoints are the last ones the workers were told were written%s %s"
       % (" (or a later one whose answer was lost)" if args.failover else "", mismatch[:3]))
@@ -186,14 +226,19 @@ check(set(ended) <= closed and all(server[s][0] == "SHARD_END" for s in ended),
       "the ended shards %s were closed by their owners" % ended)
 for shard in ended:
     n = int(shard.rsplit("-end", 1)[1])
-    done = {seq for _, _, seq in by_shard.get(shard, [])}
-    check(done == set(range(1, n + 1)), "%s: exactly records 1..%d processed" % (shard, n))
-children = [s for s, (_, parents) in server.items() if parents]
+    done = {pos for _, _, pos in by_shard.get(shard, [])}
+    want, pos = set(), following((0, 0))
+    while pos[0] <= n:
+        want.add(pos)
+        pos = following(pos)
+    check(done == want, "%s: exactly records 1..%d processed (%d user records)" % (shard, n, len(want)))
+children = [s for s, (_, _, parents) in server.items() if parents]
 for shard in children:
     rs = sorted(by_shard.get(shard, []))
-    parents_end = max([t for p in server[shard][1] for t, _, _ in by_shard.get(p, [])], default=0)
-    check(bool(rs) and rs[0][2] == 1 and rs[0][0] > parents_end,
-          "%s (child of %s) processed from record 1, after its parents ended" % (shard, server[shard][1]))
+    parents_end = max([t for p in server[shard][2] for t, _, _ in by_shard.get(p, [])], default=0)
+    first = following(start.get(shard, (0, 0)))
+    check(bool(rs) and rs[0][2] == first and rs[0][0] > parents_end,
+          "%s (child of %s) processed from %s, after its parents ended" % (shard, server[shard][2], first))
 
 # -- no two owners at once; epochs; the local deadline ----------------------------
 spans = collections.defaultdict(list)       # shard -> [(start, end, worker, epoch)]
@@ -239,7 +284,7 @@ check(not epochs_bad, "the fencing epoch grows from one owner of a shard to the 
 check(not deadline_bad, "every record processed within a lease duration of an acknowledged take/renewal %s"
       % deadline_bad[:3])
 
-# -- renewals by heartbeat (the Python and Node workers, docs/client-rules.md rule 5) ------
+# -- renewals by heartbeat (the Python, Node and Elixir workers, docs/client-rules.md rule 5) ------
 via = {}   # worker -> Counter of "heartbeat" and "list" renewals
 for w, j in journals.items():
     c = collections.Counter(e["via"] for e in j if e["ev"] == "renewed" and "via" in e)

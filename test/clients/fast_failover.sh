@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Section 8 of the clients suite (sourced by test/clients/run.sh): the
 # fast-failover mode (docs/client-rules.md, rule 6) on a database of its
-# own, Python and Node workers with renew_every 0.5 s and 10 s leases,
+# own, Python, Node and Elixir workers with renew_every 0.5 s and 10 s leases,
 # these faults overlapping in one run of the fleet:
 #   - an immediate stop and restart of the server: no lease is taken early
 #     (the sessions died with the old server incarnation);
@@ -18,8 +18,9 @@
 #     record writes finishes that batch after the pause, which no client
 #     rule can prevent (its checkpoint is then refused by the fencing token,
 #     and only transactional mode fences the output);
-#   - a dropped connection while the worker lives: a Python and a Node worker
-#     reach the server through test/clients/tcp_relay.py, which drops their
+#   - a dropped connection while the worker lives: a Python, a Node and an
+#     Elixir worker reach the server through test/clients/tcp_relay.py, which
+#     drops their
 #     connections half-open (the server's side closed, the worker's side open
 #     and silent, so its calls hang) and refuses new ones for 9 s; the server
 #     sees its session end and the others take its leases early
@@ -32,10 +33,11 @@
 #     itself, before the others take its leases (--failover: its failed
 #     checkpoints are allowed);
 #   - pg_terminate_backend of a live worker's connections: it reconnects;
+# (a second Elixir worker, ex-ff-2, has a relay of its own that never drops)
 # then test/clients/check.py over the journals (no two owners at once, among
-# the rest).  The negative control: the cut-off worker and the worker whose
-# connections dropped, with rule 6 disabled, process on after their leases
-# were taken, and the checker must say so of each.
+# the rest).  The negative control: the cut-off worker and the Python and
+# Elixir workers whose connections dropped, with rule 6 disabled, process on
+# after their leases were taken, and the checker must say so of each.
 # Uses PY, NODE, PSQL, OUT, PGHOST, PGPORT, ok and the fleet harness.
 FF_DB=pg_lease_ff
 FF_RENEW=0.5
@@ -90,6 +92,7 @@ ff_relay_start() {   # a relay to the cluster (test/clients/tcp_relay.py): sets 
     ff_relay=$!
     for _ in $(seq 1 50); do [ -s "$FF_OUT/relay.port" ] && break; sleep 0.1; done
     FF_RELAY_DSN="postgresql://clients_worker@127.0.0.1:$(cat "$FF_OUT/relay.port")/$FF_DB?sslmode=disable"
+    rm "$FF_OUT/relay.port"
 }
 FF_DSN="postgresql:///$FF_DB?host=$PGHOST&port=$PGPORT&user=clients_worker"
 FF_ADMIN="postgresql:///$FF_DB?host=$PGHOST&port=$PGPORT&user=postgres"
@@ -100,11 +103,16 @@ ok $? "fast failover: a database with a 12-shard stream"
 FF_OUT=$OUT/ff && mkdir -p "$FF_OUT"
 OUT_SAVED=$OUT; OUT=$FF_OUT
 t0=$SECONDS
-# py-ff-5 and node-ff-3 reach the server through a relay
+# py-ff-5, node-ff-3 and ex-ff-1 reach the server through a relay that drops
+# them later; ex-ff-2 through one of its own that never does
+ff_relay_start
+steady_relay=$ff_relay; steady_dsn=$FF_RELAY_DSN
 ff_relay_start
 for w in py-ff-1 py-ff-2 py-ff-3 node-ff-1 node-ff-2; do ff_start $w; done
 ff_start py-ff-5 "" "$FF_RELAY_DSN"
 ff_start node-ff-3 "" "$FF_RELAY_DSN"
+ff_start ex-ff-1 "" "$FF_RELAY_DSN"
+ff_start ex-ff-2 "" "$steady_dsn"
 sleep 3
 as_owner=()
 [ "$(id -u)" -eq 0 ] && as_owner=(runuser -u postgres --)
@@ -124,10 +132,12 @@ early=$(ff_sql "SELECT count(*) FROM lease.lease_events WHERE event = 'session_e
 [ "$restarted" = yes ] && [ "$early" -eq 0 ]
 ok $? "fast failover: no lease taken early after an immediate restart of the server ($early session_ended before the kill)"
 sleep 3
+# a BEAM is slow to start on a busy machine: ex-ff-1 processes before its connections drop
+for _ in $(seq 1 40); do [ -s "$FF_OUT/ex-ff-1.records" ] && break; sleep 0.25; done
 ff_cut_off py-ff-2
 drop_at=$(date +%s.%N)
 kill -USR1 "$ff_relay"
-echo "# ff: $((SECONDS - t0)) s: py-ff-2 cut off (renewals hang, backends terminated); py-ff-5's and node-ff-3's connections dropped half-open, new ones refused"
+echo "# ff: $((SECONDS - t0)) s: py-ff-2 cut off (renewals hang, backends terminated); py-ff-5's, node-ff-3's and ex-ff-1's connections dropped half-open, new ones refused"
 sleep 3
 ff_sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'node-ff-1%'" >/dev/null
 ff_start py-ff-4
@@ -137,14 +147,14 @@ sleep "$($PY -c "import sys, time; print(max(0, float(sys.argv[1]) + 12 - time.t
 cont_py=$(date +%s.%N); kill -CONT "${PIDS[py-ff-3]}"
 cont_node=$(date +%s.%N); kill -CONT "${PIDS[node-ff-2]}"
 heal_at=$(date +%s.%N); kill -USR2 "$ff_relay"
-echo "# ff: $((SECONDS - t0)) s: py-ff-3 and node-ff-2 continued (SIGCONT); py-ff-5 and node-ff-3 may connect again"
-LIVE="node-ff-1 node-ff-2 node-ff-3 py-ff-3 py-ff-4 py-ff-5"
+echo "# ff: $((SECONDS - t0)) s: py-ff-3 and node-ff-2 continued (SIGCONT); py-ff-5, node-ff-3 and ex-ff-1 may connect again"
+LIVE="ex-ff-1 ex-ff-2 node-ff-1 node-ff-2 node-ff-3 py-ff-3 py-ff-4 py-ff-5"
 sleep 2
 settle_and_stop 16 -d "$FF_DB"
 kill -KILL "${PIDS[py-ff-2]}"; wait "${PIDS[py-ff-2]}" 2>/dev/null
-kill "$ff_relay"; wait "$ff_relay" 2>/dev/null
-[ "$stopped" -eq 6 ]
-ok $? "fast failover: the six live workers stopped gracefully on SIGTERM"
+kill "$ff_relay" "$steady_relay"; wait "$ff_relay" "$steady_relay" 2>/dev/null
+[ "$stopped" -eq 8 ]
+ok $? "fast failover: the eight live workers stopped gracefully on SIGTERM"
 $PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-1,py-ff-2 --joined py-ff-4 --failover
 ok $? "fast failover: fleet invariants (check.py) through a restart, a SIGKILL, SIGSTOP past the lease duration, a dropped connection, a cut-off worker, terminated backends"
 # SIGSTOP: taken at expiry, not as session_ended; after SIGCONT nothing before a fresh acknowledgement
@@ -181,7 +191,7 @@ PYEOF
     ok $? "fast failover: $w stopped 12 s (SIGSTOP): its leases taken at expiry; after SIGCONT no batch or checkpoint before a fresh renewal, then it processes again"
 done
 # the dropped connections: taken early, after each worker stopped by itself
-for w in py-ff-5 node-ff-3; do
+for w in py-ff-5 node-ff-3 ex-ff-1; do
     ended=$(ff_sql "SELECT count(*) || ' ' || coalesce(extract(epoch FROM min(occurred_at)), 0)
                       FROM lease.lease_events WHERE event = 'session_ended' AND from_owner = '$w'")
     $PY - "$FF_OUT" "$w" "$drop_at" "$heal_at" $ended <<'PYEOF'
@@ -213,7 +223,7 @@ echo "# ff: py-ff-1's leases taken as session_ended: $taken; from its SIGKILL to
 ok $? "fast failover: a SIGKILLed worker's leases are taken before their expiry (session_ended)"
 
 # The negative control: the same cut-off, and the same dropped connection
-# (py-ff-5, through a relay of its own), rule 6 disabled.
+# (py-ff-5 and ex-ff-3, through a relay of their own), rule 6 disabled.
 ff_db
 FF_OUT=$OUT_SAVED/ff-nocontract && mkdir -p "$FF_OUT"
 OUT=$FF_OUT
@@ -221,7 +231,9 @@ ff_relay_start
 for w in py-ff-1 py-ff-3 node-ff-1; do ff_start $w; done
 ff_start py-ff-2 nocontract
 ff_start py-ff-5 nocontract "$FF_RELAY_DSN"
+ff_start ex-ff-3 nocontract "$FF_RELAY_DSN"
 sleep 4
+for _ in $(seq 1 40); do [ -s "$FF_OUT/ex-ff-3.records" ] && break; sleep 0.25; done   # a BEAM starts slowly
 ff_cut_off py-ff-2
 kill -USR1 "$ff_relay"
 sleep 3
@@ -229,12 +241,14 @@ ff_start py-ff-4
 LIVE="node-ff-1 py-ff-1 py-ff-3 py-ff-4"
 sleep 2
 settle_and_stop 16 -d "$FF_DB"
-for w in py-ff-2 py-ff-5; do kill -KILL "${PIDS[$w]}"; wait "${PIDS[$w]}" 2>/dev/null; done
+for w in py-ff-2 py-ff-5 ex-ff-3; do kill -KILL "${PIDS[$w]}"; wait "${PIDS[$w]}" 2>/dev/null; done
 kill "$ff_relay"; wait "$ff_relay" 2>/dev/null
-verdict=$($PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-2,py-ff-5 --joined py-ff-4 --failover 2>&1)
+verdict=$($PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-2,py-ff-5,ex-ff-3 --joined py-ff-4 --failover 2>&1)
 status=$?
 grep -E '^  FAIL' <<<"$verdict" | head -5 | sed 's/^/# negative control: /'
 [ "$status" -eq 1 ] && grep 'FAIL no two owners at once' <<<"$verdict" | grep -q "the earlier owners: .*py-ff-2" &&
     grep 'FAIL no two owners at once' <<<"$verdict" | grep -q "the earlier owners: .*py-ff-5"
 ok $? "fast failover, negative control: a cut-off worker and one whose connections dropped, both ignoring rule 6, overlap the next owners, and the checker says so"
+grep 'FAIL no two owners at once' <<<"$verdict" | grep -q "the earlier owners: .*ex-ff-3"
+ok $? "fast failover, negative control: an Elixir worker whose connections dropped, ignoring rule 6, overlaps the next owners, and the checker says so"
 OUT=$OUT_SAVED

@@ -9,6 +9,7 @@
 const fs = require('fs');
 const path = require('path');
 const { RecordProcessor, Worker } = require('../../clients/node/pg_lease');
+const testing = require('../../clients/node/_testing');
 
 class AppendToLog extends RecordProcessor {
   constructor(file, owner) { super(); this.log = fs.openSync(file, 'a'); this.owner = owner; this.position = new Map(); }
@@ -27,7 +28,7 @@ class AppendToLog extends RecordProcessor {
 
 const [dsn, app, stream, owner, out, leaseSeconds, renewEvery] = process.argv.slice(2);
 const worker = new Worker(dsn, app, stream, owner, new AppendToLog(path.join(out, `${owner}.records`), owner),
-  { leaseDuration: Number(leaseSeconds), maxSteal: 2, journalPath: path.join(out, `${owner}.journal`),
-    renewEvery: Number(renewEvery) });
+  { leaseDuration: Number(leaseSeconds), maxSteal: 2, renewEvery: Number(renewEvery) });
+testing.journal(worker, path.join(out, `${owner}.journal`));
 process.on('SIGTERM', () => worker.stop());
 worker.run().then(() => process.exit(0), (e) => { console.error(e); process.exit(1); });

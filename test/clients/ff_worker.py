@@ -17,19 +17,21 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../clients/python"))
 from example_worker import AppendToLog  # noqa: E402
-from pg_lease import Worker  # noqa: E402
+from pg_lease import Worker, _testing  # noqa: E402
 
 
 def main():
     dsn, app, stream, owner, out, lease_seconds, renew_every = sys.argv[1:8]
     contract = "nocontract" not in sys.argv[8:]
-    worker = Worker(dsn, app, stream, owner, AppendToLog(os.path.join(out, owner + ".records"), owner),
+    worker = Worker(dsn, app, stream, owner, AppendToLog(os.path.join(out, owner + ".records"), owner, False),
                     lease_duration=float(lease_seconds), max_steal=2,
-                    journal=os.path.join(out, owner + ".journal"),
-                    fast_failover=True, renew_every=float(renew_every), contract=contract)
+                    fast_failover=True, renew_every=float(renew_every))
+    _testing.journal(worker, os.path.join(out, owner + ".journal"))
+    if not contract:
+        _testing.ignore_rule_6(worker)
 
     def cut_off(*_):
-        worker.journal("cut_off")
+        _testing.event(worker, "cut_off")
         worker._renew_once = lambda: time.sleep(3600)
         worker._balance = lambda: None
         # and its other calls (checkpoints) fail: nothing tells it the lease moved on

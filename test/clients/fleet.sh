@@ -11,11 +11,14 @@
 # client) and EX_DSN (a TCP URL); FLEET_STREAM, when set, names the stream
 # that fair_sql judges (default orders).  The fast-failover workers
 # (ff_start, ff_recovery) use FF_DSN, FF_OUT, FF_LEASE, FF_RENEW and
-# FF_STREAM (default orders).
+# FF_STREAM (default orders).  The Python, Node and Elixir example workers
+# know nothing of journals: they run under test/clients/journaled.{py,js,exs},
+# which journals every worker they start (the clients' private test hooks).
 declare -A PIDS
 # The worker recipe's functions (docs/security.md), for GRANT EXECUTE ON
 # FUNCTION ... TO the worker role.
 FLEET_WORKER_FUNCTIONS="lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
+    lease.prepare_checkpoint(text, text, text, text, text),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
     lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
@@ -33,30 +36,37 @@ SELECT lease.create_lease('clients', 'orders', 'c1', '{p-end40}');             -
 SELECT lease.create_lease('clients', 'orders', 'c2', '{p-end40}');
 SQL
 }
-start_worker() {   # name
+start_worker() {   # name [stream]
+    local stream=${2:-orders}
     case $1 in
-        py-*) (cd clients/python && exec $PY example_worker.py "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS") \
-                  2>"$OUT/$1.stderr" & ;;
-        node-*) $NODE clients/node/example_worker.js "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
-                  2>"$OUT/$1.stderr" & ;;
-        ex-*) elixir --erl "-logger level warning" -pa "$EX_EBIN" clients/elixir/example_worker.exs \
-                  "$EX_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" >"$OUT/$1.stderr" 2>&1 & ;;
-        go-*) PG_LEASE_LOG_LEVEL=warn "$GO_WORKER" "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" \
+        py-*) $PY test/clients/journaled.py "$OUT" clients/python/example_worker.py "$WORKER_DSN" clients "$stream" \
+                  "$1" "$OUT" "$LEASE_SECONDS" 2>"$OUT/$1.stderr" & ;;
+        node-*) $NODE test/clients/journaled.js "$OUT" clients/node/example_worker.js "$WORKER_DSN" clients "$stream" \
+                  "$1" "$OUT" "$LEASE_SECONDS" 2>"$OUT/$1.stderr" & ;;
+        ex-*) PG_LEASE_JOURNAL_DIR=$OUT elixir --erl "-logger level ${EX_LOG_LEVEL:-warning}" -pa "$EX_EBIN" \
+                  -r test/clients/journaled.exs clients/elixir/example_worker.exs \
+                  "$EX_DSN" clients "$stream" "$1" "$OUT" "$LEASE_SECONDS" >"$OUT/$1.stderr" 2>&1 & ;;
+        go-*) PG_LEASE_LOG_LEVEL=warn "$GO_WORKER" "$WORKER_DSN" clients "$stream" "$1" "$OUT" "$LEASE_SECONDS" \
                   2>"$OUT/$1.stderr" & ;;
         # the library from its jar; it logs lease changes at INFO, the fleet shows only warnings
         java-*) $JAVA -Djava.util.logging.config.file=test/clients/java-logging.properties -cp "$JAVA_CP" \
-                  ExampleWorker "$WORKER_DSN" clients orders "$1" "$OUT" "$LEASE_SECONDS" 2>"$OUT/$1.stderr" & ;;
+                  ExampleWorker "$WORKER_DSN" clients "$stream" "$1" "$OUT" "$LEASE_SECONDS" 2>"$OUT/$1.stderr" & ;;
     esac
     PIDS[$1]=$!
 }
 # ff_start name [nocontract [dsn]]: a fast-failover worker (ff_worker.py /
-# ff_worker.js, 10 s leases, renew_every) on $FF_DSN, or on dsn (a relay).
+# ff_worker.js / ff_worker.exs, 10 s leases, renew_every) on $FF_DSN, or on
+# dsn (a relay; an Elixir worker needs one: a TCP URL).
 ff_start() {
     case $1 in
         py-*) $PY test/clients/ff_worker.py "${3:-$FF_DSN}" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE \
                   $FF_RENEW ${2:-} 2>"$FF_OUT/$1.stderr" & ;;
         node-*) $NODE test/clients/ff_worker.js "${3:-$FF_DSN}" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE \
                   $FF_RENEW 2>"$FF_OUT/$1.stderr" & ;;
+        ex-*) PG_LEASE_JOURNAL_DIR=$FF_OUT PG_LEASE_IGNORE_RULE_6=$([ "${2:-}" = nocontract ] && echo 1 || echo 0) \
+                  elixir --erl "-logger level warning" -pa "$EX_EBIN" -r test/clients/journaled.exs \
+                  test/clients/ff_worker.exs "$3" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE $FF_RENEW \
+                  >"$FF_OUT/$1.stderr" 2>&1 & ;;
     esac
     PIDS[$1]=$!
 }

@@ -6,12 +6,16 @@
 #      and the Node tarball of `npm pack` into an empty project (npm install
 #      --offline: node-postgres is bundled in it);
 #   2. bad credentials: the example worker of each, run from the installed
-#      package, exits 1 after the rules' tries, with the cause in its log;
+#      package (Elixir's from its build, over TCP through the relay), exits 1
+#      after the rules' tries, with the cause in its log, and the password
+#      appears nowhere in what it wrote; the Elixir client passes SCRAM over
+#      TCP with the right password (p1_pgsql with the stringprep application);
 #   3. shard discovery: a Python and a Node worker with a shard-list
 #      callback create a new stream's leases, then a merge's child with
 #      both parents, each lease exactly once.
 # Uses PY, NODE, PSQL, DB, OUT and url() of run.sh; sets PKG_PY (the venv's
-# python) and PKG_NODE_PATH (the installed node_modules) for what follows.
+# python) and PKG_NODE_PATH (the installed node_modules) for what follows;
+# uses EX_EBIN and EX_PORT of test/clients/elixir.sh.
 PKG=$OUT/packages
 mkdir -p "$PKG/bin" "$PKG/nodeapp"
 
@@ -39,7 +43,8 @@ if [ -f "$HBA" ]; then
     { echo "local all clients_pw scram-sha-256"; cat "$PKG/pg_hba.conf.orig"; } >"$HBA"
     PGOPTIONS="-c client_min_messages=warning" "$PSQL" -X -q -d $DB -c "DROP ROLE IF EXISTS clients_pw" -c "CREATE ROLE clients_pw LOGIN PASSWORD 'right'" \
         -c "SELECT pg_reload_conf()" >/dev/null
-    bad_dsn="postgresql:///$DB?host=$PGHOST&port=$PGPORT&user=clients_pw&password=wrong"
+    secret=wrong-Pw-7f3q      # nothing a client writes may contain it
+    bad_dsn="postgresql:///$DB?host=$PGHOST&port=$PGPORT&user=clients_pw&password=$secret"
     mkdir "$PKG/bad"
     t=$SECONDS
     timeout 60 "$PKG_PY" "$PKG/bin/example_worker.py" "$bad_dsn" clients orders py-bad "$PKG/bad" 3 2>"$PKG/bad/py.log"
@@ -54,6 +59,23 @@ if [ -f "$HBA" ]; then
     [ "$status" -eq 1 ] && grep -q 'ERROR pg_lease: .*refused the connection 5 times.*28P01 password authentication failed' "$PKG/bad/node.log"
     ok $? "bad credentials: the installed Node worker exits 1 after $((SECONDS - t)) s, the cause logged at ERROR (exit $status)" ||
         sed 's/^/#   /' "$PKG/bad/node.log" | tail -8
+    t=$SECONDS
+    timeout 60 elixir -pa "$EX_EBIN" clients/elixir/example_worker.exs \
+        "postgresql://clients_pw:$secret@127.0.0.1:$EX_PORT/$DB" clients orders ex-bad "$PKG/bad" 3 >"$PKG/bad/ex.log" 2>&1
+    status=$?
+    [ "$status" -eq 1 ] && grep -q '\[error\] pg_lease: ex-bad: stopping the worker: password authentication failed for user "clients_pw" (SQLSTATE 28P01)' "$PKG/bad/ex.log"
+    ok_show $? "bad credentials: the Elixir example worker exits 1 after $((SECONDS - t)) s, the cause logged at error, no retry forever (exit $status)" \
+        "$PKG/bad/ex.log" 8
+    leaked=$(grep -l -- "$secret" "$PKG/bad/py.log" "$PKG/bad/node.log" "$PKG/bad/ex.log" "$PKG/bad"/*.journal 2>/dev/null)
+    ok $([ -z "$leaked" ] && echo 0 || echo 1) "bad credentials: the password is in no log, exception or journal of the Python, Node and Elixir workers${leaked:+: $leaked}"
+    elixir -pa "$EX_EBIN" -e '
+{:ok, conn} = PgLease.Pgsql.start_link(host: "127.0.0.1", port: String.to_integer(System.argv() |> hd()),
+                                       user: "clients_pw", password: "right", database: System.argv() |> List.last())
+IO.puts(PgLease.Session.one(PgLease.Pgsql.session(conn), "SELECT concat_ws($1, current_user, (SELECT count(*) FROM pg_stat_activity WHERE usename = current_user))", ["/"]))' \
+        "$EX_PORT" "$DB" >"$PKG/bad/ex-scram.log" 2>&1
+    grep -qx 'clients_pw/1' "$PKG/bad/ex-scram.log"
+    ok_show $? "the Elixir client passes SCRAM (scram-sha-256) over TCP with the right password: p1_pgsql, the stringprep application started" \
+        "$PKG/bad/ex-scram.log" 8
     cp "$PKG/pg_hba.conf.orig" "$HBA"
     "$PSQL" -X -q -d $DB -c "SELECT pg_reload_conf()" -c "DROP ROLE clients_pw" >/dev/null
 else

@@ -6,8 +6,10 @@
 #
 #   1. the docs show the tested code: each "write a worker" page's code block
 #      is byte-for-byte the example worker the fleet runs;
-#   2. every client's retry table names the SQLSTATEs of docs/client-rules.md,
-#      and the same pattern for PL/Proxy's connection-loss XX000;
+#   2. one table of retry rules, clients/rules.json: each of the five
+#      clients' tables and docs/client-rules.md against it
+#      (test/clients/rules_table.py), and every case of rules_cases.json and
+#      notice_cases.json classified by each client as the page says;
 #      the Java client's JUnit 5 tests (one TAP line each) against the server;
 #   3. the channel-rotation helper of each client: a started replacement
 #      stays, a replacement that fails to start is restored;
@@ -20,17 +22,28 @@
 #   5. the fleet: Python, Node, Java, Go and Elixir workers on one stream at the
 #      same time, one of each killed (SIGKILL) mid-run, one of each joining
 #      later, then a checker over what the workers recorded
-#      (test/clients/check.py).
-#   6. transactional mode;
+#      (test/clients/check.py); at the same time Python, Node and Elixir
+#      workers on a second stream, kpl-orders, imported from a KCL export
+#      (test/clients/kcl_export.jsonl: 56-digit checkpoints, a sub-sequence and
+#      a pending checkpoint), whose even records are KPL aggregates (each
+#      batch checkpointed in two phases, with sub-sequences), one killed, one
+#      joining; and the checker's negative controls (test/clients/tamper.py);
+#   6. transactional mode (Python, Node and Elixir workers), and its negative
+#      control (a tampered output table the verdict must reject);
 #   7. the clients installed from their packages, failing loudly on bad
 #      credentials, and creating a stream's leases from a shard-list callback
 #      (test/clients/packages.sh);
-#   8. the fast-failover mode of the Python and Node workers
-#      (test/clients/fast_failover.sh).
-#   The Elixir client's ExUnit tests (clients/elixir/test: the kcl_ex AppState
-#   adapter, rotate_channel, the worker's loud failure) count one TAP line
-#   per test.  Its driver (erlang-p1-pgsql) speaks TCP only: it reaches the
-#   cluster's Unix socket through test/clients/tcp_relay.py on 127.0.0.1.
+#   8. the fast-failover mode of the Python, Node and Elixir workers
+#      (test/clients/fast_failover.sh);
+#   9. a cancelled wait for synchronous replication is ambiguous to each of
+#      the Python, Node and Elixir clients (test/clients/syncrep.sh);
+#  10. what each of them does on an unexpected exception (releases what it
+#      holds), and their INFO log events, the Python client's set
+#      (test/clients/failures.sh).
+#   The Elixir client (test/clients/elixir.sh): built, its ExUnit tests over
+#   erlang-p1-pgsql and, from their vendored sources, over Postgrex and Ecto,
+#   one TAP line per test.  Its p1_pgsql wiring speaks TCP only: it reaches
+#   the cluster's Unix socket through test/clients/tcp_relay.py on 127.0.0.1.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -88,43 +101,14 @@ for pair in "docs/clients/python.md python clients/python/example_worker.py 100"
     ok $? "$3 is a complete worker in under $4 lines ($lines)"
 done
 
-# 2. One table of retry rules, followed by every client.
-rules_codes() {   # the SQLSTATEs a file names, sorted, one a line
-    grep -oE '\b(40001|40P01|55P03|55000|57014|53300|57P0[1-3]|25006|XX000|28P01|28000|3D000)\b' "$1" | sort -u
-}
-plproxy_pattern() {   # the regular expression a file gives for PL/Proxy's connection-loss XX000
-    grep -oE '\^PL/Proxy function [^`"]*' "$1" | unescape_java "$1"
-}
-unescape_java() {   # a Java string literal's \\ is one backslash of the pattern
-    case $1 in *.java) sed 's/\\\\/\\/g' ;; *) cat ;; esac
-}
-RULES_FILES="clients/python/pg_lease/rules.py clients/node/rules.js clients/go/pglease/rules.go clients/elixir/lib/pg_lease/rules.ex clients/java/src/main/java/org/pglease/Rules.java"
-same=0
-for f in $RULES_FILES; do
-    diff <(rules_codes docs/client-rules.md) <(rules_codes "$f") >/dev/null || { echo "# $f names other SQLSTATEs"; same=1; }
-done
-ok $same "docs/client-rules.md, rules.py, rules.js, Rules.java, rules.go and rules.ex name the same SQLSTATEs"
-pattern=$(plproxy_pattern docs/client-rules.md)
-same=0
-[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] || same=1
-for f in $RULES_FILES; do [ "$(plproxy_pattern "$f")" = "$pattern" ] || same=1; done
-ok $same "docs/client-rules.md, rules.py, rules.js, Rules.java, rules.go and rules.ex recognise PL/Proxy's lost connection by one pattern"
-not_held_pattern() {   # the regular expression a file gives for hold_lease's "not held"
-    grep -oE '\(\^\|REMOTE ERROR: \)lease [^`"]*' "$1"
-}
-pattern=$(not_held_pattern docs/client-rules.md)
-same=0
-[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] || same=1
-for f in $RULES_FILES; do [ "$(not_held_pattern "$f")" = "$pattern" ] || same=1; done
-ok $same "docs/client-rules.md, rules.py, rules.js, Rules.java, rules.go and rules.ex recognise hold_lease's not-held 55000 by one pattern"
-refused_pattern() {   # the regular expression a file gives for a refused connection without a SQLSTATE
-    grep -oE "\(password authentication failed[^\`']*" "$1" | unescape_java "$1"
-}
-pattern=$(refused_pattern docs/client-rules.md)
-same=0
-[ "$(wc -l <<<"$pattern")" -eq 1 ] && [ -n "$pattern" ] || same=1
-for f in $RULES_FILES; do [ "$(refused_pattern "$f")" = "$pattern" ] || same=1; done
-ok $same "docs/client-rules.md, rules.py, rules.js, Rules.java, rules.go and rules.ex recognise a refused connection without a SQLSTATE by one pattern"
+# 2. One table of retry rules, clients/rules.json, followed by every client.
+while read -r verdict what; do
+    case $verdict in
+        "#") echo "# $what" ;;
+        ok) ok 0 "$what" ;;
+        *) ok 1 "${what#ok }" ;;
+    esac
+done < <($PY test/clients/rules_table.py)
 $PY - <<'EOF'
 import sys
 sys.path.insert(0, "clients/python")
@@ -132,10 +116,12 @@ from pg_lease import rules
 import json
 cases = json.load(open("test/clients/rules_cases.json"))
 bad = [c for c in cases if rules.classify(c[0], c[1]) != c[2]]
+notices = json.load(open("test/clients/notice_cases.json"))
+bad += [n for n in notices if rules.ambiguous_notice(n[0], n[2]) != (n[3] == "ambiguous")]
 print("".join("# rules.py: %s\n" % c for c in bad), end="")
 sys.exit(1 if bad or len(cases) < 20 else 0)
 EOF
-ok $? "rules.py classifies every SQLSTATE of the table as the page says"
+ok $? "rules.py classifies every SQLSTATE of the table, and every notice, as the page says"
 # Worker.stop() from a signal handler, twice: the second SIGTERM's handler
 # may run while the first is inside Event.set(), whose lock is not
 # reentrant; simulated by taking that lock around the second call
@@ -160,9 +146,11 @@ $NODE -e '
 const rules = require("./clients/node/rules.js");
 const cases = require("./test/clients/rules_cases.json");
 const bad = cases.filter(([code, message, kind]) => rules.classify(code === null ? undefined : code, message) !== kind);
+const notices = require("./test/clients/notice_cases.json");
+bad.push(...notices.filter(([severity, , message, kind]) => rules.ambiguousNotice(severity, message) !== (kind === "ambiguous")));
 for (const c of bad) console.log(`# rules.js: ${JSON.stringify(c)}`);
 process.exit(bad.length || cases.length < 20 ? 1 : 0);'
-ok $? "rules.js classifies every SQLSTATE of the table as the page says"
+ok $? "rules.js classifies every SQLSTATE of the table, and every notice, as the page says"
 $NODE -e '
 const rules = require("./clients/node/rules.js");
 const epipe = Object.assign(new Error("write EPIPE"), { code: "EPIPE", errno: -32, syscall: "write" });
@@ -171,24 +159,33 @@ process.exit(rules.sqlstate(epipe) === undefined && rules.classify(rules.sqlstat
              rules.sqlstate(server) === "40001" ? 0 : 1);'
 ok $? "rules.js takes a socket error (EPIPE: code, errno, syscall) for a lost connection, not for a SQLSTATE"
 # Elixir 1.14 ships no JSON reader: the cases reach it as lines of
-# code, kind and base64 message ("-" for null)
+# code, kind and base64 message ("-" for null); notices as "notice",
+# severity, kind and base64 message
 $PY -c '
 import base64, json
+b64 = lambda m: "-" if m is None else base64.b64encode(m.encode()).decode()
 for code, message, kind in json.load(open("test/clients/rules_cases.json")):
-    print(code or "-", kind, "-" if message is None else base64.b64encode(message.encode()).decode())' |
+    print(code or "-", kind, b64(message))
+for severity, _, message, kind in json.load(open("test/clients/notice_cases.json")):
+    print("notice", severity, kind, b64(message))' |
     elixir -r clients/elixir/lib/pg_lease/rules.ex -e '
+decode = fn "-" -> nil; m -> Base.decode64!(m) end
 cases = for line <- IO.stream(:stdio, :line), do: String.split(String.trim(line), " ")
-bad = for [code, kind, message] = c <- cases,
-          PgLease.Rules.classify(if(code == "-", do: nil, else: code),
-                                 if(message == "-", do: nil, else: Base.decode64!(message))) != String.to_atom(kind), do: c
+bad = for c <- cases,
+          (case c do
+             ["notice", severity, kind, message] -> PgLease.Rules.ambiguous_notice?(severity, decode.(message)) != (kind == "ambiguous")
+             [code, kind, message] -> PgLease.Rules.classify(if(code == "-", do: nil, else: code), decode.(message)) != String.to_atom(kind)
+           end), do: c
 for c <- bad, do: IO.puts("# rules.ex: #{inspect(c)}")
 System.halt(if bad == [] and length(cases) >= 20, do: 0, else: 1)'
-ok $? "rules.ex classifies every SQLSTATE of the table as the page says"
+ok $? "rules.ex classifies every SQLSTATE of the table, and every notice, as the page says"
 
 # The database: the extension, a worker role per the README recipe (it may
 # call the lease functions, not read any table), an application role.
 "$PSQL" -X -q -v ON_ERROR_STOP=1 -d postgres <<SQL >/dev/null
 DROP DATABASE IF EXISTS $DB;
+-- created by docs/clients/elixir.md's role block below (it holds grants in $DB only)
+DROP ROLE IF EXISTS clients_kcl;
 CREATE DATABASE $DB;
 \c $DB
 SET client_min_messages = warning;
@@ -200,11 +197,8 @@ DO \$\$ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'clients_app') THEN
         CREATE ROLE clients_app LOGIN;
     END IF;
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'clients_kcl') THEN
-        CREATE ROLE clients_kcl LOGIN;
-    END IF;
 END \$\$;
-GRANT USAGE ON SCHEMA lease TO clients_worker, clients_app, clients_kcl;
+GRANT USAGE ON SCHEMA lease TO clients_worker, clients_app;
 GRANT EXECUTE ON FUNCTION $FLEET_WORKER_FUNCTIONS TO clients_worker;
 GRANT EXECUTE ON FUNCTION
     lease.start_conversation(text, text, text, text, text),
@@ -218,6 +212,8 @@ GRANT EXECUTE ON FUNCTION
 SELECT lease.grant_app('clients', 'clients_worker');
 -- for the Elixir worker's shard-list callback, as the worker recipe grants it
 GRANT EXECUTE ON FUNCTION lease.sync_shards(text, text, text[], text[]) TO clients_worker;
+-- transactional mode (the Elixir client's ExUnit tests; section 6)
+GRANT EXECUTE ON FUNCTION lease.hold_lease(text, text, text, text, bigint) TO clients_worker;
 SQL
 ok $? "a database with pg_lease, a worker role and an application role"
 # the kcl_ex adapter's role, granted exactly as docs/clients/elixir.md says
@@ -278,27 +274,10 @@ sed 's/^/#   /' "$OUT/refused/stderr"
 [ "$status" -eq 1 ] && grep -q 'SQLSTATE 28000' "$OUT/refused/stderr"
 ok $? "the Go example worker exits 1 at once, the cause logged, when the server refuses its role"
 
-# The Elixir client: compiled with Debian's elixir (no warnings), reached over
-# 127.0.0.1 through the relay (killed with every other job by the trap).
-$PY test/clients/tcp_relay.py "$PGHOST/.s.PGSQL.$PGPORT" >"$OUT/relay.port" &
-relay=$!
-for _ in $(seq 1 50); do [ -s "$OUT/relay.port" ] && break; sleep 0.1; done
-EX_PORT=$(cat "$OUT/relay.port")
-EX_EBIN=$OUT/mix/build/lib/pg_lease/ebin
-EX_DSN="postgresql://clients_worker@127.0.0.1:$EX_PORT/$DB"
-(cd clients/elixir && MIX_HOME="$OUT/mix/home" HEX_HOME="$OUT/mix/hex" HEX_OFFLINE=1 MIX_BUILD_PATH="$OUT/mix/build" \
-    mix compile --warnings-as-errors) >"$OUT/mix.log" 2>&1
-ok $? "the Elixir client builds offline with Debian's elixir (mix, no dependencies), without warnings" ||
-    sed 's/^/#   /' "$OUT/mix.log"
-(cd clients/elixir && PG_LEASE_EX_PORT=$EX_PORT PG_LEASE_EX_DB=$DB PG_LEASE_EX_TAP=$OUT/exunit.tap \
-    elixir -pa "$EX_EBIN" test/app_state_test.exs >"$OUT/exunit.log" 2>&1)
-status=$?
-while read -r verdict rest; do
-    [ "$verdict" = ok ] && ok 0 "ExUnit $rest" || { ok 1 "ExUnit ${rest#ok }"; }
-done <"$OUT/exunit.tap"
-grep -E '^[0-9]+ tests?, [0-9]+ failures?' "$OUT/exunit.log" | sed 's/^/# ExUnit: /'
-[ "$status" -eq 0 ] && [ "$(grep -c "^ok " "$OUT/exunit.tap")" -ge 12 ]
-ok $? "the Elixir client's ExUnit run passed, every test reported" || sed 's/^/#   /' "$OUT/exunit.log" | tail -60
+# The Elixir client: built, and its ExUnit tests over each wiring
+# (test/clients/elixir.sh; the relay it starts is killed with every other job by the trap).
+# shellcheck source=test/clients/elixir.sh
+. test/clients/elixir.sh
 
 # Loud failure: the example worker, from the jar, with a role that does not
 # exist exits non-zero after the rules' retries and logs why (in the
@@ -370,13 +349,24 @@ sys.exit(1 if bad or len(rows) != 4 or len(workers) != 2 else 0)
 EOF
 ok $? "the SQL-only worker of docs/clients/sql.md: two on a stream, each record once, checkpoints fenced, all released"
 
-# 5. The fleet.
+# 5. The fleet, and beside it the fleet of a stream imported from a KCL
+# export, kpl-orders: 56-digit checkpoints, shard 1 at sub-sequence 3 with a
+# pending checkpoint, its parent ended; the even records are KPL aggregates
+# of 5 user records (the example workers synthesize them so on a "kpl-" stream).
 fleet_leases_sql | "$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB >/dev/null
+KOUT=$OUT/kpl && mkdir "$KOUT"
+"$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d $DB >"$KOUT/import" <<'SQL'
+\set export `cat test/clients/kcl_export.jsonl`
+SELECT action || ' ' || coalesce(shard_id, '-') FROM lease.import_kcl_dynamodb('clients', 'kpl-orders', :'export');
+SQL
+ok $? "a KCL export imported as stream kpl-orders: $(sort "$KOUT/import" | cut -d' ' -f1 | uniq -c | xargs)"
 
 echo "# fleet: py-1 py-2 node-1 node-2 java-1 java-2 go-1 go-2 ex-1 start; py-1 killed at 5 s, node-1, java-1 and ex-1 at 7 s, go-1 at 8 s;" \
     "py-3, node-3, java-3, go-3 and ex-2 join at 10 s; stop once fair, from ${SETTLE_AT} s"
 t0=$SECONDS
 for w in java-1 java-2 py-1 py-2 node-1 node-2 go-1 go-2 ex-1; do start_worker $w; done     # the JVMs first: the slowest to start
+for w in py-k1 node-k1 ex-k1; do OUT=$KOUT start_worker $w kpl-orders; done
+echo "# kpl fleet: py-k1 node-k1 ex-k1 start on kpl-orders; node-k1 killed at 7 s, py-k2 joins at 10 s"
 sleep 5
 kill -KILL "${PIDS[py-1]}"; wait "${PIDS[py-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: py-1 killed"
@@ -384,8 +374,11 @@ sleep 2
 # a JVM is the slowest to start (seconds on a busy machine): java-1 is killed
 # once it has processed something, at most 5 s later
 for _ in $(seq 1 20); do [ -s "$OUT/java-1.records" ] && break; sleep 0.25; done
-kill -KILL "${PIDS[node-1]}" "${PIDS[java-1]}" "${PIDS[ex-1]}"; wait "${PIDS[node-1]}" "${PIDS[java-1]}" "${PIDS[ex-1]}" 2>/dev/null
-echo "# $((SECONDS - t0)) s: node-1, java-1 and ex-1 killed"
+# and the BEAM (ex-1) the next slowest
+for _ in $(seq 1 20); do [ -s "$OUT/ex-1.records" ] && break; sleep 0.25; done
+kill -KILL "${PIDS[node-1]}" "${PIDS[java-1]}" "${PIDS[ex-1]}" "${PIDS[node-k1]}"
+wait "${PIDS[node-1]}" "${PIDS[java-1]}" "${PIDS[ex-1]}" "${PIDS[node-k1]}" 2>/dev/null
+echo "# $((SECONDS - t0)) s: node-1, java-1, ex-1 and node-k1 killed"
 sleep 1
 kill -KILL "${PIDS[go-1]}"; wait "${PIDS[go-1]}" 2>/dev/null
 echo "# $((SECONDS - t0)) s: go-1 killed"
@@ -395,18 +388,68 @@ start_worker node-3
 start_worker java-3
 start_worker go-3
 start_worker ex-2
-echo "# $((SECONDS - t0)) s: py-3, node-3, java-3, go-3 and ex-2 joined"
+OUT=$KOUT start_worker py-k2 kpl-orders
+echo "# $((SECONDS - t0)) s: py-3, node-3, java-3, go-3 and ex-2 joined; py-k2 on kpl-orders"
 LIVE="ex-2 go-2 go-3 java-2 java-3 node-2 node-3 py-2 py-3"
 sleep $((SETTLE_AT - 10))
+# on a loaded machine a joiner may take long to start: each gets up to 10 s more to process something
+for w in py-3 node-3 java-3 go-3 ex-2; do
+    for _ in $(seq 1 40); do [ -s "$OUT/$w.records" ] && break; sleep 0.25; done
+done
 # fair shares at the end: wait up to 8 s for the fleet to settle
 settle_and_stop 16 -d "$DB"
 [ "$stopped" -eq 9 ]
 ok $? "the nine live workers stopped gracefully on SIGTERM"
 $PY test/clients/check.py "$OUT" "$ADMIN_DSN" --killed py-1,node-1,java-1,go-1,ex-1 --joined py-3,node-3,java-3,go-3,ex-2
 ok $? "fleet invariants (test/clients/check.py over the workers' journals and record logs)"
+LIVE="ex-k1 py-k1 py-k2"
+OUT_SAVED=$OUT; OUT=$KOUT FLEET_STREAM=kpl-orders settle_and_stop 16 -d "$DB"; OUT=$OUT_SAVED
+[ "$stopped" -eq 3 ]
+ok $? "kpl-orders: the three live workers stopped gracefully on SIGTERM"
+$PY test/clients/check.py "$KOUT" "$ADMIN_DSN" --stream kpl-orders --killed node-k1 --joined py-k2
+ok $? "kpl-orders, imported from KCL: fleet invariants over 56-digit sequence numbers and KPL sub-sequences (check.py)"
+# what the imported checkpoints became: the first processor of each shard
+# started exactly at the export's checkpoint (sequence, sub-sequence and
+# pending checkpoint), its first record the next one, and the shard was
+# checkpointed past it, compared as big integers
+$PY - "$KOUT" "$ADMIN_DSN" <<'EOF'
+import glob, json, sys
+import psycopg2
+out, dsn = sys.argv[1:3]
+export = {}
+for line in open("test/clients/kcl_export.jsonl"):
+    item = json.loads(line)["Item"]
+    if "checkpoint" in item and item["checkpoint"]["S"] != "SHARD_END":
+        export[item["leaseKey"]["S"]] = (item["checkpoint"]["S"], int(item.get("checkpointSubSequenceNumber", {}).get("N", 0)),
+                                         item.get("pendingCheckpoint", {}).get("S"))
+export["shardId-000000000002"] = ("TRIM_HORIZON", 0, None)      # a child the export only names
+events = [json.loads(l) for p in glob.glob(out + "/*.journal") for l in open(p) if l.endswith("\n")]
+records = [json.loads(l) for p in glob.glob(out + "/*.records") for l in open(p) if l.endswith("\n")]
+cur = psycopg2.connect(dsn).cursor()
+cur.execute("SELECT shard_id, checkpoint, checkpoint_sub_sequence FROM lease.shard_leases"
+            " WHERE app_name = 'clients' AND stream_name = 'kpl-orders'")
+server = {s: (c, sub) for s, c, sub in cur.fetchall()}
+bad = []
+for shard, (checkpoint, sub, pending) in sorted(export.items()):
+    first = min((e for e in events if e["ev"] == "initialized" and e["shard"] == shard), key=lambda e: e["t"], default=None)
+    mine = sorted(((int(r["seq"]), r["sub"]) for r in records if r["shard"] == shard))
+    seq = 0 if checkpoint == "TRIM_HORIZON" else int(checkpoint)
+    want = (seq, sub + 1) if seq % 2 == 0 and seq > 0 and sub + 1 < 5 else (seq + 1, 0)
+    now = server[shard]
+    print("# %s: imported %s/%d (pending %s), first started by %s at %s/%s (pending %s), first record %s, now %s/%d"
+          % (shard, checkpoint, sub, pending, first and first["w"], first and first["checkpoint"], first and first.get("sub"),
+             first and first.get("pending"), mine[:1], now[0], now[1]))
+    if (first is None or (first["checkpoint"], first.get("sub"), first.get("pending")) != (checkpoint, sub, pending)
+            or not mine or mine[0] != want or (int(now[0]), now[1]) <= (seq, sub)):
+        bad.append(shard)
+sys.exit(1 if bad else 0)
+EOF
+ok $? "kpl-orders: every imported shard resumed right after its KCL checkpoint (its sub-sequence, its pending checkpoint given to initialize) and moved on"
 
 # The checker can fail: the same history with a record processed again by a
-# live worker, a refused checkpoint, and two owners of one shard at once.
+# live worker, a refused checkpoint, and two owners of one shard at once;
+# and, the heartbeat path's negative control, with an Elixir worker's
+# heartbeat renewals made renew_leases ones.
 mkdir "$OUT/tampered" && cp "$OUT"/*.journal "$OUT"/*.records "$OUT/fairness" "$OUT/tampered/" &&
     $PY test/clients/tamper.py "$OUT/tampered"
 verdict=$($PY test/clients/check.py "$OUT/tampered" "$ADMIN_DSN" --killed py-1,node-1,java-1,go-1,ex-1 --joined py-3,node-3,java-3,go-3,ex-2 2>&1)
@@ -414,8 +457,14 @@ status=$?
 [ "$status" -eq 1 ] && grep -q 'FAIL nothing processed twice' <<<"$verdict" &&
     grep -q 'FAIL no checkpoint refused' <<<"$verdict" && grep -q 'FAIL no two owners at once' <<<"$verdict"
 ok $? "the checker rejects a repeat by a live worker, a refused checkpoint, two owners at once"
+mkdir "$KOUT/tampered" && cp "$KOUT"/*.journal "$KOUT"/*.records "$KOUT/fairness" "$KOUT/tampered/" &&
+    $PY test/clients/tamper.py --heartbeat ex-k1 "$KOUT/tampered"
+verdict=$($PY test/clients/check.py "$KOUT/tampered" "$ADMIN_DSN" --stream kpl-orders --killed node-k1 --joined py-k2 2>&1)
+[ $? -eq 1 ] && grep -q "FAIL the workers that renew by heartbeat did: \['ex-k1'\]" <<<"$verdict"
+ok $? "the checker rejects an Elixir worker that never renewed by heartbeat (the heartbeat path's negative control)" ||
+    grep 'heartbeat' <<<"$verdict" | sed 's/^/#   /'
 
-# 6. Transactional mode (docs/exactly-once.md): Python and Node workers write
+# 6. Transactional mode (docs/exactly-once.md): Python, Node and Elixir workers write
 # one row per record into a table with no unique constraint, in the batch's
 # transaction with hold_lease and the checkpoint, through a SIGKILL, a steal
 # (whose thief never renews: an expiry takeover follows), backend kills of
@@ -434,6 +483,8 @@ tx_start() {   # name
     case $1 in
         py-*) $PY test/clients/tx_worker.py "$WORKER_DSN" clients tx-orders "$1" "$OUT/tx" "$LEASE_SECONDS" 2>"$OUT/tx/$1.stderr" & ;;
         node-*) $NODE test/clients/tx_worker.js "$WORKER_DSN" clients tx-orders "$1" "$OUT/tx" "$LEASE_SECONDS" 2>"$OUT/tx/$1.stderr" & ;;
+        ex-*) PG_LEASE_JOURNAL_DIR=$OUT/tx elixir --erl "-logger level warning" -pa "$EX_EBIN" -r test/clients/journaled.exs \
+                  test/clients/tx_worker.exs "$EX_DSN" clients tx-orders "$1" "$LEASE_SECONDS" >"$OUT/tx/$1.stderr" 2>&1 & ;;
     esac
     TXP[$1]=$!
 }
@@ -442,18 +493,18 @@ tx_kill_backends() {   # the processing connections (not the renewers) of the gi
         WHERE application_name = ANY (string_to_array('$*', ' '))"
 }
 t0=$SECONDS
-tx_start py-tx-1; tx_start node-tx-1
+tx_start ex-tx-1; tx_start py-tx-1; tx_start node-tx-1
 sleep 3
 kill -KILL "${TXP[py-tx-1]}"; wait "${TXP[py-tx-1]}" 2>/dev/null
-stolen=$("$PSQL" -X -qAt -d $DB -c "SELECT c.shard_id || ' ' || lease.take_lease('clients', 'tx-orders', c.shard_id, 'thief', c.lease_count)
-    FROM (SELECT shard_id, lease_count FROM lease.shard_leases
-           WHERE stream_name = 'tx-orders' AND lease_owner = 'node-tx-1' ORDER BY shard_id LIMIT 1) AS c")
-killed=$(tx_kill_backends node-tx-1)
-echo "# tx: $((SECONDS - t0)) s: py-tx-1 killed (SIGKILL), $stolen stolen from node-tx-1 by a thief that never renews, $killed backend(s) of node-tx-1 terminated"
-tx_start py-tx-2; tx_start node-tx-2
+stolen=$("$PSQL" -X -qAt -d $DB -c "SELECT string_agg(c.shard_id || ' ' || lease.take_lease('clients', 'tx-orders', c.shard_id, 'thief', c.lease_count), ', ')
+    FROM (SELECT DISTINCT ON (lease_owner) shard_id, lease_count FROM lease.shard_leases
+           WHERE stream_name = 'tx-orders' AND lease_owner IN ('node-tx-1', 'ex-tx-1') ORDER BY lease_owner, shard_id) AS c")
+killed=$(tx_kill_backends node-tx-1 ex-tx-1)
+echo "# tx: $((SECONDS - t0)) s: py-tx-1 killed (SIGKILL), $stolen stolen from node-tx-1 and ex-tx-1 by a thief that never renews, $killed backend(s) of theirs terminated"
+tx_start py-tx-2; tx_start node-tx-2; tx_start ex-tx-2
 sleep 3
-killed=$(tx_kill_backends node-tx-1 py-tx-2 node-tx-2)
-echo "# tx: $((SECONDS - t0)) s: py-tx-2 and node-tx-2 joined 3 s ago; $killed processing backend(s) terminated"
+killed=$(tx_kill_backends node-tx-1 py-tx-2 node-tx-2 ex-tx-1 ex-tx-2)
+echo "# tx: $((SECONDS - t0)) s: py-tx-2, node-tx-2 and ex-tx-2 joined 3 s ago; $killed processing backend(s) terminated"
 sleep 2
 # an immediate stop and restart of the server (test/lib/cluster.sh's cluster:
 # its data directory is under the socket directory), every connection lost
@@ -466,16 +517,19 @@ if [ -d "$PGHOST/data" ]; then
 fi
 echo "# tx: $((SECONDS - t0)) s: the server stopped (immediate) and restarted: $restarted"
 sleep 4
-for w in node-tx-1 py-tx-2 node-tx-2; do kill -TERM "${TXP[$w]}"; done
+TX_LIVE="node-tx-1 py-tx-2 node-tx-2 ex-tx-1 ex-tx-2"
+for w in $TX_LIVE; do kill -TERM "${TXP[$w]}"; done
 tx_stopped=0
-for w in node-tx-1 py-tx-2 node-tx-2; do wait "${TXP[$w]}" && tx_stopped=$((tx_stopped + 1)); done
-for f in "$OUT"/tx/*.stderr; do [ -s "$f" ] && { echo "# $(basename "$f"):"; sed 's/^/#   /' "$f" | head -20; }; done
-[ "$tx_stopped" -eq 3 ]
-ok $? "transactional mode: the three live workers stopped gracefully on SIGTERM"
-verdict=$("$PSQL" -X -qAt -d $DB <<'SQL'
+for w in $TX_LIVE; do wait "${TXP[$w]}" && tx_stopped=$((tx_stopped + 1)); done
+for f in "$OUT"/tx/*.stderr; do [ -s "$f" ] && { echo "# $(basename "$f"):"; grep -vE '^(Sock closed|$)' "$f" | sed 's/^/#   /' | head -20; }; done
+[ "$tx_stopped" -eq 5 ]
+ok $? "transactional mode: the five live workers stopped gracefully on SIGTERM"
+# the verdict over table :tbl (tx_out, or its tampered copy below)
+tx_verdict() {
+    "$PSQL" -X -qAt -d $DB -v tbl="$1" <<'SQL'
 WITH l AS (SELECT shard_id, CASE WHEN checkpoint = 'TRIM_HORIZON' THEN 0 ELSE checkpoint::int END AS ckpt
              FROM lease.shard_leases WHERE app_name = 'clients' AND stream_name = 'tx-orders'),
-     o AS (SELECT shard_id, seq, count(*) AS n FROM public.tx_out GROUP BY 1, 2)
+     o AS (SELECT shard_id, seq, count(*) AS n FROM public.:"tbl" GROUP BY 1, 2)
 SELECT format('records written exactly once: %s of %s, %s duplicates, %s gaps, %s past a checkpoint; shards with progress %s of %s; by %s',
               (SELECT count(*) FROM o JOIN l USING (shard_id) WHERE o.n = 1 AND o.seq <= l.ckpt),
               (SELECT sum(ckpt) FROM l),
@@ -484,17 +538,30 @@ SELECT format('records written exactly once: %s of %s, %s duplicates, %s gaps, %
                 WHERE NOT EXISTS (SELECT FROM o WHERE o.shard_id = l.shard_id AND o.seq = s)),
               (SELECT count(*) FROM o JOIN l USING (shard_id) WHERE o.seq > l.ckpt),
               (SELECT count(*) FILTER (WHERE ckpt > 0) FROM l), (SELECT count(*) FROM l),
-              (SELECT string_agg(DISTINCT worker, ',' ORDER BY worker) FROM public.tx_out))
+              (SELECT string_agg(DISTINCT worker, ',' ORDER BY worker) FROM public.:"tbl"))
 SQL
-)
+}
+verdict=$(tx_verdict tx_out)
 echo "# tx: $verdict"
 not_held=$(cat "$OUT"/tx/*.journal | grep -c '"ok": \?false' || true)
 failed=$(cat "$OUT"/tx/*.journal | grep -c '"ev": \?"tx_failed"' || true)
 diverged=$(cat "$OUT"/tx/*.journal | grep -c '"ev": \?"tx_diverged"' || true)
 echo "# tx: $not_held batch(es) refused (not held), $failed transaction(s) failed and resolved from my_leases," \
     "$diverged found by hold_lease's checkpoint to start past the server's (commits lost in the restart)"
-grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*node-.*py-' <<<"$verdict"
-ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python and Node workers"
+grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*ex-.*node-.*py-' <<<"$verdict"
+ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python, Node and Elixir workers"
+# The verdict can fail (transactional mode's negative control): a copy of the
+# output with one of an Elixir worker's rows written twice and one row past
+# its shard's checkpoint, as a careless transaction would leave them.
+"$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB <<'SQL' >/dev/null
+CREATE TABLE public.tx_out_tampered AS SELECT * FROM public.tx_out;
+INSERT INTO public.tx_out_tampered SELECT * FROM public.tx_out WHERE worker LIKE 'ex-%' LIMIT 1;
+INSERT INTO public.tx_out_tampered SELECT shard_id, checkpoint::int + 1, 'ex-careless' FROM lease.shard_leases
+ WHERE stream_name = 'tx-orders' AND checkpoint <> 'TRIM_HORIZON' LIMIT 1;
+SQL
+tampered=$(tx_verdict tx_out_tampered)
+grep -qE ', 1 duplicates, 0 gaps, 1 past a checkpoint;' <<<"$tampered"
+ok $? "transactional mode: the verdict rejects a record written twice and one past its checkpoint ($tampered)"
 
 # 7. Installed from the packages; loud failures; shard discovery.
 # shellcheck source=test/clients/packages.sh
@@ -503,6 +570,14 @@ ok $? "transactional mode: every record up to each checkpoint written exactly on
 # 8. Fast failover (docs/client-rules.md, rule 6).
 # shellcheck source=test/clients/fast_failover.sh
 . test/clients/fast_failover.sh
+
+# 9. A cancelled wait for synchronous replication is ambiguous.
+# shellcheck source=test/clients/syncrep.sh
+. test/clients/syncrep.sh
+
+# 10. Unexpected exceptions; the INFO events.
+# shellcheck source=test/clients/failures.sh
+. test/clients/failures.sh
 
 kill "$relay" 2>/dev/null; wait "$relay" 2>/dev/null
 echo "1..$n"

@@ -1,13 +1,26 @@
 #!/usr/bin/python3
 """Makes a fleet history the checker must reject (test/clients/run.sh): a record
 processed again by a live worker, a refused checkpoint, and a processing span
-of one shard overlapping another owner's.
+of one shard overlapping another owner's; or (--heartbeat WORKER) one in
+which WORKER, a worker that renews by heartbeat, never did: every renewal
+of its journal a renew_leases list (the heartbeat path's negative control).
 
-    tamper.py DIR      (a copy of a fleet's output directory)
+    tamper.py DIR                     (a copy of a fleet's output directory)
+    tamper.py --heartbeat WORKER DIR
 """
 import json
 import sys
 
+if sys.argv[1] == "--heartbeat":
+    path = "%s/%s.journal" % (sys.argv[3], sys.argv[2])
+    with open(path) as f:
+        events = [json.loads(line) for line in f]
+    with open(path, "w") as f:
+        for e in events:
+            if e.get("ev") == "renewed" and e.get("via") == "heartbeat":
+                e["via"] = "list"
+            f.write(json.dumps(e) + "\n")
+    sys.exit(0)
 d = sys.argv[1]
 
 

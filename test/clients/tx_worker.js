@@ -5,8 +5,11 @@
 //   node tx_worker.js DSN APP STREAM OWNER DIR [LEASE_SECONDS]
 const path = require('path');
 const { Worker, RecordProcessor } = require('../../clients/node/pg_lease');
+const testing = require('../../clients/node/_testing');
 
 const BATCH = 5;
+// TX_WORKER_SYNCHRONOUS=1: every batch commits with synchronous_commit on (test/clients/syncrep.sh)
+const SYNCHRONOUS = process.env.TX_WORKER_SYNCHRONOUS === '1';
 
 class WriteRows extends RecordProcessor {
   constructor(owner) { super(); this.owner = owner; this.position = new Map(); }
@@ -14,6 +17,7 @@ class WriteRows extends RecordProcessor {
     this.position.set(shardId, checkpoint === 'TRIM_HORIZON' ? 0 : Number(checkpoint));
   }
   async process(shardId, client) {
+    if (SYNCHRONOUS) await client.query('SET LOCAL synchronous_commit = on');   // this batch's COMMIT waits for a standby
     const first = this.position.get(shardId) + 1;
     const last = first + BATCH - 1;
     await client.query('INSERT INTO public.tx_out SELECT $1, s, $2 FROM generate_series($3::int, $4::int) AS s',
@@ -28,8 +32,9 @@ async function main() {
   const [dsn, app, stream, owner, out, leaseSeconds] = process.argv.slice(2);
   const worker = new Worker(dsn, app, stream, owner, new WriteRows(owner), {
     leaseDuration: leaseSeconds ? Number(leaseSeconds) : 10, maxSteal: 2,
-    journalPath: path.join(out, `${owner}.journal`), transactional: true,
+    transactional: true,
   });
+  testing.journal(worker, path.join(out, `${owner}.journal`));
   process.on('SIGTERM', () => worker.stop());
   await worker.run();
 }

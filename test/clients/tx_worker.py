@@ -13,9 +13,11 @@ import signal
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../clients/python"))
-from pg_lease import RecordProcessor, Worker  # noqa: E402
+from pg_lease import RecordProcessor, Worker, _testing  # noqa: E402
 
 BATCH = 5
+# TX_WORKER_SYNCHRONOUS=1: every batch commits with synchronous_commit on (test/clients/syncrep.sh)
+SYNCHRONOUS = os.environ.get("TX_WORKER_SYNCHRONOUS") == "1"
 
 
 class WriteRows(RecordProcessor):
@@ -27,6 +29,8 @@ class WriteRows(RecordProcessor):
         self.position[shard_id] = 0 if checkpoint == "TRIM_HORIZON" else int(checkpoint)
 
     def process(self, shard_id, cursor=None):
+        if SYNCHRONOUS:
+            cursor.execute("SET LOCAL synchronous_commit = on")    # this batch's COMMIT waits for a standby
         first = self.position[shard_id] + 1
         last = first + BATCH - 1
         cursor.execute("INSERT INTO public.tx_out SELECT %s, s, %s FROM generate_series(%s, %s) AS s",
@@ -42,7 +46,8 @@ def main():
     dsn, app, stream, owner, out = sys.argv[1:6]
     lease_seconds = float(sys.argv[6]) if len(sys.argv) > 6 else 10.0
     worker = Worker(dsn, app, stream, owner, WriteRows(owner), lease_duration=lease_seconds,
-                    max_steal=2, journal=os.path.join(out, owner + ".journal"), transactional=True)
+                    max_steal=2, transactional=True)
+    _testing.journal(worker, os.path.join(out, owner + ".journal"))
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     worker.run()
 

@@ -398,7 +398,7 @@ classify(const char *state, const char *msg, bool conn_bad)
 		(strstr(msg, "PQconnectPoll") || strstr(msg, "PQconsumeInput") ||
 		 strstr(msg, "server closed the connection") || strstr(msg, "connection")))
 		return CALL_AMBIGUOUS;
-	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 ||
+	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 || strcmp(state, "40L01") == 0 ||
 		strcmp(state, "55P03") == 0 || strcmp(state, "57014") == 0 ||
 		strcmp(state, "57P03") == 0 || strcmp(state, "53300") == 0 ||
 		strcmp(state, "25006") == 0)

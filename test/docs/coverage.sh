@@ -71,12 +71,13 @@ for s in $settings; do
     if [ "$n" -eq 1 ]; then ok; else bad "setting $s has $n settings-table rows (| \`$s\` |), want 1"; fi
 done
 
-# SQLSTATEs raised by the C code, via the server's errcodes.h.
+# SQLSTATEs raised by the C code, via the server's errcodes.h (and pg_lease's
+# own, #defined in src/ headers: 40L01).
 errcodes_h=$("$PG_BINDIR/pg_config" --includedir-server)/utils/errcodes.h
 [ -f "$errcodes_h" ] || { bad "$errcodes_h not found"; errcodes_h=/dev/null; }
 codes=$(grep -rhoE 'errcode\(ERRCODE_[A-Z0-9_]+\)' src | sed -E 's/errcode\((.*)\)/\1/' | sort -u |
     while read -r name; do
-        code=$(sed -nE "s/^#define $name MAKE_SQLSTATE\('(.)', *'(.)', *'(.)', *'(.)', *'(.)'\).*/\1\2\3\4\5/p" "$errcodes_h")
+        code=$(sed -nE "s/^#define $name[[:space:]]+MAKE_SQLSTATE\('(.)', *'(.)', *'(.)', *'(.)', *'(.)'\).*/\1\2\3\4\5/p" "$errcodes_h" src/*.h src/*/*.h | head -n 1)
         [ -n "$code" ] && echo "$code" || echo "unknown:$name"
     done)
 grep -rqE '\belog\((ERROR|FATAL)' src && codes=$(printf '%s\nXX000\n' "$codes")

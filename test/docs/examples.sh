@@ -41,7 +41,9 @@ fi
 if [ $# -gt 0 ]; then
     pages=("$@")
 else
-    pages=(README.md docs/*.md CONTRIBUTING.md)
+    # and the client page whose switch-over is SQL run by an operator (its
+    # roles, grants and import, word for word)
+    pages=(README.md docs/*.md docs/clients/elixir.md CONTRIBUTING.md)
 fi
 
 # DOCS_EXAMPLES_WORK=DIR keeps each page's script and psql output there.

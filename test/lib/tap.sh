@@ -21,3 +21,10 @@ ok() {
 oneline() {
     tr '\n' ' ' <<<"$1" | sed 's/ *$//'
 }
+
+# `ok STATUS DESCRIPTION`, and when the check failed the last lines ($4,
+# default 20) of the file $3 as TAP comments: what explains the failure.
+ok_show() {
+    ok "$1" "$2"
+    [ "$1" = 0 ] || sed 's/^/#   /' "$3" | tail -n "${4:-20}"
+}

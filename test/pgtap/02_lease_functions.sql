@@ -61,6 +61,13 @@ SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
                 -- trigger functions (src/leases/monitoring.sql): they run in
                 -- statements that already run as the owner
                 'lease.lease_events_deleted()',
+                -- the steps of a stream move (src/leases/placement.sql)
+                'lease.move_stream_complete(text,text,bigint)',
+                'lease.move_stream_export(text,text,bigint)',
+                'lease.move_stream_freeze(text,text,integer,integer)',
+                'lease.move_stream_import(text,text,integer,integer,bigint,jsonb)',
+                'lease.move_stream_state(text,text)',
+                'lease.move_stream_undo(text,text,bigint)',
                 'lease.my_leases(text,text,text)',
                 'lease.plan_rebalance(text,text,text)',
                 'lease.prepare_checkpoint(text,text,text,text,text)',
@@ -94,34 +101,39 @@ SELECT throws_ok($$SELECT lease.take_lease('a', 's', 'x', 'w', NULL, '0 s')$$, '
 SELECT lives_ok($$SELECT lease.take_lease('a', 's', 'no-such-shard', 'w')$$, 'an unknown lease is not an error');
 
 -- every function whose C depends on the schema version is bound to the
--- entry point of the newest schema its C differs on (src/common/version.h):
--- _0_5 where the 0.5.0 schema changed its statements, else _0_4; the plain
--- symbols serve the released schemas only
+-- entry point of the newest schema that changed it (src/common/version.h):
+-- 0.4.0's, or 0.5.0's for the stream functions (the placement check) and
+-- the owners trigger (the bookkeeping in lease.worker_holdings); the
+-- plain and older symbols serve the released schemas only
 SELECT is(array_agg(p.oid::regprocedure::text || ' ' || p.prosrc ORDER BY p.oid::regprocedure::text),
           ARRAY['lease.admit_turn(bigint) lease_admit_turn_0_4',
-                'lease.cleanup_ended(text,text) lease_cleanup_ended_0_4',
+                'lease.cleanup_ended(text,text) lease_cleanup_ended_0_5',
                 'lease.close_shard(text,text,text,text) lease_close_shard_0_5',
-                'lease.create_lease(text,text,text,text[],text) lease_create_lease_0_4',
-                'lease.delete_lease(text,text,text) lease_delete_lease_0_4',
+                'lease.create_lease(text,text,text,text[],text) lease_create_lease_0_5',
+                'lease.delete_lease(text,text,text) lease_delete_lease_0_5',
                 'lease.grant_app(text,regrole) lease_grant_app_0_4',
                 'lease.has_app_access(text) lease_has_app_access_0_4',
                 'lease.heartbeat(text,text,text,interval,interval) lease_heartbeat_0_5',
-                'lease.my_leases(text,text,text) lease_my_leases_0_4',
+                'lease.hold_lease(text,text,text,text,bigint) lease_hold_lease_0_5',
+                'lease.my_leases(text,text,text) lease_my_leases_0_5',
                 'lease.plan_rebalance(text,text,text) lease_plan_rebalance_0_5',
-                'lease.prepare_checkpoint(text,text,text,text,text) lease_prepare_checkpoint_0_4',
+                'lease.prepare_checkpoint(text,text,text,text,text) lease_prepare_checkpoint_0_5',
                 'lease.release_lease(text,text,text,text) lease_release_lease_0_5',
-                'lease.renew_lease(text,text,text,text,bigint,interval) lease_renew_lease_0_4',
+                'lease.renew_lease(text,text,text,text,bigint,interval) lease_renew_lease_0_5',
                 'lease.renew_leases(text,text,text,interval,interval) lease_renew_leases_0_5',
-                'lease.request_handoff(text,text,text,text) lease_request_handoff_0_4',
+                'lease.request_handoff(text,text,text,text) lease_request_handoff_0_5',
                 'lease.revoke_app(text,regrole) lease_revoke_app_0_4',
                 'lease.rotate_channel(text,text,text,text,text,bigint) lease_rotate_channel_0_4',
+                'lease.set_balance_tolerance(text,text,double precision) lease_set_balance_tolerance_0_5',
+                'lease.set_weight(text,text,text,double precision) lease_set_weight_0_5',
                 'lease.shard_leases_owners_changed() lease_shard_leases_owners_changed_0_5',
                 'lease.start_conversation(text,text,text,text,text) lease_start_conversation_0_4',
+                'lease.sync_shards(text,text,text[],text[]) lease_sync_shards_0_5',
                 'lease.take_lease(text,text,text,text,bigint,interval,interval) lease_take_lease_0_5',
                 'lease.take_leases(text,text,text,interval,integer,integer,double precision,interval) lease_take_leases_0_5',
-                'lease.update_checkpoint(text,text,text,text,text,bigint) lease_update_checkpoint_0_4',
-                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint) lease_update_checkpoint_fenced_0_4'],
-          'the schema-dependent functions are bound to their _0_4 or _0_5 C entry points')
+                'lease.update_checkpoint(text,text,text,text,text,bigint) lease_update_checkpoint_0_5',
+                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint) lease_update_checkpoint_fenced_0_5'],
+          'the schema-dependent functions are bound to their newest C entry points')
   FROM pg_proc AS p
  WHERE p.pronamespace = 'lease'::regnamespace AND (p.prosrc LIKE '%\_0\_4' OR p.prosrc LIKE '%\_0\_5');
 

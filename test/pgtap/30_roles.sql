@@ -6,7 +6,7 @@
 -- roles are members of one and are granted apps.  Each can do exactly its
 -- documented set, for its own apps only, through every function and view.
 BEGIN;
-SELECT plan(115);
+SELECT plan(126);
 
 \ir recipes/security_group_roles.sql
 \ir recipes/security_fleet_operator.sql
@@ -32,6 +32,7 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
           ARRAY['lease.close_shard(text,text,text,text)',
                 'lease.create_lease(text,text,text,text[],text)',
                 'lease.heartbeat(text,text,text,interval,interval)',
+                'lease.hold_lease(text,text,text,text,bigint)',
                 'lease.my_leases(text,text,text)',
                 'lease.prepare_checkpoint(text,text,text,text,text)',
                 'lease.release_lease(text,text,text,text)',
@@ -53,6 +54,8 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.list_conversations(text,text,text,text)',
                 'lease.restore_rotated_channel(bigint,bigint)',
                 'lease.rotate_channel(text,text,text,text,text,bigint)',
+                'lease.set_conversation_status(bigint,text)',
+                'lease.set_sandbox_status(bigint,text)',
                 'lease.start_conversation(text,text,text,text,text)'],
           'the application role executes exactly the channel functions')
   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
@@ -65,8 +68,11 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.import_kcl_dynamodb(text,text,text)',
                 'lease.import_kcl_ex(regclass)',
                 'lease.import_kcl_ex_rows(text[],text[],text[],text[],text[],bigint[],boolean[])',
+                'lease.plan_rebalance(text,text,text)',
                 'lease.request_handoff(text,text,text,text)',
-                'lease.revoke_app(text,regrole)'],
+                'lease.revoke_app(text,regrole)',
+                'lease.set_balance_tolerance(text,text,double precision)',
+                'lease.set_weight(text,text,text,double precision)'],
           'the operator role executes exactly the admin functions of an app')
   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
    AND has_function_privilege('tap_rm_op', p.oid, 'EXECUTE');
@@ -74,7 +80,9 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
           ARRAY['lease.clear_tenant_limit(text)',
                 'lease.list_tenant_limits()',
                 'lease.monitoring_compensation_failures()',
+                'lease.monitoring_conversations()',
                 'lease.monitoring_fleet()',
+                'lease.monitoring_sandboxes()',
                 'lease.prune_events(interval)',
                 'lease.retry_failed_compensations()',
                 'lease.set_tenant_limit(text,integer)',
@@ -130,6 +138,24 @@ SELECT is((SELECT count(*)::int FROM lease.renew_leases('rm-a', 's', 'w1')), 2, 
 SELECT is(lease.release_lease('rm-a', 's', '1', 'w1'), true, 'worker releases');
 SELECT is((SELECT array_agg(shard_id || ':' || lease_epoch) FROM lease.my_leases('rm-a', 's', 'w1')),
           ARRAY['0:1'], 'worker reads its own leases and their tokens');
+-- the transactional mode (docs/exactly-once.md) as the recipe's worker,
+-- which up to 0.4.0 got "permission denied for function hold_lease": the
+-- batch's output, hold_lease, the fenced checkpoint, one commit (the
+-- savepoint stands for the worker's transaction)
+RESET ROLE;
+CREATE TABLE rm_orders_out (shard_id text, record bigint);
+GRANT INSERT, SELECT ON rm_orders_out TO tap_rm_w1;
+SET LOCAL ROLE tap_rm_w1;
+SAVEPOINT batch;
+INSERT INTO rm_orders_out SELECT '0', r FROM generate_series(7, 9) AS r;
+SELECT is(lease.hold_lease('rm-a', 's', '0', 'w1', 1), '6',
+          'worker holds its lease for a batch (hold_lease): the checkpoint the batch starts from');
+SELECT is(lease.update_checkpoint('rm-a', 's', '0', 'w1', '9', 0, 1), true,
+          'and checkpoints the batch with its token in the same transaction');
+RELEASE SAVEPOINT batch;
+SELECT is((SELECT count(*)::int FROM rm_orders_out), 3, 'the batch''s output is there with its checkpoint');
+SELECT throws_ok($$SELECT lease.hold_lease('rm-a', 's', '0', 'w1', 0)$$, '55000', NULL,
+                 'hold_lease at an old epoch raises: a worker that lost the lease commits nothing');
 -- ... and nothing of another app, through any function
 SELECT throws_ok(stmt, '42501', 'permission denied for app "rm-b"', 'worker, other app: ' || stmt)
   FROM unnest(ARRAY[
@@ -192,6 +218,14 @@ SELECT is((SELECT r.outcome || ':' || lease.confirm_rotation(r.previous_conversa
           'rotated:confirmed', 'application role rotates and confirms the rotation');
 SELECT is((SELECT array_agg(status ORDER BY conversation_id) FROM lease.list_conversations('rm-u', NULL, NULL, NULL)),
           ARRAY['running'], 'the confirmed rotation ended the previous conversation');
+-- the statuses docs/channel-bindings.md gives the platform (up to 0.4.0 no
+-- recipe let it set them: "permission denied for table sandboxes")
+SELECT is(lease.set_sandbox_status(lease.find_channel_conversation('rm-u', 'agent', NULL, NULL, 'c'), 'starting')
+          AND lease.set_sandbox_status(lease.find_channel_conversation('rm-u', 'agent', NULL, NULL, 'c'), 'ready')
+          AND lease.set_conversation_status(lease.find_channel_conversation('rm-u', 'agent', NULL, NULL, 'c'), 'idle'),
+          true, 'application role moves a sandbox to starting and ready, a conversation to idle');
+SELECT is((SELECT array_agg(status || ':' || sandbox_status) FROM lease.list_conversations('rm-u', NULL, NULL, NULL)),
+          ARRAY['idle:ready'], 'as list_conversations shows');
 SELECT throws_ok(stmt, '42501', NULL, 'application role: ' || stmt)
   FROM unnest(ARRAY[
     $$SELECT lease.set_tenant_limit('rm-u', 100)$$,
@@ -230,6 +264,12 @@ SELECT is(lease.delete_lease('rm-a', 's', '1'), true, 'operator deletes a lease 
 SELECT is(lease.cleanup_ended('rm-a', 's'), 0, 'operator cleans up its app');
 SELECT is(lease.grant_app('rm-a', 'tap_rm_w2'), true, 'operator grants its app to another role');
 SELECT is(lease.revoke_app('rm-a', 'tap_rm_w2'), true, 'operator revokes it');
+-- it balances its app: weights, tolerance, the dry run (not another app's)
+SELECT is(lease.set_weight('rm-a', 's', '0', 3), true, 'operator sets a lease''s weight in its app');
+SELECT is(lease.set_balance_tolerance('rm-a', 's', 0.2), 0.2::float8, 'operator sets its stream''s tolerance');
+SELECT lives_ok($$SELECT * FROM lease.plan_rebalance('rm-a', 's')$$, 'operator plans a rebalance of its stream');
+SELECT throws_ok($$SELECT lease.set_weight('rm-b', 's', '0', 3)$$, '42501', NULL,
+                 'but sets no weight in another app');
 -- prune_events and retry_failed_compensations act on every app: not for
 -- the operator of one
 SELECT throws_ok($$SELECT lease.prune_events('0')$$, '42501', 'permission denied for function prune_events',
@@ -309,6 +349,9 @@ SELECT is((SELECT unresolved FROM lease.monitoring_compensation_failures()), 1::
 SELECT is((SELECT array_agg(f.reason) FROM lease.compensation_failures f WHERE f.resolved_at IS NULL),
           ARRAY['pgTAP: queued by hand'], 'fleet operator reads the failure queue');
 SELECT ok((SELECT capacity_sandboxes > 0 FROM lease.monitoring_fleet()), 'fleet operator reads the fleet metrics');
+SELECT ok((SELECT sum(conversations) > 0 FROM lease.monitoring_conversations())
+          AND (SELECT sum(sandboxes) > 0 FROM lease.monitoring_sandboxes()),
+          'and the conversations'' and sandboxes'' metrics');
 SELECT is(array_agg(outcome), ARRAY['restored'], 'fleet operator drains the compensation queue')
   FROM lease.retry_failed_compensations();
 SELECT is(lease.set_tenant_limit('rm-u', 1), NULL::integer, 'fleet operator sets a tenant''s limit');

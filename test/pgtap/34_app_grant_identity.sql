@@ -3,7 +3,7 @@
 -- role given a dropped grantee's OID, or a grantee renamed since, does not
 -- act for the app, and the dump filter leaves such grants out.
 BEGIN;
-SELECT plan(8);
+SELECT plan(11);
 
 CREATE ROLE gi_granted;
 CREATE ROLE gi_other;
@@ -44,6 +44,25 @@ SELECT lease.grant_app('gi', 'gi_renamed');
 SET LOCAL ROLE gi_renamed;
 SELECT is(lease.has_app_access('gi'), true, 'granted again under its new name, it acts for the app');
 RESET ROLE;
+
+-- granted_by is the granter's name: a dropped granter stays named (a
+-- regrole before 0.5.0, which pg_dump wrote as a bare OID)
+SELECT col_type_is('lease', 'app_grants', 'granted_by', 'name', 'granted_by is a name');
+CREATE ROLE gi_granter;
+GRANT USAGE ON SCHEMA lease TO gi_granter;
+GRANT EXECUTE ON FUNCTION lease.grant_app(text, regrole) TO gi_granter;
+SELECT lease.grant_app('gi-by', 'gi_granter');
+SET LOCAL ROLE gi_granter;
+SELECT lease.grant_app('gi-by', 'gi_other');
+RESET ROLE;
+SELECT is((SELECT granted_by::text FROM lease.app_grants WHERE app_name = 'gi-by' AND grantee = 'gi_other'::regrole),
+          'gi_granter', 'grant_app records the granter''s name');
+SELECT lease.revoke_app('gi-by', 'gi_granter');
+REVOKE ALL ON FUNCTION lease.grant_app(text, regrole) FROM gi_granter;
+REVOKE ALL ON SCHEMA lease FROM gi_granter;
+DROP ROLE gi_granter;
+SELECT is((SELECT granted_by::text FROM lease.app_grants WHERE app_name = 'gi-by' AND grantee = 'gi_other'::regrole),
+          'gi_granter', 'and keeps it once the granter is dropped');
 
 SELECT * FROM finish();
 ROLLBACK;

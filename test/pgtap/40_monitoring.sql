@@ -6,7 +6,7 @@
 -- the tables say; checkpointed_at moves with checkpoints, not renewals; the
 -- ownership counters survive prune_events.
 BEGIN;
-SELECT plan(46);
+SELECT plan(50);
 
 -- docs/monitoring.md, "Installing": the recipe (the docs-coverage suite
 -- checks that the page shows these lines as they are here)
@@ -22,7 +22,8 @@ GRANT EXECUTE ON FUNCTION
     lease.monitoring_conversations(),
     lease.monitoring_sandboxes(),
     lease.monitoring_fleet(),
-    lease.monitoring_compensation_failures()
+    lease.monitoring_compensation_failures(),
+    lease.monitoring_notifications()
     TO lease_monitor;
 -- end of recipe
 CREATE ROLE tap_mon_exporter LOGIN IN ROLE lease_monitor;
@@ -34,7 +35,7 @@ SELECT is((SELECT count(*)::int FROM pg_proc
             WHERE pronamespace = 'lease'::regnamespace AND proname LIKE 'monitoring\_%'
               AND prosecdef AND pronargs = 0
               AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp']),
-          9, 'nine monitoring functions, SECURITY DEFINER, no arguments, search_path pinned');
+          10, 'ten monitoring functions, SECURITY DEFINER, no arguments, search_path pinned');
 SELECT is_empty($$SELECT p.oid::regprocedure FROM pg_proc p
                    WHERE p.pronamespace = 'lease'::regnamespace
                      AND has_function_privilege('tap_mon_nobody', p.oid, 'EXECUTE')$$,
@@ -184,6 +185,17 @@ SELECT ok((SELECT unresolved = 2 AND max_attempts = 3
                   AND oldest_unresolved_age_seconds BETWEEN 599 AND 3600
              FROM lease.monitoring_compensation_failures()),
           'monitoring_compensation_failures: 2 unresolved, the oldest 10 minutes old, 3 attempts');
+SELECT is((SELECT skipped FROM lease.monitoring_notifications()), 0::bigint,
+          'monitoring_notifications: no notification skipped');
+-- a full queue, as lease.notify_queue_limit 0 pretends: the take changes the
+-- owner and skips its notification, counted
+SELECT lease.create_lease('mon-n', 's', 'n1');
+SET LOCAL lease.notify_queue_limit = 0;
+SELECT is(lease.take_lease('mon-n', 's', 'n1', 'w4', NULL, '1 hour'), 1::bigint,
+          'a take with the NOTIFY queue at lease.notify_queue_limit still takes the lease');
+SELECT ok((SELECT skipped = 1 AND queue_usage >= 0 FROM lease.monitoring_notifications()),
+          'monitoring_notifications: the skipped notification is counted');
+RESET lease.notify_queue_limit;
 
 -- 6. the monitoring role runs every query of the queries file ...
 SET LOCAL ROLE tap_mon_exporter;
@@ -198,6 +210,8 @@ SELECT lives_ok($$SELECT * FROM lease.monitoring_sandboxes()$$, 'and pg_lease_sa
 SELECT lives_ok($$SELECT * FROM lease.monitoring_fleet()$$, 'and pg_lease_fleet');
 SELECT lives_ok($$SELECT * FROM lease.monitoring_compensation_failures()$$,
                 'and pg_lease_compensation_failures');
+SELECT lives_ok($$SELECT skipped AS skipped_total, queue_usage FROM lease.monitoring_notifications()$$,
+                'and pg_lease_notifications');
 -- ... and sees every app, as the exporter must
 SELECT is((SELECT sum(leases)::int FROM lease.monitoring_leases() WHERE app_name = 'mon-a'), 7,
           'the monitoring role counts the leases of an app it was never granted');

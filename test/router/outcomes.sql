@@ -66,6 +66,10 @@ SELECT outcome, conversation_id AS rotated
 SELECT :'outcome' AS outcome, lease.confirm_rotation(:conv, :rotated) AS confirm;
 SELECT conversation_id = :rotated AS is_rotated, channel_id, status, sandbox_status
   FROM lease.list_conversations('ro-u1', NULL, NULL, NULL);
+-- the platform's own statuses, on the conversation's partition
+SELECT lease.set_sandbox_status(:rotated, 'ready') AS sandbox_ready,
+       lease.set_conversation_status(:rotated, 'idle') AS idle;
+SELECT status, sandbox_status FROM lease.list_conversations('ro-u1', NULL, NULL, NULL);
 SELECT lease.set_tenant_limit('ro-u1', 3) AS previous_limit;
 SELECT * FROM lease.tenant_limit('ro-u1');
 SELECT lease.set_tenant_limit('ro-u2', 4) AS previous_limit;

@@ -15,6 +15,10 @@
 #      (test/router/outcomes.sql, test/router/expected/outcomes.out);
 #   5. import_kcl_ex and import_kcl_dynamodb through the router put every
 #      lease on the partition of its stream (and both partitions got some);
+#   7. a stream moves between the partitions (test/router/moves.sql);
+#   8. every interleaving of a move with calls, an undo and a sync, in a
+#      model of the protocol (test/router/move_model.py), which finds its
+#      seeded defects;
 #   6. a router updated from every released router version
 #      (pg_lease_router--0.3.0.sql, then ALTER EXTENSION pg_lease_router
 #      UPDATE) equals a fresh one: the same functions with the same
@@ -118,6 +122,8 @@ SELECT 'function lease.' || p.proname || '(' || pg_catalog.pg_get_function_argum
    AND p.prorettype OPERATOR(pg_catalog.<>) 'pg_catalog.trigger'::pg_catalog.regtype
    -- nor pg_lease's internal liveness test (src/router/generate.sql)
    AND p.proname OPERATOR(pg_catalog.<>) 'liveness_cutoff'
+   -- nor the steps of a stream move, which the router calls on named partitions
+   AND p.proname NOT LIKE 'move\_stream\_%'
 UNION ALL
 SELECT 'view lease.' || c.relname || ' (' ||
        pg_catalog.string_agg(a.attname || ' ' || pg_catalog.format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum) || ')'
@@ -181,6 +187,36 @@ for k in 0 1; do
     [ "${n% *}" = 0 ] && [ "${n#* }" != 0 ] || misplaced=1
 done
 [ "$misplaced" = 0 ] || { echo "router: imported leases are missing or on the wrong partition"; failed=1; }
+
+# 7. Moving a stream: every step, repeats, a stale directory, an undo, a
+# resumed move, bad input (test/router/moves.sql, docs/scale-out.md).
+psql_do -d $RT -a -f test/router/moves.sql >"$WORK/moves.out" 2>&1
+if diff -u test/router/expected/moves.out "$WORK/moves.out" >"$WORK/moves.diff"; then
+    echo "router: every step of a stream move through the router as expected"
+else
+    echo "router: moves differ (--- expected, +++ actual):"
+    cat "$WORK/moves.diff"
+    cp "$WORK/moves.out" "$ROOT/test/router/moves.actual" 2>/dev/null
+    failed=1
+fi
+
+# 8. Every interleaving of a move with calls through two routers, an undo
+# and a sync, in a model of the protocol (test/router/move_model.py), and
+# the seeded defects it must find.
+if out=$(python3 test/router/move_model.py); then
+    echo "router: $out"
+else
+    echo "$out"
+    failed=1
+fi
+for defect in no-freeze undo-after-commit serve-arriving; do
+    if python3 test/router/move_model.py --defect "$defect" >"$WORK/model.$defect"; then
+        echo "router: the move model did not find the seeded defect $defect"
+        failed=1
+    else
+        echo "router: the move model finds the seeded defect $defect: $(head -n 1 "$WORK/model.$defect" | sed 's/.*: VIOLATION/VIOLATION/')"
+    fi
+done
 
 # 6. An updated router equals a fresh one.
 router_catalog() {

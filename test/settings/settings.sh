@@ -33,8 +33,10 @@ SETTINGS=(
     "lease.admission_lock_timeout|'1500ms'|1500ms"
     "lease.handoff_timeout|'31s'|31s"
     "lease.liveness_grace|'1500ms'|1500ms"
+    "lease.move_lock_timeout|'2500ms'|2500ms"
     "lease.record_events|off|off"
     "lease.notify_channel|'lease_settings_x'|lease_settings_x"
+    "lease.notify_queue_limit|0.25|0.25"
 )
 
 # psql as the superuser (or PGUSER=... given), output unaligned, messages on

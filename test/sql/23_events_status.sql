@@ -33,10 +33,25 @@ RESET lease.notify_channel;
 SELECT lease_test.try($$SET lease.notify_channel = '$$ || repeat('x', 64) || $$'$$);
 SELECT lease_test.try($$SET lease.handoff_timeout = 0$$);
 SELECT lease_test.try($$SET lease.handoff_timeout = '8d'$$);
+-- lease.notify_queue_limit: a fraction of the NOTIFY queue; 0 skips every
+-- notification (counted), the change still goes ahead
+SHOW lease.notify_queue_limit;
+SELECT lease_test.try($$SET lease.notify_queue_limit = -0.1$$);
+SELECT lease_test.try($$SET lease.notify_queue_limit = 1.5$$);
+SET lease.notify_queue_limit = 0;
+SELECT skipped AS skipped_before FROM lease.monitoring_notifications() \gset
+SELECT lease.release_lease('ev', 's', 'b', 'w4') AS released_unannounced;
+SELECT skipped - :skipped_before AS skipped FROM lease.monitoring_notifications();
+RESET lease.notify_queue_limit;
+SELECT lease.take_lease('ev', 's', 'b', 'w4');
 -- lease.record_events is superuser-only: a worker cannot switch its audit trail off
 CREATE ROLE lease_test_ev_worker;
 SET ROLE lease_test_ev_worker;
 SELECT lease_test.try($$SET lease.record_events = off$$);
+-- nor lower lease.notify_queue_limit (the skipped count is the fleet's)
+SELECT lease_test.try($$SET lease.notify_queue_limit = 0$$);
+-- nor shorten lease.handoff_timeout, which would skip the holders' graceful handoff
+SELECT lease_test.try($$SET lease.handoff_timeout = '1ms'$$);
 RESET ROLE;
 DROP ROLE lease_test_ev_worker;
 

@@ -97,6 +97,7 @@ SELECT count(*) AS rows FROM lease.import_kcl_dynamodb('kcl4', 'orders', E' \n '
 SELECT shard_id, checkpoint FROM lease.shard_leases WHERE app_name = 'kcl4' ORDER BY shard_id;
 
 -- bad input: an error naming the first bad item, and nothing written
+SELECT lease.create_lease('kcl-bad', 'orders', 'kb-x', ARRAY['kb-y']);
 SELECT lease_test.digest() AS before \gset
 CREATE TABLE lease_test.kcl_bad (label text, export text);
 INSERT INTO lease_test.kcl_bad VALUES
@@ -113,6 +114,11 @@ INSERT INTO lease_test.kcl_bad VALUES
     ('negative counter', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"-1"},"checkpoint":{"S":"1"}}'),
     ('fractional counter', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1.5"},"checkpoint":{"S":"1"}}'),
     ('counter 2^62', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"4611686018427387904"},"checkpoint":{"S":"1"}}'),
+    -- no headroom: the next take would need 2^62, which the table refuses
+    -- (0.4.0 imported it, and every take_leases of the stream failed)
+    ('counter 2^62 - 1', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"4611686018427387903"},"checkpoint":{"S":"1"}}'),
+    ('counter 2^61', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"2305843009213693952"},"checkpoint":{"S":"1"}}'),
+    ('switches 2^61', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"ownerSwitchesSinceCheckpoint":{"N":"2305843009213693952"},"checkpoint":{"S":"1"}}'),
     ('negative switches', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"ownerSwitchesSinceCheckpoint":{"N":"-2"},"checkpoint":{"S":"1"}}'),
     ('negative sub-sequence', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"},"checkpointSubSequenceNumber":{"N":"-1"}}'),
     ('unknown sentinel', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"AT_SEQUENCE_NUMBER"}}'),
@@ -125,6 +131,19 @@ INSERT INTO lease_test.kcl_bad VALUES
     ('parent not a string', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"},"parentShardId":{"SS":[1]}}'),
     ('33 parents', format('{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"},"parentShardId":{"SS":%s}}',
                           (SELECT jsonb_agg('p' || i) FROM generate_series(1, 33) AS i))),
+    -- lineage: more than 32 parents once a child's parentShardId and its
+    -- parents' childShardIds are put together (0.4.0 imported 100), and
+    -- lineage that is a cycle, in the export or with a lease already there
+    ('33 parents by childShardIds', (SELECT string_agg(format('{"leaseKey":{"S":"p%s"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"SHARD_END"},"childShardIds":{"SS":["c"]}}', i), E'\n')
+                                       FROM generate_series(1, 33) AS i)),
+    ('parents 20 + 13', (SELECT string_agg(format('{"leaseKey":{"S":"p%s"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"SHARD_END"},"childShardIds":{"SS":["c"]}}', i), E'\n')
+                           FROM generate_series(1, 13) AS i)
+                        || E'\n' || format('{"leaseKey":{"S":"c"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"},"parentShardId":{"SS":%s}}',
+                                             (SELECT jsonb_agg('q' || i) FROM generate_series(1, 20) AS i))),
+    -- a's parent is c (its parentShardId), c's is b and b's is a (their
+    -- parents' childShardIds)
+    ('a cycle', E'{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"},"parentShardId":{"SS":["c"]},"childShardIds":{"SS":["b"]}}\n{"leaseKey":{"S":"b"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"},"childShardIds":{"SS":["c"]}}\n{"leaseKey":{"S":"c"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"}}'),
+    ('a cycle with a lease there', '{"leaseKey":{"S":"kb-y"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"},"parentShardId":{"SS":["kb-x"]}}'),
     ('key of another stream', '{"leaseKey":{"S":"1:orders:1:shardId-0"},"streamName":{"S":"1:payments:1"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"}}'),
     ('shardId of another key', '{"leaseKey":{"S":"1:orders:1:shardId-0"},"shardId":{"S":"shardId-9"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"}}'),
     ('not a multi-stream key', '{"leaseKey":{"S":"orders:shardId-0"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"}}'),
@@ -138,8 +157,62 @@ SELECT label, lease_test.try_detail(format('SELECT lease.import_kcl_dynamodb(%L,
 SELECT lease_test.try($$SELECT lease.import_kcl_dynamodb(NULL, 'orders', '')$$);
 SELECT lease_test.try($$SELECT lease.import_kcl_dynamodb('kcl-bad', ' ', '')$$);
 SELECT lease_test.try($$SELECT lease.import_kcl_dynamodb('kcl-bad', 'orders', NULL)$$);
+-- an export of one line, 134,217,728 empty ones and another: the lines
+-- are read one by one, never counted first (0.4.0 sized an array by the
+-- count of lines, and failed with XX000 "invalid memory alloc request
+-- size" before it read any)
+SELECT lease_test.try($$SELECT lease.import_kcl_dynamodb('kcl-bad', 'orders', '1' || repeat(E'\n', 134217728) || '1')$$);
 SELECT lease_test.digest() = :'before' AS nothing_written;
 DROP TABLE lease_test.kcl_bad;
+
+-- Lineage is the union of a child's parentShardId and its parents'
+-- childShardIds, whichever the export has (parentShardIds, as some tools
+-- write it, is read as parentShardId); a child of an open parent is
+-- blocked, of an ended one unowned.  detail names only what was dropped:
+-- never the lineage attributes, whose content is kept.
+SELECT item, shard_id, action, detail FROM lease.import_kcl_dynamodb('kcl-lin', 'orders', concat_ws(E'\n',
+    -- only the child names its parent (parentShardId), the parent is open
+    '{"leaseKey":{"S":"p1"},"leaseCounter":{"N":"1"},"leaseOwner":{"S":"kw"},"checkpoint":{"S":"11"}}',
+    '{"leaseKey":{"S":"c1"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"TRIM_HORIZON"},"parentShardId":{"SS":["p1"]}}',
+    -- the same, spelt parentShardIds
+    '{"leaseKey":{"S":"p2"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"12"}}',
+    '{"leaseKey":{"S":"c2"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"TRIM_HORIZON"},"parentShardIds":{"L":[{"S":"p2"}]}}',
+    -- only the parent names its child (childShardIds)
+    '{"leaseKey":{"S":"p3"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"13"},"childShardIds":{"SS":["c3"]}}',
+    '{"leaseKey":{"S":"c3"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"TRIM_HORIZON"}}',
+    -- both
+    '{"leaseKey":{"S":"p4"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"14"},"childShardIds":{"SS":["c4"]}}',
+    '{"leaseKey":{"S":"c4"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"TRIM_HORIZON"},"parentShardId":{"SS":["p4"]}}',
+    -- a merge: m1 names the child, the child names m2
+    '{"leaseKey":{"S":"m1"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"15"},"childShardIds":{"SS":["mc"]}}',
+    '{"leaseKey":{"S":"m2"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"16"}}',
+    '{"leaseKey":{"S":"mc"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"TRIM_HORIZON"},"parentShardId":{"SS":["m2"]}}',
+    -- an ended parent whose child has no lease yet: created, unowned; the
+    -- ended lease's KCL owner is not kept
+    '{"leaseKey":{"S":"e1"},"leaseCounter":{"N":"1"},"leaseOwner":{"S":"kw"},"checkpoint":{"S":"SHARD_END"},"childShardIds":{"SS":["ec"]}}'));
+SELECT shard_id, lease_owner, parent_shard_ids, state FROM lease.lease_status
+ WHERE app_name = 'kcl-lin' ORDER BY shard_id;
+-- the KCL owner's name reused by a pg_lease worker: only the open lease is
+-- its own; the ended one is nobody's
+SELECT shard_id FROM lease.my_leases('kcl-lin', 'orders', 'kw') ORDER BY shard_id;
+-- the children are taken once their parents end
+SELECT lease.take_lease('kcl-lin', 'orders', 'm1', 'w'), lease.close_shard('kcl-lin', 'orders', 'm1', 'w');
+SELECT shard_id, state FROM lease.lease_status WHERE app_name = 'kcl-lin' AND shard_id = 'mc';
+SELECT lease.take_lease('kcl-lin', 'orders', 'm2', 'w'), lease.close_shard('kcl-lin', 'orders', 'm2', 'w');
+SELECT shard_id, state FROM lease.lease_status WHERE app_name = 'kcl-lin' AND shard_id = 'mc';
+
+-- the kcl_ex import keeps no owner of an ended lease either
+CREATE TABLE lease_test.kcl_ended (shard_id text, app_name text, stream_name text, checkpoint text,
+                                   lease_owner text, lease_count int, completed boolean);
+INSERT INTO lease_test.kcl_ended VALUES
+    ('done', 'kcl-ex-ended', 's', '99', 'node-a', 3, true),
+    ('ended', 'kcl-ex-ended', 's', 'SHARD_END', 'node-a', 3, false),
+    ('open', 'kcl-ex-ended', 's', '7', 'node-a', 3, false);
+SELECT lease.import_kcl_ex('lease_test.kcl_ended');
+SELECT shard_id, lease_owner, checkpoint FROM lease.shard_leases WHERE app_name = 'kcl-ex-ended' ORDER BY shard_id;
+DROP TABLE lease_test.kcl_ended;
+-- and refuses a lease_count with no headroom
+SELECT lease_test.try($$SELECT lease.import_kcl_ex_rows('{kcl-ex-ended}', '{s}', '{big}', '{1}', '{w}', '{2305843009213693952}', '{f}')$$);
 
 -- the caller's privileges: INSERT on lease.shard_leases, and row-level
 -- security admits the rows of the caller's own apps only
@@ -153,8 +226,10 @@ GRANT SELECT, INSERT ON lease.shard_leases TO lease_test_ddb;
 GRANT EXECUTE ON FUNCTION lease.has_app_access(text) TO lease_test_ddb;
 SELECT lease.grant_app('kcl5', 'lease_test_ddb');
 SET ROLE lease_test_ddb;
--- an app it is not granted: nothing imported
+-- an app it is not granted: refused before the export is read, whatever it
+-- holds (here text that is not JSON), and nothing imported
 SELECT lease_test.try($$SELECT lease.import_kcl_dynamodb('kcl6', 'orders', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"}}')$$);
+SELECT lease_test.try($$SELECT lease.import_kcl_dynamodb('kcl6', 'orders', repeat('not json ', 100000))$$);
 SELECT action FROM lease.import_kcl_dynamodb('kcl5', 'orders', '{"leaseKey":{"S":"a"},"leaseCounter":{"N":"1"},"checkpoint":{"S":"1"}}');
 RESET ROLE;
 SELECT app_name, shard_id, checkpoint FROM lease.shard_leases WHERE app_name IN ('kcl5', 'kcl6');

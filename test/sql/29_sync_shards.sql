@@ -77,6 +77,14 @@ SELECT lease_test.try($$SELECT * FROM lease.sync_shards('sync', 's', ARRAY['e', 
 SELECT lease_test.try($$SELECT * FROM lease.sync_shards('sync', 's', ARRAY['e'], ARRAY[NULL::text])$$);
 -- another app
 SELECT lease_test.try($$SELECT * FROM lease.sync_shards('nosync', 's', ARRAY['n1'])$$);
+-- another app is refused before the lists are read, whatever they hold: a
+-- NULL element, a repeated id, a million ids, a cycle (each its own error
+-- for an app the caller may act for)
+SELECT lease_test.try($$SELECT * FROM lease.sync_shards('nosync', 's', ARRAY['n1', NULL])$$);
+SELECT lease_test.try($$SELECT * FROM lease.sync_shards('nosync', 's', ARRAY['n1', 'n1'])$$);
+SELECT lease_test.try($$SELECT * FROM lease.sync_shards('nosync', 's',
+    (SELECT array_agg('id-' || i) FROM generate_series(1, 1000000) AS i))$$);
+SELECT lease_test.try($$SELECT * FROM lease.sync_shards('nosync', 's', ARRAY['c1', 'c2'], ARRAY['c2', 'c1'])$$);
 RESET ROLE;
 SELECT lease_test.digest() = d AS nothing_written FROM lease_test.sync_before;
 DROP TABLE lease_test.sync_before;

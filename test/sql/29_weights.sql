@@ -20,6 +20,9 @@ SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', 'a', -1)$$);
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', 'a', 'NaN')$$);
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', 'a', 'Infinity')$$);
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', NULL, 1)$$);
+-- weights are bounded (1e15): no sum of them can overflow
+SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', 'a', 1e308)$$);
+SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', 'a', 1.000001e15)$$);
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', '', 1)$$);
 SELECT lease_test.digest() = :'before' AS nothing_written;
 
@@ -92,6 +95,11 @@ SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1,
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 'NaN')$$);
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 'Infinity')$$);
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, NULL)$$);
+-- capacities are bounded (1e-6 to 1e6): capacity 1e308 made the fleet-wide
+-- lease.monitoring_worker_loads() fail (22003) for every app
+SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 1e308)$$);
+SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 1000001)$$);
+SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 1e-300)$$);
 SELECT lease_test.digest() = :'before' AS nothing_written;
 
 -- tolerance: set, replaced, reset to the default by null
@@ -118,3 +126,19 @@ SELECT lease_owner, live_leases, load, capacity, target
 SELECT lease.set_weight('wt', 's', 'a', NULL);
 SELECT lease_owner, live_leases, round(load::numeric, 2) AS load, capacity, round(target::numeric, 2) AS target
   FROM lease.worker_loads WHERE app_name = 'wt' ORDER BY lease_owner;
+
+-- one app's extreme inputs, at the bounds, leave the fleet-wide views working
+-- for every app: two workers at the largest capacity, two leases at the
+-- largest weight, next to an ordinary app
+SELECT lease.create_lease('wt-max', 's', shard) FROM unnest(ARRAY['a', 'b', 'c']) AS shard;
+SELECT lease.set_weight('wt-max', 's', shard, 1e15) FROM unnest(ARRAY['a', 'b']) AS shard;
+SELECT count(*) FROM lease.take_leases('wt-max', 's', 'big1', '1 hour', NULL, 1, 1e6);
+SELECT count(*) FROM lease.take_leases('wt-max', 's', 'big2', '1 hour', NULL, 1, 1e6);
+SELECT count(*) FROM lease.take_leases('wt-max', 's', 'small', '1 hour', NULL, 1, 1e-6);
+SELECT app_name, count(*) AS owners, bool_and(target >= 0 AND target < 'Infinity') AS finite
+  FROM lease.monitoring_worker_loads() WHERE app_name IN ('wt', 'wt-max') GROUP BY app_name ORDER BY app_name;
+SELECT app_name, count(*) > 0 AS streams FROM lease.monitoring_streams()
+ WHERE app_name IN ('wt', 'wt-max') GROUP BY app_name ORDER BY app_name;
+-- the bounds hold against a direct write too (the CHECK constraints)
+SELECT lease_test.try($$UPDATE lease.worker_capacities SET capacity = 1e308 WHERE app_name = 'wt-max'$$);
+SELECT lease_test.try($$UPDATE lease.shard_leases SET weight = 1e308 WHERE app_name = 'wt-max'$$);

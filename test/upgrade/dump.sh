@@ -61,6 +61,7 @@ dump_round() {
     fi
     psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_id_partition.sql || return 1
     psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_balancing.sql || return 1
+    psql_do -d "$SRC" -o /dev/null -f test/upgrade/dump_placement.sql || return 1
 
     # 1. Every table and sequence in the schema is marked for dumping, but
     #    lease.admission_gate: its one row is the install script's, and
@@ -127,11 +128,20 @@ SQL
     check "restored fencing token still accepted" "${r[8]:-}" t
     check "restored conversation id setting still applies (id % 2 = 1)" "$(( ${r[0]:-0} % 2 ))" 1
 
+    check "restored tombstone still refuses the moved stream" \
+        "$(psql_do -d "$DST" -At -c "SELECT lease.create_lease('dump', 'moved-away', 'm-2')" 2>&1 | grep -o 'has moved to partition 1')" \
+        "has moved to partition 1"
+
     # 4. App grants: by role name, and none of a dropped role.
     check "the source keeps the grant of a dropped role" \
         "$(psql_do -d "$SRC" -At -c "SELECT count(*) FROM lease.app_grants WHERE app_name = 'dump-gone'")" 1
     check "a dropped role's grant is not in the dump" \
         "$("$PG_BINDIR/pg_restore" -a -t app_grants -f - "$WORK/dump" | grep -c 'dump-gone')" 0
+    check "a grant whose granter was dropped is dumped with the granter's name" \
+        "$("$PG_BINDIR/pg_restore" -a -t app_grants -f - "$WORK/dump" | grep 'dump-granter' | grep -c 'lease_dump_granter')" 1
+    check "the restored grant keeps the dropped granter's name" \
+        "$(psql_do -d "$DST" -At -c "SELECT granted_by FROM lease.app_grants WHERE app_name = 'dump-granter'")" \
+        "lease_dump_granter"
     check "a restored grant names its role by name" \
         "$(psql_do -d "$DST" -At -c "SELECT grantee::text || ' ' || grantee_name FROM lease.app_grants WHERE app_name = 'dump'")" \
         "lease_dump_worker lease_dump_worker"

@@ -17,5 +17,22 @@ BEGIN
             PERFORM lease.grant_app('dump-gone', 'lease_dump_gone');
             DROP ROLE lease_dump_gone;
         END IF;
+        -- 0.5.0: a grant whose granter was dropped since is dumped with the
+        -- granter's name (granted_by is a name), not a bare OID
+        -- (test/upgrade/dump.sh reads the dump).
+        IF (SELECT a.atttypid = 'pg_catalog.name'::pg_catalog.regtype FROM pg_attribute AS a
+             WHERE a.attrelid = 'lease.app_grants'::regclass AND a.attname = 'granted_by') THEN
+            CREATE ROLE lease_dump_granter NOLOGIN;
+            GRANT USAGE ON SCHEMA lease TO lease_dump_granter;
+            GRANT EXECUTE ON FUNCTION lease.grant_app(text, regrole) TO lease_dump_granter;
+            PERFORM lease.grant_app('dump-granter', 'lease_dump_granter');
+            SET LOCAL ROLE lease_dump_granter;
+            PERFORM lease.grant_app('dump-granter', 'lease_dump_worker');
+            RESET ROLE;
+            PERFORM lease.revoke_app('dump-granter', 'lease_dump_granter');
+            REVOKE ALL ON FUNCTION lease.grant_app(text, regrole) FROM lease_dump_granter;
+            REVOKE ALL ON SCHEMA lease FROM lease_dump_granter;
+            DROP ROLE lease_dump_granter;
+        END IF;
     END IF;
 END $$;

@@ -37,7 +37,7 @@ const Tries = 5
 
 var (
 	// rolled back, nothing happened: repeat after a short backoff
-	repeatCodes = map[string]bool{"40001": true, "40P01": true, "55P03": true, "57014": true}
+	repeatCodes = map[string]bool{"40001": true, "40P01": true, "55P03": true, "57014": true, "40L01": true}
 	// no usable connection, nothing happened: reconnect, then repeat
 	reconnectCodes = map[string]bool{"53300": true, "57P03": true, "25006": true}
 	// the connection is gone (so is any error without a SQLSTATE, and every

@@ -7,8 +7,8 @@ or the Debian package python3-pg-lease.  Logs to the "pg_lease" logger.
 from .channels import RotationResult, rotate_channel
 from .session import Ambiguous, Fatal, Session, Unavailable
 from .worker import (HANDED_OFF, LEASE_LOST, SHARD_END, SHARD_ENDED, WORKER_STOPPED,
-                     RecordProcessor, Worker)
+                     Checkpoint, RecordProcessor, Worker)
 
-__all__ = ["Worker", "RecordProcessor", "Session", "Ambiguous", "Unavailable", "Fatal",
+__all__ = ["Worker", "RecordProcessor", "Checkpoint", "Session", "Ambiguous", "Unavailable", "Fatal",
            "rotate_channel", "RotationResult", "SHARD_END", "LEASE_LOST",
            "HANDED_OFF", "SHARD_ENDED", "WORKER_STOPPED"]

@@ -1,14 +1,15 @@
 """What to do when a call fails: docs/client-rules.md, as code.
 
-Both clients implement the same table (clients/node/rules.js); a test
-checks that each names the same SQLSTATEs, and the same PL/Proxy pattern,
-as the page.
+The table is clients/rules.json's: test/clients/rules_table.py checks that
+these sets, patterns and tries are exactly the ones there, and the clients
+suite that classify() answers every case of test/clients/rules_cases.json as
+the page says.
 """
 import random
 import re
 
 # Rolled back, nothing happened: repeat the same call after a short backoff.
-REPEAT = frozenset({"40001", "40P01", "55P03", "57014"})
+REPEAT = frozenset({"40001", "40P01", "55P03", "57014", "40L01"})
 # No usable connection, nothing happened: reconnect, then repeat.
 RECONNECT = frozenset({"53300", "57P03", "25006"})
 # The connection is gone and the call may or may not have committed
@@ -33,6 +34,12 @@ FATAL = frozenset({"28P01", "28000", "3D000"})
 CONNECT_REFUSED = re.compile(
     r'(password authentication failed|Peer authentication failed|Ident authentication failed|no pg_hba\.conf entry|role "[^"]+" does not exist|database "[^"]+" does not exist)')
 
+# A call, or the COMMIT of a transaction, that comes back with this WARNING
+# committed locally but may not have been replicated (a waiting backend's
+# synchronous replication wait was cancelled, by an operator or a failover
+# manager): ambiguous, not success.
+SYNC_REP_CANCELLED = re.compile(r"canceling (the )?wait for synchronous replication")
+
 TRIES = 5
 
 
@@ -52,6 +59,12 @@ def classify(sqlstate, message=None):
     if sqlstate in RECONNECT:
         return "reconnect"
     return "raise"
+
+
+def ambiguous_notice(severity, message):
+    """True when a notice (its severity and primary message) makes the call that
+    raised it ambiguous: the cancelled wait for synchronous replication."""
+    return severity == "WARNING" and bool(message) and SYNC_REP_CANCELLED.search(message) is not None
 
 
 def backoff(attempt):

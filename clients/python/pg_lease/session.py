@@ -28,6 +28,30 @@ class Fatal(Exception):
     (docs/client-rules.md: authentication): a configuration error, the worker stops."""
 
 
+class _Notices:
+    """psycopg2's conn.notices for one connection: the notices of the statement in progress
+    (psycopg2 appends each one, "SEVERITY:  message\nDETAIL: ...")."""
+
+    def __init__(self):
+        self.texts = []
+
+    def append(self, text):
+        self.texts.append(text)
+
+    def clear(self):
+        self.texts = []
+
+    def ambiguous(self):
+        """The primary message of a notice that makes the statement ambiguous
+        (docs/client-rules.md: a cancelled wait for synchronous replication), or None."""
+        for text in self.texts:
+            severity, _, rest = text.partition(":")
+            message = rest.strip().split("\n")[0]
+            if rules.ambiguous_notice(severity.strip(), message):
+                return message
+        return None
+
+
 class _Watchdog:
     """Severs the connection of a call that outlasts its timeout: the socket is shut down, so
     the blocked call fails at once (a lost connection: ambiguous) instead of waiting forever
@@ -76,6 +100,7 @@ class Session:
         self.options = options    # e.g. "-c lock_timeout=1000" (the renewer in transactional mode)
         self.params = params or {}    # more libpq parameters (the renewer's timeouts in fast-failover mode)
         self.conn = None
+        self.notices = _Notices()     # of the connection's statement in progress
         # seconds a call may wait for its answer before its connection is severed (fast-failover mode)
         self.watchdog = _Watchdog(call_timeout) if call_timeout else None
 
@@ -86,6 +111,7 @@ class Session:
                 extra["options"] = self.options
             self.conn = psycopg2.connect(self.dsn, application_name=self.application_name, **extra)
             self.conn.autocommit = True
+            self.conn.notices = self.notices
         return self.conn
 
     def close(self):
@@ -99,7 +125,9 @@ class Session:
     def call(self, sql, params=(), repeat_safe=True, until=None):
         """Rows of one statement.  Raises Ambiguous (only when not repeat_safe),
         Unavailable, or the driver's error for anything the rules say to raise.
-        No repeat starts after until (a time.monotonic() value), if given."""
+        No repeat starts after until (a time.monotonic() value), if given.
+        An answer that came with the WARNING of a cancelled wait for synchronous
+        replication is ambiguous too (it committed locally, perhaps only there)."""
         last = "not sent"
         refused = 0
         name = sql.split("(")[0]
@@ -121,8 +149,17 @@ class Session:
                 self.watchdog.watch(conn)
             try:
                 with conn.cursor() as cur:
+                    self.notices.clear()
                     cur.execute(sql, params)
-                    return cur.fetchall()
+                    rows = cur.fetchall()
+                warning = self.notices.ambiguous()
+                if warning is None:
+                    return rows
+                last = "WARNING " + warning
+                if not repeat_safe:
+                    raise Ambiguous(warning)
+                log.warning("%s: %s answered with a warning (ambiguous, try %d of %d), retrying: %s",
+                            self.application_name, name, attempt + 1, rules.TRIES, warning)
             except psycopg2.Error as e:
                 last = "%s %s" % (e.pgcode or "no SQLSTATE", str(e).strip().split("\n")[0])
                 kind = rules.classify(e.pgcode, e.diag.message_primary)

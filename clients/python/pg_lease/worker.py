@@ -11,6 +11,11 @@ writes its output through the cursor it is given, then the worker runs
 hold_lease and the fenced checkpoint and commits, so output and checkpoint
 commit together or not at all, and never from a worker that lost the lease.
 
+Through the router (pg_lease_router), the batch transactions run on a
+direct connection to the stream's partition: the worker asks the router
+where (lease_router.stream_conninfo) and connects there with its own
+credentials; after the stream moved (40L01) it asks again.
+
 Shard discovery (Worker(..., shard_lister=f)): the worker calls f() when it
 starts and every sync_every seconds, and passes the shards it returns to
 lease.sync_shards, which creates the missing leases (docs/shard-leases.md,
@@ -20,6 +25,21 @@ Logging (the "pg_lease" logger, session.py): connection and authentication
 failures at ERROR, retries at WARNING, lease changes at INFO.  A refused
 connection (bad credentials, no such database) stops the worker after the
 rules' tries: run() raises Fatal.
+
+Checkpoints are opaque text (a Kinesis sequence number has up to 128 bits):
+the worker never parses one.  A checkpoint is a str, or a Checkpoint (a str
+with a sub_sequence, KCL's ExtendedSequenceNumber, for a KPL-aggregated
+record, and the pending checkpoint a previous owner prepared); a processor
+may prepare its next checkpoint (KCL's prepareCheckpoint) with
+RecordProcessor.prepare_checkpoint before acting on a batch.
+
+An unexpected exception (the processor's, or an error the rules say to
+raise) stops the worker as stop() does, but without waiting: the processors
+are shut down (WORKER_STOPPED), the checkpoints of batches already processed
+are written while their deadlines allow, and every lease held is released,
+so that other workers take them at once; a lease whose release fails (the
+database is unreachable) goes by its local deadline and expiry.  Then run()
+raises the exception.
 
 Fast failover (Worker(..., fast_failover=True, renew_every=1.0),
 docs/client-rules.md rule 6): the worker declares renew_every, renews that
@@ -35,11 +55,13 @@ import json
 import os
 import threading
 import time
+import weakref
 
 import psycopg2
+import psycopg2.extensions
 
 from . import rules
-from .session import Ambiguous, Session, Unavailable, log
+from .session import Ambiguous, Fatal, Session, Unavailable, log
 
 SHARD_END = "SHARD_END"
 LEASE_LOST = "lease lost"
@@ -52,29 +74,74 @@ TAKE = ("SELECT shard_id, action, lease_epoch"
 RENEW = "SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases(%s, %s, %s, %s::interval, %s::interval)"
 HEARTBEAT = ("SELECT leases, leases_version, handoffs_pending"
              "  FROM lease.heartbeat(%s, %s, %s, %s::interval, %s::interval)")
-MINE = ("SELECT shard_id, lease_epoch, checkpoint, handoff_from"
+MINE = ("SELECT shard_id, lease_epoch, checkpoint, handoff_from, checkpoint_sub_sequence, pending_checkpoint"
         "  FROM lease.my_leases(%s, %s, %s)")
-CHECKPOINT = "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s)"
+CHECKPOINT = "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, %s, %s)"
+PREPARE = "SELECT lease.prepare_checkpoint(%s, %s, %s, %s, %s)"
 RELEASE = "SELECT lease.release_lease(%s, %s, %s, %s)"
 CLOSE = "SELECT lease.close_shard(%s, %s, %s, %s)"
 HOLD = "SELECT lease.hold_lease(%s, %s, %s, %s, %s)"
 SYNC = "SELECT shard_id, action FROM lease.sync_shards(%s, %s, %s::text[], %s::text[])"
+# transactional mode through the router: where the stream's transactions run
+WHERE = "SELECT conninfo FROM lease_router.stream_conninfo(%s, %s)"
+# the connection parameters of the worker's own that a partition connection keeps
+CREDENTIALS = ("user", "password", "passfile", "sslcert", "sslkey", "sslpassword")
+
+
+class Checkpoint(str):
+    """A checkpoint: the sequence number (or sentinel) as the str itself, never parsed,
+    with the sub_sequence of a KPL-aggregated record (KCL's ExtendedSequenceNumber; 0 for
+    a plain record) and, given to initialize(), the pending checkpoint a previous owner
+    prepared and did not complete (KCL's pendingCheckpointSequenceNumber), or None."""
+
+    def __new__(cls, sequence, sub_sequence=0, pending=None):
+        self = super().__new__(cls, sequence)
+        self.sub_sequence = int(sub_sequence or 0)
+        self.pending = pending
+        return self
+
+    def __repr__(self):
+        return "Checkpoint(%s, %d%s)" % (str.__repr__(self), self.sub_sequence,
+                                         "" if self.pending is None else ", pending=%r" % self.pending)
+
+
+def _position(checkpoint):
+    """(sequence, sub_sequence) of what a processor returned: a str (sub-sequence 0), a
+    Checkpoint, or a (sequence, sub_sequence) pair."""
+    if isinstance(checkpoint, tuple):
+        sequence, sub = checkpoint
+        return str(sequence), int(sub)
+    return str(checkpoint), getattr(checkpoint, "sub_sequence", 0)
 
 
 class RecordProcessor:
     """What the user supplies; one object serves every shard the worker holds."""
 
+    _worker = None    # the Worker that runs this processor (a weak reference), set by the Worker
+
     def initialize(self, shard_id, checkpoint):
-        """The worker now processes shard_id, from checkpoint (the last acknowledged one)."""
+        """The worker now processes shard_id, from checkpoint (the last acknowledged one: a
+        Checkpoint, with its sub_sequence and the pending checkpoint, if any)."""
 
     def process(self, shard_id, cursor=None):
-        """Process the next batch; return its checkpoint, None (nothing to do), or SHARD_END.
+        """Process the next batch; return its checkpoint (a str, a Checkpoint or a (sequence,
+        sub_sequence) pair), None (nothing to do), or SHARD_END.
         In transactional mode cursor is the batch's transaction: write the output through it
         (the checkpoint must move forward with every batch that writes output)."""
         return None
 
     def shutdown(self, shard_id, reason):
         """The worker stopped processing shard_id: LEASE_LOST, HANDED_OFF, SHARD_ENDED or WORKER_STOPPED."""
+
+    def prepare_checkpoint(self, shard_id, checkpoint):
+        """Records checkpoint (its sequence number) as the shard's pending checkpoint, the
+        first phase of a two-phase checkpoint (KCL's prepareCheckpoint), before the batch
+        acts on the world; the checkpoint the batch returns completes it.  Called from
+        process(); True when recorded, False when the shard is no longer this worker's."""
+        worker = self._worker() if self._worker is not None else None
+        if worker is None:
+            raise RuntimeError("prepare_checkpoint: this processor is not run by a Worker")
+        return worker._prepare(shard_id, checkpoint)
 
 
 class _Lease:
@@ -88,8 +155,10 @@ class _Lease:
         self.lost = False
 
 
-class Journal:
-    """Appends what the server acknowledged, one JSON line per event (O_APPEND: survives a SIGKILL)."""
+class _Journal:
+    """Appends what the server acknowledged, one JSON line per event (O_APPEND: survives a
+    SIGKILL).  Off unless a test turns it on (pg_lease._testing.journal): the clients
+    suite's checker reads it."""
 
     def __init__(self, path, owner):
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if path else None
@@ -125,11 +194,13 @@ class Worker:
 
     def __init__(self, dsn, app_name, stream_name, owner, processor,
                  lease_duration=10.0, margin=None, balance_every=None,
-                 max_steal=1, journal=None, transactional=False, shard_lister=None, sync_every=60.0,
-                 fast_failover=False, renew_every=1.0, contract=True):
+                 max_steal=1, transactional=False, shard_lister=None, sync_every=60.0,
+                 fast_failover=False, renew_every=1.0):
         self.key = (app_name, stream_name)
         self.owner = owner
         self.processor = processor
+        if isinstance(processor, RecordProcessor):
+            processor._worker = weakref.ref(self)
         self.lease_duration = float(lease_duration)
         self.margin = self.lease_duration / 5 if margin is None else float(margin)
         self.max_steal = max_steal
@@ -141,10 +212,12 @@ class Worker:
         if fast_failover and margin is None:
             self.margin = min(self.margin, self.renew_every / 2)
         self.balance_every = balance_every or (self.renew_every if fast_failover else self.lease_duration / 3)
-        self.contract = contract      # False: the negative control, rule 6's deadline ignored
+        self._contract = True         # False (pg_lease._testing): the negative control, rule 6's deadline ignored
         self.contact_sent = None      # when the last acknowledged renewal or round was sent (monotonic)
-        self.journal = Journal(journal, owner)
+        self._journal = _Journal(None, owner)
         self.transactional = transactional
+        self.dsn = dsn
+        self.tx_db = None         # transactional: the session the batch transactions run on
         self.shard_lister = shard_lister    # () -> the stream's shards, for lease.sync_shards
         self.sync_every = float(sync_every)
         self.unlisted = set()
@@ -175,12 +248,14 @@ class Worker:
         self.listed_stale_since = 0.0   # when a take last answered (monotonic)
         self.forgotten = {}       # shard_id -> when it was dropped here (monotonic)
         self.running = {}         # shard_id -> epoch its processor was started with
-        self.unacked = {}         # shard_id -> a processed checkpoint whose write failed
+        self.unacked = {}         # shard_id -> a processed (sequence, sub_sequence) whose write failed
         self.committed = {}       # transactional: shard_id -> the checkpoint the next batch starts from
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.stop_asked = False
         self.error = None         # what stopped the renewer, raised by run()
+        self.thread = None        # the thread running run(): the processors' thread
+        self.processing = None    # the shard whose process() runs now
 
     def stop(self):
         """Asks the worker to stop (it finishes its batches, checkpoints and
@@ -204,7 +279,7 @@ class Worker:
             [(count, version, pending)] = self.renew_db.call(
                 HEARTBEAT, self.key + (self.owner, self.interval, self.every))
         except (Unavailable, Ambiguous) as e:
-            self.journal("renew_failed", error=str(e))    # not acknowledged: no deadline moves
+            self._journal("renew_failed", error=str(e))    # not acknowledged: no deadline moves
             return
         with self.lock:
             self.contact_sent = max(self.contact_sent or sent, sent)   # it recorded the session too
@@ -216,7 +291,7 @@ class Worker:
             else:
                 acked = self._renewed(sent, [(shard, None, epoch) for shard, epoch in listed.items()])
                 # under the lock: nothing the processing loop does on this answer precedes its entry
-                self.journal("renewed", sent=_wall(sent), leases=acked, via="heartbeat")
+                self._journal("renewed", sent=_wall(sent), leases=acked, via="heartbeat")
                 return
         self._list(version)
 
@@ -227,7 +302,7 @@ class Worker:
         try:
             rows = self.renew_db.call(RENEW, self.key + (self.owner, self.interval, self.every))
         except (Unavailable, Ambiguous) as e:
-            self.journal("renew_failed", error=str(e))
+            self._journal("renew_failed", error=str(e))
             return
         with self.lock:
             self.contact_sent = max(self.contact_sent or sent, sent)
@@ -236,7 +311,7 @@ class Worker:
                 self.listed = {shard: epoch for shard, _, epoch in rows}
                 self.listed_version = version
             # under the lock: nothing the processing loop does on this answer precedes its entry
-            self.journal("renewed", sent=_wall(sent), leases=acked, via="list")
+            self._journal("renewed", sent=_wall(sent), leases=acked, via="list")
 
     def _renewed(self, sent, rows):
         """Applies an acknowledged renewal sent at sent that renewed rows
@@ -265,7 +340,7 @@ class Worker:
                 self._renew_once()
             except Exception as e:    # an error the rules say to raise: stop the worker with it
                 log.error("%s: renewals stopped, stopping the worker: %r", self.owner, e)
-                self.journal("renewer_failed", error=repr(e))
+                self._journal("renewer_failed", error=repr(e))
                 self.error = e
                 self.stopping.set()
 
@@ -276,7 +351,7 @@ class Worker:
         try:
             rows = self.db.call(TAKE, self.key + (self.owner, self.interval, self.max_steal, self.every))
         except (Unavailable, Ambiguous) as e:
-            self.journal("take_failed", error=str(e))
+            self._journal("take_failed", error=str(e))
             return
         learned = time.monotonic()
         with self.lock:
@@ -287,7 +362,7 @@ class Worker:
                     self.listed = None
                     self.listed_stale_since = learned
                     self.held[shard] = _Lease(epoch, sent, learned)
-                    self.journal("taken", shard=shard, epoch=epoch, sent=_wall(sent))
+                    self._journal("taken", shard=shard, epoch=epoch, sent=_wall(sent))
                     log.info("%s: took %s (epoch %s)", self.owner, shard, epoch)
 
     def _sync(self):
@@ -300,7 +375,7 @@ class Worker:
         try:
             rows = self.db.call(SYNC, self.key + (ids, parents))
         except (Unavailable, Ambiguous) as e:
-            self.journal("sync_failed", error=str(e))
+            self._journal("sync_failed", error=str(e))
             return
         created = sorted(s for s, action in rows if action == "created")
         unlisted = {s for s, action in rows if action == "unlisted"}
@@ -310,7 +385,7 @@ class Worker:
             log.info("%s: %s is no longer listed (its lease is not ended: a worker ends it at "
                      "its end)", self.owner, shard)
         self.unlisted = unlisted
-        self.journal("synced", created=created, unlisted=sorted(unlisted))
+        self._journal("synced", created=created, unlisted=sorted(unlisted))
 
     def _drop(self, shard, reason, why, keep_lease=False):
         """Shuts the shard's processor down; forgets the lease unless keep_lease."""
@@ -322,62 +397,68 @@ class Worker:
             with self.lock:
                 self.held.pop(shard, None)
                 self.forgotten[shard] = time.monotonic()
-        self.journal("shutdown", shard=shard, reason=reason, why=why)
+        self._journal("shutdown", shard=shard, reason=reason, why=why)
         log.info("%s: stopped processing %s: %s (%s)", self.owner, shard, reason, why)
 
     def _start(self, shard, epoch):
         """Starts the processor from the checkpoint; False when my_leases disagrees."""
-        for row_shard, row_epoch, checkpoint, handoff_from in self.db.call(MINE, self.key + (self.owner,)):
+        for row_shard, row_epoch, checkpoint, handoff_from, sub, pending in \
+                self.db.call(MINE, self.key + (self.owner,)):
             if row_shard == shard and handoff_from is None and row_epoch == epoch:
                 if checkpoint == SHARD_END:
                     return False
-                self.processor.initialize(shard, checkpoint)
+                self.processor.initialize(shard, Checkpoint(checkpoint, sub, pending))
                 self.committed[shard] = checkpoint
                 self.running[shard] = epoch
-                self.journal("initialized", shard=shard, epoch=epoch, checkpoint=checkpoint)
+                self._journal("initialized", shard=shard, epoch=epoch, checkpoint=checkpoint, sub=sub,
+                              pending=pending)
                 return True
         return False
 
     def _work(self, shard, lease):
-        """One step for one shard; True when a batch was processed."""
+        """One step for one shard: (True when a batch was processed, a (shard, lease,
+        (sequence, sub_sequence), deadline) checkpoint to write, or None)."""
         key = self.key + (shard, self.owner)
         if shard in self.running and self.running[shard] != lease.epoch:
             # it changed hands meanwhile (e.g. expired and taken again): restart from the checkpoint
             self._drop(shard, LEASE_LOST, "epoch changed", keep_lease=True)
-            return False
+            return False, None
         if lease.lost:
             self._drop(shard, LEASE_LOST, "not renewed")
-            return False
+            return False, None
         deadline = self._deadline(lease)
         if time.monotonic() >= deadline:
             self._drop(shard, LEASE_LOST, "local deadline")
-            return False
+            return False, None
         if shard not in self.running and not self._start(shard, lease.epoch):
             self._drop(shard, LEASE_LOST, "not in my_leases")
-            return False
+            return False, None
         if lease.handoff_to is not None:
             # hand it over once every processed batch is checkpointed
             if shard in self.unacked and not self._checkpoint(shard, lease, self.unacked[shard], deadline):
-                return False
-            self.journal("released", shard=shard, ok=self.db.one(RELEASE, key), to=lease.handoff_to)
+                return False, None
+            self._journal("released", shard=shard, ok=self.db.one(RELEASE, key), to=lease.handoff_to)
             self._drop(shard, HANDED_OFF, "handoff to " + lease.handoff_to)
-            return False
+            return False, None
         if self._stale(lease):
             # the deadline passed since the check above (a pause, a slow my_leases): no batch starts
             self._drop(shard, LEASE_LOST, "local deadline")
-            return False
+            return False, None
         if self.transactional:
-            return self._transaction(shard, lease)
-        checkpoint = self.processor.process(shard)
+            return self._transaction(shard, lease), None
+        self.processing = shard
+        try:
+            checkpoint = self.processor.process(shard)
+        finally:
+            self.processing = None
         if checkpoint is None:
-            return False
+            return False, None
         if checkpoint == SHARD_END:
             closed = self.db.one(CLOSE, key)
-            self.journal("closed", shard=shard, ok=closed)
+            self._journal("closed", shard=shard, ok=closed)
             self._drop(shard, SHARD_ENDED if closed else LEASE_LOST, "closed")
-            return True
-        self._checkpoint(shard, lease, checkpoint, deadline)
-        return True
+            return True, None
+        return True, (shard, lease, _position(checkpoint), deadline)
 
     def _deadline(self, lease):
         """The local deadline (rule 3); in fast-failover mode also rule 6's: the
@@ -394,40 +475,86 @@ class Worker:
         """(lost, deadline) of the lease, read together under the lock the renewer writes them in."""
         with self.lock:
             deadline = lease.sent + self.lease_duration - self.margin
-            if self.renew_every is not None and self.contract:
+            if self.renew_every is not None and self._contract:
                 contact = self.contact_sent if self.contact_sent is not None else lease.sent
                 deadline = min(deadline, contact + self.renew_every + self.margin)
             return lease.lost, deadline
 
-    def _checkpoint(self, shard, lease, checkpoint, deadline):
-        """Writes a fenced checkpoint, repeating no later than the local deadline; True when acknowledged.
-        None is sent past the deadline (a pause since the batch began): the batch stays unacknowledged,
-        and the next step drops the shard unless a fresh renewal says it is still held."""
+    def _checkpoints(self, done):
+        """Writes the checkpoints of a tick's batches (the _work results), each fenced;
+        one call each for now (lease.update_checkpoints will take them together)."""
+        for shard, lease, position, deadline in done:
+            self._checkpoint(shard, lease, position, deadline)
+
+    def _checkpoint(self, shard, lease, position, deadline):
+        """Writes a fenced checkpoint, a (sequence, sub_sequence), repeating no later than the
+        local deadline; True when acknowledged.  None is sent past the deadline (a pause since
+        the batch began): the batch stays unacknowledged, and the next step drops the shard
+        unless a fresh renewal says it is still held."""
+        sequence, sub = position
         if self._stale(lease):
-            self.unacked[shard] = checkpoint
-            self.journal("checkpoint_skipped", shard=shard, epoch=lease.epoch, checkpoint=checkpoint)
+            self.unacked[shard] = position
+            self._journal("checkpoint_skipped", shard=shard, epoch=lease.epoch, checkpoint=sequence, sub=sub)
             return False
         sent = time.monotonic()
         try:
-            ok = self.db.one(CHECKPOINT, self.key + (shard, self.owner, checkpoint, lease.epoch), until=deadline)
+            ok = self.db.one(CHECKPOINT, self.key + (shard, self.owner, sequence, sub, lease.epoch), until=deadline)
         except (Unavailable, Ambiguous) as e:
             # it may have committed, but it is not acknowledged: the next one covers it
-            self.unacked[shard] = checkpoint
-            self.journal("checkpoint_failed", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, error=str(e),
-                         sent=_wall(sent))
+            self.unacked[shard] = position
+            self._journal("checkpoint_failed", shard=shard, epoch=lease.epoch, checkpoint=sequence, sub=sub,
+                          error=str(e), sent=_wall(sent))
             return False
         self.unacked.pop(shard, None)
-        self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=checkpoint, ok=ok, sent=_wall(sent))
+        self._journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=sequence, sub=sub, ok=ok,
+                      sent=_wall(sent))
         if not ok:
             self._drop(shard, LEASE_LOST, "checkpoint refused")
         return ok
+
+    def _prepare(self, shard, checkpoint):
+        """RecordProcessor.prepare_checkpoint: lease.prepare_checkpoint of the sequence number,
+        sent only while the shard's deadline allows (in transactional mode, inside the batch's
+        transaction)."""
+        if threading.current_thread() is not self.thread or self.processing != shard:
+            raise RuntimeError("prepare_checkpoint(%r): only inside process() of that shard" % shard)
+        sequence, _ = _position(checkpoint)
+        lease = self.held.get(shard)
+        if lease is None or self._stale(lease):
+            self._journal("prepare_skipped", shard=shard, pending=sequence)
+            return False
+        db = self._tx_session() if self.transactional else self.db     # in the batch's transaction
+        ok = db.one(PREPARE, self.key + (shard, self.owner, sequence), until=self._deadline(lease))
+        self._journal("prepared", shard=shard, epoch=lease.epoch, pending=sequence, ok=ok)
+        return ok
+
+    def _tx_session(self):
+        """The session the batch transactions run on: through a router, a direct connection
+        to the stream's partition (lease_router.stream_conninfo, with the worker's own
+        credentials); on a single server, the processing connection."""
+        if self.tx_db is None:
+            try:
+                where = self.db.call(WHERE, self.key)
+            except psycopg2.Error as e:
+                if e.pgcode not in ("3F000", "42883"):    # not a router: no lease_router schema
+                    raise
+                self.tx_db = self.db
+            else:
+                mine = psycopg2.extensions.parse_dsn(self.dsn)
+                dsn = psycopg2.extensions.make_dsn(where[0][0], **{k: v for k, v in mine.items()
+                                                                   if k in CREDENTIALS})
+                self.tx_db = Session(dsn, self.owner + " transactions")
+                log.info("%s: transactions of %s/%s run on %s", self.owner, self.key[0], self.key[1],
+                         where[0][0])
+        return self.tx_db
 
     def _transaction(self, shard, lease):
         """One batch as one transaction: output, hold_lease, fenced checkpoint (or close), commit.
         True when a batch committed."""
         key = self.key + (shard, self.owner)
+        tx = self._tx_session()
         try:
-            conn = self.db.connect()
+            conn = tx.connect()
         except psycopg2.OperationalError as e:
             raise Unavailable(str(e).strip()) from e
         tried = None
@@ -435,56 +562,68 @@ class Worker:
         try:
             with conn.cursor() as cur:
                 cur.execute("BEGIN")
-                tried = self.processor.process(shard, cur)
+                self.processing = shard
+                try:
+                    tried = self.processor.process(shard, cur)
+                finally:
+                    self.processing = None
                 if tried is None:
                     cur.execute("ROLLBACK")
                     return False
+                sequence, sub = (SHARD_END, 0) if tried == SHARD_END else _position(tried)
                 cur.execute(HOLD, key + (lease.epoch,))
                 held_at = cur.fetchone()[0]
                 if held_at != self.committed.get(shard):
                     # a commit acknowledged to us is not there (lost in a crash with
                     # synchronous_commit off, or a failover): go on from the server's
                     cur.execute("ROLLBACK")
-                    self.journal("tx_diverged", shard=shard, epoch=lease.epoch, expected=self.committed.get(shard),
-                                 checkpoint=held_at)
-                    self.processor.initialize(shard, held_at)
+                    self._journal("tx_diverged", shard=shard, epoch=lease.epoch, expected=self.committed.get(shard),
+                                  checkpoint=held_at)
+                    self.processor.initialize(shard, Checkpoint(held_at))
                     self.committed[shard] = held_at
                     return False
                 cur.execute(CLOSE if tried == SHARD_END else CHECKPOINT,
-                            key if tried == SHARD_END else key + (tried, lease.epoch))
+                            key if tried == SHARD_END else key + (sequence, sub, lease.epoch))
                 if not cur.fetchone()[0]:
                     cur.execute("ROLLBACK")
-                    self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=tried, ok=False)
+                    self._journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=sequence, sub=sub, ok=False)
                     self._drop(shard, LEASE_LOST, "checkpoint refused")
                     return False
                 committing = True
+                tx.notices.clear()
                 cur.execute("COMMIT")
+                warning = tx.notices.ambiguous()
+                if warning is not None:
+                    raise Ambiguous(warning)    # committed here, perhaps only here
         except Exception as e:
             code = getattr(e, "pgcode", None)
             kind = rules.classify(code, getattr(getattr(e, "diag", None), "message_primary", None)) \
-                if isinstance(e, psycopg2.Error) else "raise"
+                if isinstance(e, psycopg2.Error) else ("ambiguous" if isinstance(e, Ambiguous) else "raise")
             if conn.closed:
                 kind = "ambiguous"
-            else:
+            elif not isinstance(e, Ambiguous):
                 try:
                     with conn.cursor() as cur:
                         cur.execute("ROLLBACK")    # autocommit: psycopg2 does not know of the BEGIN
                 except psycopg2.Error:
-                    self.db.close()
+                    tx.close()
+            if code == "40L01" and tx is not self.db:
+                tx.close()
+                self.tx_db = None         # the stream moved: ask the router again
             if kind == "drop":
-                self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=tried, ok=False,
-                             error=str(e).strip().split("\n")[0])
+                self._journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=tried, ok=False,
+                              error=str(e).strip().split("\n")[0])
                 self._drop(shard, LEASE_LOST, "not held")
                 return False
             if kind == "raise":
                 raise
-            self.db.close()
-            self.journal("tx_failed", shard=shard, epoch=lease.epoch, checkpoint=tried,
-                         unknown=committing and kind == "ambiguous", error=str(e).strip().split("\n")[0])
-            self._resolve(shard, lease, tried if committing else None)
+            tx.close()
+            self._journal("tx_failed", shard=shard, epoch=lease.epoch, checkpoint=sequence if committing else tried,
+                          unknown=committing and kind == "ambiguous", error=str(e).strip().split("\n")[0])
+            self._resolve(shard, lease, sequence if committing else None)
             return False
-        self.committed[shard] = tried
-        self.journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=tried, ok=True, tx=True)
+        self.committed[shard] = sequence
+        self._journal("checkpoint", shard=shard, epoch=lease.epoch, checkpoint=sequence, sub=sub, ok=True, tx=True)
         if tried == SHARD_END:
             self._drop(shard, SHARD_ENDED, "closed")
         return True
@@ -497,36 +636,40 @@ class Worker:
         except (Unavailable, Ambiguous):
             self._drop(shard, LEASE_LOST, "unresolved", keep_lease=True)   # _start reads it again
             raise
-        for row_shard, row_epoch, checkpoint, handoff_from in rows:
+        for row_shard, row_epoch, checkpoint, handoff_from, sub, pending in rows:
             if row_shard == shard and row_epoch == lease.epoch:
-                self.journal("tx_resolved", shard=shard, epoch=lease.epoch, checkpoint=checkpoint,
-                             committed=tried is not None and checkpoint == tried)
+                self._journal("tx_resolved", shard=shard, epoch=lease.epoch, checkpoint=checkpoint,
+                              committed=tried is not None and checkpoint == tried)
                 if checkpoint == SHARD_END:
                     self._drop(shard, SHARD_ENDED, "closed")
                 else:
-                    self.processor.initialize(shard, checkpoint)
+                    self.processor.initialize(shard, Checkpoint(checkpoint, sub, pending))
                     self.committed[shard] = checkpoint
                 return
         self._drop(shard, LEASE_LOST, "not in my_leases")
 
     def run(self):
         """Runs until stop(); then shuts every processor down and releases every lease.
-        Raises what stopped the renewer, if an error did (a privilege, a bug)."""
-        self.journal("started", lease_duration=self.lease_duration, margin=self.margin)
+        On an unexpected exception (the processor's, or an error the rules say to raise:
+        a privilege, a bug) it does the same at once, then raises it; so it does when
+        the renewer stopped with one.  A refused connection (Fatal) releases nothing:
+        the leases go by their local deadlines."""
+        self.thread = threading.current_thread()
+        self._journal("started", lease_duration=self.lease_duration, margin=self.margin)
         renewer = threading.Thread(target=self._renewer, daemon=True)
         renewer.start()
         try:
             self._loop()
         except Exception as e:
-            # a refused connection (Fatal), or an error the rules say to raise
+            # a refused connection (Fatal), or an error the rules say to raise, or the processor's
             log.error("%s: stopping the worker: %r", self.owner, e)
-            self.journal("worker_failed", error=repr(e))
+            self._journal("worker_failed", error=repr(e))
             self.stopping.set()
-            renewer.join()
-            self.db.close()
-            self.renew_db.close()
+            self._stop(renewer, release=not isinstance(e, Fatal))
             raise
         self._stop(renewer)
+        if self.error is not None:
+            raise self.error
 
     def _loop(self):
         next_balance = 0.0
@@ -541,36 +684,48 @@ class Worker:
             with self.lock:
                 held = list(self.held.items())
             busy = False
+            done = []             # this tick's checkpoints, written together
             for shard, lease in held:
                 if self.stopping.is_set():
                     break
                 try:
-                    busy = self._work(shard, lease) or busy
+                    processed, checkpoint = self._work(shard, lease)
                 except (Unavailable, Ambiguous) as e:
-                    self.journal("call_failed", shard=shard, error=str(e))
+                    self._journal("call_failed", shard=shard, error=str(e))
+                    continue
+                busy = busy or processed
+                if checkpoint is not None:
+                    done.append(checkpoint)
+            try:
+                self._checkpoints(done)
+            except (Unavailable, Ambiguous) as e:
+                self._journal("call_failed", error=str(e))
             if not busy:
                 time.sleep(0.02)
 
-    def _stop(self, renewer):
-        """After stop(): shut every processor down and release every lease."""
+    def _stop(self, renewer, release=True):
+        """After stop() (or an unexpected exception): shut every processor down and release
+        every lease (unless not release: the database refused the connection)."""
         renewer.join()
         with self.lock:
             held = sorted(self.held)
-        self.journal("stopping", held=held)
+        self._journal("stopping", held=held)
         for shard in held:
             lease = self.held.get(shard)
             deadline = self._deadline(lease) if lease else 0
-            if shard in self.unacked and shard in self.running and time.monotonic() < deadline:
-                self._checkpoint(shard, lease, self.unacked[shard], deadline)   # before the release
-            if shard in self.running:
-                del self.running[shard]
-                self.processor.shutdown(shard, WORKER_STOPPED)
             try:
-                self.journal("released", shard=shard, ok=self.db.one(RELEASE, self.key + (shard, self.owner)))
-                log.info("%s: released %s", self.owner, shard)
-            except (Unavailable, Ambiguous) as e:
-                self.journal("call_failed", shard=shard, error=str(e))
+                if release and shard in self.unacked and shard in self.running and time.monotonic() < deadline:
+                    self._checkpoint(shard, lease, self.unacked[shard], deadline)   # before the release
+                if shard in self.running:
+                    del self.running[shard]
+                    self.processor.shutdown(shard, WORKER_STOPPED)
+                if release:
+                    self._journal("released", shard=shard, ok=self.db.one(RELEASE, self.key + (shard, self.owner)))
+                    log.info("%s: released %s", self.owner, shard)
+            except Exception as e:    # stopping anyway: this lease goes by its deadline and expiry
+                self._journal("call_failed", shard=shard, error=repr(e))
+                log.warning("%s: could not release %s (it expires by itself): %r", self.owner, shard, e)
         self.db.close()
         self.renew_db.close()
-        if self.error is not None:
-            raise self.error
+        if self.tx_db is not None and self.tx_db is not self.db:
+            self.tx_db.close()

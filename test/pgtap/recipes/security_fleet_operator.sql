@@ -19,7 +19,9 @@ GRANT EXECUTE ON FUNCTION
     lease.tenant_limit(text),
     lease.list_tenant_limits(),
     lease.monitoring_compensation_failures(),
-    lease.monitoring_fleet()
+    lease.monitoring_fleet(),
+    lease.monitoring_conversations(),
+    lease.monitoring_sandboxes()
     TO lease_fleet_operator;
 -- the queue retry_failed_compensations drains, as its runbook reads it
 -- (monitoring.md, PgLeaseCompensationFailureUnresolved)

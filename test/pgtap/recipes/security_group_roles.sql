@@ -26,7 +26,8 @@ GRANT EXECUTE ON FUNCTION
     lease.take_leases(text, text, text, interval, integer, integer, double precision, interval),
     lease.renew_leases(text, text, text, interval, interval),
     lease.heartbeat(text, text, text, interval, interval),
-    lease.my_leases(text, text, text)
+    lease.my_leases(text, text, text),
+    lease.hold_lease(text, text, text, text, bigint)
     TO lease_worker;
 
 GRANT USAGE ON SCHEMA lease TO lease_app;
@@ -38,7 +39,9 @@ GRANT EXECUTE ON FUNCTION
     lease.confirm_rotation(bigint, bigint),
     lease.admit_turn(bigint),
     lease.end_conversation(bigint),
-    lease.list_conversations(text, text, text, text)
+    lease.list_conversations(text, text, text, text),
+    lease.set_sandbox_status(bigint, text),
+    lease.set_conversation_status(bigint, text)
     TO lease_app;
 
 GRANT USAGE ON SCHEMA lease TO lease_operator;
@@ -51,7 +54,10 @@ GRANT EXECUTE ON FUNCTION
     lease.import_kcl_dynamodb(text, text, text),
     lease.grant_app(text, regrole),
     lease.revoke_app(text, regrole),
-    lease.has_app_access(text)
+    lease.has_app_access(text),
+    lease.set_weight(text, text, text, double precision),
+    lease.set_balance_tolerance(text, text, double precision),
+    lease.plan_rebalance(text, text, text)
     TO lease_operator;
 GRANT SELECT ON lease.lease_status, lease.worker_loads, lease.lease_events,
     lease.app_grants TO lease_operator;

@@ -1,10 +1,10 @@
 defmodule PgLease.Journal do
-  @moduledoc """
-  Appends what the server acknowledged, one JSON line per event (O_APPEND:
-  survives a SIGKILL), in the format of the Python and Node clients'
-  journals (test/clients/check.py reads all three).  `json/1` is a small
-  encoder (no JSON library ships with Elixir 1.14).
-  """
+  @moduledoc false
+  # Appends what the server acknowledged, one JSON line per event (O_APPEND:
+  # survives a SIGKILL), in the format of the Python and Node clients'
+  # journals (test/clients/check.py reads them all).  Off unless a test turns
+  # it on (PgLease.Testing).  `json/1` is a small encoder (no JSON library
+  # ships with Elixir 1.14).
 
   defstruct [:file, :owner]
 

@@ -2,13 +2,14 @@ defmodule PgLease.Rules do
   @moduledoc """
   What to do when a call fails: docs/client-rules.md, as code.
 
-  The Python (clients/python/pg_lease/rules.py), Node (clients/node/rules.js)
-  and Elixir clients implement the same table; a test checks that each names
-  the same SQLSTATEs, and the same PL/Proxy pattern, as the page.
+  The table is clients/rules.json's: test/clients/rules_table.py checks that
+  these sets, patterns and tries are exactly the ones there, and the clients
+  suite that `classify/2` answers every case of test/clients/rules_cases.json
+  as the page says.
   """
 
   # Rolled back, nothing happened: repeat the same call after a short backoff.
-  @repeat ~w(40001 40P01 55P03 57014)
+  @repeat ~w(40001 40P01 55P03 57014 40L01)
   # No usable connection, nothing happened: reconnect, then repeat.
   @reconnect ~w(53300 57P03 25006)
   # The connection is gone and the call may or may not have committed (so is
@@ -28,6 +29,12 @@ defmodule PgLease.Rules do
   # connect is matched by its message (only when there is none).
   @fatal ~w(28P01 28000 3D000)
   @connect_refused ~S'(password authentication failed|Peer authentication failed|Ident authentication failed|no pg_hba\.conf entry|role "[^"]+" does not exist|database "[^"]+" does not exist)'
+
+  # A call, or the COMMIT of a transaction, that comes back with this WARNING
+  # committed locally but may not have been replicated (a waiting backend's
+  # synchronous replication wait was cancelled, by an operator or a failover
+  # manager): ambiguous, not success.
+  @sync_rep_cancelled ~S"canceling (the )?wait for synchronous replication"
 
   @doc "How many times a call is tried before it counts as a lost connection."
   def tries, do: 5
@@ -49,6 +56,12 @@ defmodule PgLease.Rules do
       true -> :raise
     end
   end
+
+  @doc """
+  True when a notice (its severity and primary message) makes the call that
+  raised it ambiguous: the cancelled wait for synchronous replication.
+  """
+  def ambiguous_notice?(severity, message), do: severity == "WARNING" and matches?(@sync_rep_cancelled, message)
 
   defp matches?(pattern, message) when is_binary(message), do: Regex.match?(Regex.compile!(pattern), message)
   defp matches?(_pattern, _message), do: false

@@ -33,11 +33,14 @@ end
 
 defmodule PgLease.KclEx.AppState do
   @moduledoc """
-  A kcl_ex AppState adapter backed by pg_lease: set
-  `app_state_opts: [adapter: PgLease.KclEx.AppState, repo: MyApp.Repo]` (or
-  `query: {MyApp.PgLease, :query}`, a function `(sql, params) -> {:ok, rows} |
-  {:error, %{code:, message:}}`; `lease_duration:` an interval text such as
-  "30 seconds", default pg_lease's `lease.default_lease_duration`).
+  A kcl_ex AppState adapter backed by pg_lease: its callbacks take kcl_ex's
+  `app_state_opts`, `[adapter: PgLease.KclEx.AppState, repo: MyApp.Repo]`
+  (the application's Ecto repo, called through `Ecto.Adapters.SQL.query/4`),
+  or `query:` (a `PgLease.Session`, a function `(sql, params) -> {:ok, rows}
+  | {:error, %{code:, message:}}`, or `{module, function}` of one), and
+  `lease_duration:` (an interval text such as "30 seconds", default pg_lease's
+  `lease.default_lease_duration`).  docs/clients/elixir.md says how kcl_ex
+  is pointed at it.
 
   Every callback is one pg_lease call, one statement, autocommit.  The
   difference from kcl_ex's Ecto adapter that matters: `update_checkpoint` is
@@ -192,9 +195,7 @@ defmodule PgLease.KclEx.AppState do
       {%Session{} = session, _} -> session
       {fun, _} when is_function(fun, 2) -> Session.new(fun)
       {{mod, fun}, _} -> Session.new(&apply(mod, fun, [&1, &2]))
-      {nil, repo} when repo != nil ->
-        # Ecto (not tested here): Ecto.Adapters.SQL.query/3, called at run time
-        Session.new(&Session.postgrex_result(apply(Module.concat([Ecto, Adapters, SQL]), :query, [repo, &1, &2])))
+      {nil, repo} when repo != nil -> Session.ecto(repo)
     end
   end
 end

@@ -41,7 +41,7 @@ public final class Rules {
     }
 
     /** Rolled back, nothing happened: repeat the same call after a short backoff. */
-    public static final Set<String> REPEAT = Set.of("40001", "40P01", "55P03", "57014");
+    public static final Set<String> REPEAT = Set.of("40001", "40P01", "55P03", "57014", "40L01");
     /** No usable connection, nothing happened: reconnect, then repeat. */
     public static final Set<String> RECONNECT = Set.of("53300", "57P03", "25006");
     /**
