@@ -1125,6 +1125,13 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 
+CREATE FUNCTION lease.update_checkpoints(app_name text, stream_name text, owner text, shard_ids text[], checkpoints text[], sub_sequences bigint[], fencing_tokens bigint[], work bigint[] DEFAULT NULL::bigint[])
+RETURNS TABLE(shard_id text, ok boolean, reason text)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON lease_router.stream_partition(app_name, stream_name);
+$$;
+
 CREATE FUNCTION lease_router.lease_status_on_all()
 RETURNS TABLE (app_name text, stream_name text, shard_id text, lease_owner text, state text, time_to_expiry interval, checkpoint text, checkpoint_sub_sequence bigint, pending_checkpoint text, lease_count bigint, lease_epoch bigint, handoff_to text, handoff_deadline timestamp with time zone, owner_switches_since_checkpoint bigint, parent_shard_ids text[], updated_at timestamp with time zone)
 LANGUAGE plproxy AS $$

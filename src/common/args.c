@@ -93,13 +93,31 @@ lease_arg_opt_ident(FunctionCallInfo fcinfo, int argno, const char *name, Datum 
 	return true;
 }
 
+/* Checks one checkpoint value; used by lease_arg_checkpoint and for array elements. */
+void
+lease_check_checkpoint(text *value, const char *name)
+{
+	check_bounded_text(value, name, LEASE_MAX_CHECKPOINT_BYTES);
+}
+
 /* A required checkpoint argument. */
 Datum
 lease_arg_checkpoint(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	require_not_null(fcinfo, argno, name);
-	check_bounded_text(PG_GETARG_TEXT_PP(argno), name, LEASE_MAX_CHECKPOINT_BYTES);
+	lease_check_checkpoint(PG_GETARG_TEXT_PP(argno), name);
 	return PointerGetDatum(PG_GETARG_TEXT_PP(argno));
+}
+
+/* Raises 22023 when a checkpoint a worker writes would end the shard. */
+void
+lease_check_not_shard_end(Datum checkpoint)
+{
+	if (strcmp(TextDatumGetCString(checkpoint), LEASE_CHECKPOINT_SHARD_END) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("checkpoint SHARD_END can only be written by close_shard"),
+				 errhint("Call lease.close_shard() to end a shard; it also releases the lease.")));
 }
 
 /* A required OID-valued argument (regrole, regclass...). */

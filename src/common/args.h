@@ -25,6 +25,12 @@ extern bool lease_arg_opt_ident(FunctionCallInfo fcinfo, int argno, const char *
 /* A required checkpoint value: not NULL, not blank, not too long. */
 extern Datum lease_arg_checkpoint(FunctionCallInfo fcinfo, int argno, const char *name);
 
+/* Checks one checkpoint value (not blank, not too long); for array elements. */
+extern void lease_check_checkpoint(text *value, const char *name);
+
+/* A checkpoint a worker writes is not SHARD_END (22023: only close_shard ends a shard). */
+extern void lease_check_not_shard_end(Datum checkpoint);
+
 /* A required OID-valued argument such as a regrole (22004 when NULL). */
 extern Oid	lease_arg_oid(FunctionCallInfo fcinfo, int argno, const char *name);
 

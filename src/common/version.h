@@ -43,7 +43,9 @@ typedef enum LeaseSchema
 								 * functions' placement check,
 								 * src/leases/placement.h),
 								 * lease.worker_holdings (the bookkeeping
-								 * apart from the heartbeat row) */
+								 * apart from the heartbeat row);
+								 * the checkpoint statements move
+								 * checkpointed_at themselves */
 } LeaseSchema;
 
 /*

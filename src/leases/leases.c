@@ -147,67 +147,65 @@ static LeaseStatement renew_stmt = {
 
 /*
  * Checkpoint: guarded on ownership only, never on lease_count; clears the
- * pending (two-phase) checkpoint.
+ * pending (two-phase) checkpoint.  `moved` is the SET item of
+ * checkpointed_at: from 0.5.0 on the statement moves it itself when the
+ * checkpoint changes (LEASE_SQL_SET_CHECKPOINTED), and the BEFORE trigger
+ * shard_leases_checkpointed (src/leases/monitoring.sql) no longer fires
+ * for it; up to 0.4.0 the trigger does it.
  */
-#define CHECKPOINT_SET \
+#define CHECKPOINT_SET(moved) \
 	"UPDATE lease.shard_leases AS l" \
 	" SET checkpoint = $5," \
 	"     checkpoint_sub_sequence = $6," \
 	"     pending_checkpoint = NULL," \
 	"     owner_switches_since_checkpoint = 0," \
+	moved \
 	"     updated_at = pg_catalog.now()"
 #define CHECKPOINT_WHERE \
 	" WHERE " LEASE_KEY_MATCHES \
 	"   AND l.lease_owner OPERATOR(pg_catalog.=) $4" \
 	"   AND l.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END
-#define CHECKPOINT_SQL CHECKPOINT_SET CHECKPOINT_WHERE
+#define CHECKPOINT_0_4		""
+#define CHECKPOINT_0_5		LEASE_SQL_SET_CHECKPOINTED("l", "$5", "$6") ","
+#define CHECKPOINT_FENCED	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
 
-static LeaseStatement checkpoint_stmt = {
-	.name = "update_checkpoint",
-	.sql = CHECKPOINT_SQL " RETURNING true",
-	.nargs = 6,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID},
-	.expected = SPI_OK_UPDATE_RETURNING
-};
+/*
+ * A checkpoint statement, `tail` after its SET list: [0] up to 0.4.0, [1]
+ * from 0.5.0 on (which moves checkpointed_at itself).
+ */
+#define CHECKPOINT_STMTS(stmt_name, tail, n, ...) \
+	{ \
+		{ \
+			.name = stmt_name, .sql = CHECKPOINT_SET(CHECKPOINT_0_4) tail, .nargs = n, \
+			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_UPDATE_RETURNING \
+		}, \
+		{ \
+			.name = stmt_name, .sql = CHECKPOINT_SET(CHECKPOINT_0_5) tail, .nargs = n, \
+			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_UPDATE_RETURNING \
+		} \
+	}
+
+static LeaseStatement checkpoint_stmts[2] =
+	CHECKPOINT_STMTS("update_checkpoint", CHECKPOINT_WHERE " RETURNING true", 6,
+					 TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID);
 
 /* Fenced checkpoint: as above, and only while lease_epoch equals $7. */
-static LeaseStatement checkpoint_fenced_stmt = {
-	.name = "update_checkpoint (fenced)",
-	.sql = CHECKPOINT_SQL
-	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
-	" RETURNING true",
-	.nargs = 7,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID},
-	.expected = SPI_OK_UPDATE_RETURNING
-};
+static LeaseStatement checkpoint_fenced_stmts[2] =
+	CHECKPOINT_STMTS("update_checkpoint (fenced)", CHECKPOINT_WHERE CHECKPOINT_FENCED " RETURNING true", 7,
+					 TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID);
 
 /*
  * Measured checkpoint: as the fenced one above, and the lease's work rate
- * moves toward $8 (the work reported) over the seconds since the
- * previous checkpoint, `dt`, by 1 - exp(-dt / tau) of the way (an
- * exponentially decayed rate starting from 0; for a short dt the step is
- * about records / tau, so back-to-back checkpoints do not inflate it; the
- * exponent is capped where the factor is 1 to float8 precision).
+ * moves toward $8, the work reported (LEASE_SQL_DECAYED_WORK_RATE).
  */
-#define CHECKPOINT_DT \
-	"GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) l.checkpointed_at), 0.001)"
+static LeaseStatement checkpoint_measured_stmts[2] =
+	CHECKPOINT_STMTS("update_checkpoint (work)",
+					 ", work_rate = " LEASE_SQL_DECAYED_WORK_RATE("l", "$8::pg_catalog.float8")
+					 CHECKPOINT_WHERE CHECKPOINT_FENCED " RETURNING true", 8,
+					 TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID);
 
-static LeaseStatement checkpoint_measured_stmt = {
-	.name = "update_checkpoint (work)",
-	.sql = CHECKPOINT_SET ","
-	"     work_rate = COALESCE(l.work_rate, 0) OPERATOR(pg_catalog.+)"
-	"       ((1 OPERATOR(pg_catalog.-) (1 OPERATOR(pg_catalog./)"
-	"           pg_catalog.exp(LEAST(" CHECKPOINT_DT " OPERATOR(pg_catalog./) " LEASE_WORK_RATE_TAU_S ", 600))))"
-	"        OPERATOR(pg_catalog.*)"
-	"        (($8::pg_catalog.float8 OPERATOR(pg_catalog./) " CHECKPOINT_DT ")"
-	"         OPERATOR(pg_catalog.-) COALESCE(l.work_rate, 0)))"
-	CHECKPOINT_WHERE
-	"   AND l.lease_epoch OPERATOR(pg_catalog.=) $7"
-	" RETURNING true",
-	.nargs = 8,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, INT8OID},
-	.expected = SPI_OK_UPDATE_RETURNING
-};
+/* Which of a checkpoint statement pair `schema` runs. */
+#define CHECKPOINT_STMT(stmts, schema) (&(stmts)[(schema) >= LEASE_SCHEMA_0_5 ? 1 : 0])
 
 /* Two-phase checkpoint, first phase: record the intent, guarded on ownership. */
 static LeaseStatement prepare_stmt = {
@@ -336,17 +334,6 @@ check_not_own_parent(Datum shard_id, Datum parents)
 	}
 }
 
-/* Raises 22023 when a checkpoint value would end the shard. */
-static void
-check_not_shard_end(Datum checkpoint)
-{
-	if (strcmp(TextDatumGetCString(checkpoint), LEASE_CHECKPOINT_SHARD_END) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("checkpoint SHARD_END can only be written by close_shard"),
-				 errhint("Call lease.close_shard() to end a shard; it also releases the lease.")));
-}
-
 /* lease.create_lease: true when created, false when the lease already existed. */
 static Datum
 create_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
@@ -449,7 +436,7 @@ checkpoint_args(FunctionCallInfo fcinfo, Datum *values)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	values[4] = lease_arg_checkpoint(fcinfo, 4, "checkpoint");
 	values[5] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 5, "sub_sequence"));
-	check_not_shard_end(values[4]);
+	lease_check_not_shard_end(values[4]);
 }
 
 /* lease.update_checkpoint: true when written by the current owner. */
@@ -460,13 +447,14 @@ update_checkpoint(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	checkpoint_args(fcinfo, values);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &checkpoint_stmt, values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, CHECKPOINT_STMT(checkpoint_stmts, schema),
+											 values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint, update_checkpoint, LEASE_SCHEMA_0_3)
 
 PG_FUNCTION_INFO_V1(lease_update_checkpoint_0_5);
-/* lease.update_checkpoint from 0.5.0 on: with the placement check (src/leases/placement.h). */
+/* lease.update_checkpoint from 0.5.0 on: with the placement check (src/leases/placement.h); checkpointed_at moved by the statement. */
 Datum lease_update_checkpoint_0_5(PG_FUNCTION_ARGS) { return update_checkpoint(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
@@ -487,14 +475,15 @@ update_checkpoint_fenced(FunctionCallInfo fcinfo, LeaseSchema schema)
 		values[7] = Int64GetDatum(lease_arg_nonneg_int64(fcinfo, 7, "work"));
 
 	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
-										     measured ? &checkpoint_measured_stmt : &checkpoint_fenced_stmt,
-										     values, NULL) > 0);
+											 measured ? CHECKPOINT_STMT(checkpoint_measured_stmts, schema)
+											 : CHECKPOINT_STMT(checkpoint_fenced_stmts, schema),
+											 values, NULL) > 0);
 }
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint_fenced, update_checkpoint_fenced, LEASE_SCHEMA_0_3)
 
 PG_FUNCTION_INFO_V1(lease_update_checkpoint_fenced_0_5);
-/* lease.update_checkpoint with a fencing token from 0.5.0 on: with the placement check (src/leases/placement.h). */
+/* lease.update_checkpoint with a fencing token from 0.5.0 on: with the placement check (src/leases/placement.h); checkpointed_at moved by the statement. */
 Datum lease_update_checkpoint_fenced_0_5(PG_FUNCTION_ARGS) { return update_checkpoint_fenced(fcinfo, LEASE_SCHEMA_0_5); }
 
 /* lease.prepare_checkpoint: true when the owner recorded its intended checkpoint. */
@@ -506,7 +495,7 @@ prepare_checkpoint(FunctionCallInfo fcinfo, LeaseSchema schema)
 	lease_key_args(fcinfo, values);
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	values[4] = lease_arg_checkpoint(fcinfo, 4, "pending_checkpoint");
-	check_not_shard_end(values[4]);
+	lease_check_not_shard_end(values[4]);
 
 	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &prepare_stmt, values, NULL) > 0);
 }

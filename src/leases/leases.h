@@ -301,4 +301,36 @@
 #define LEASE_SCHEMA_STMT(stmts, schema) \
 	(&(stmts)[Min((int) (schema), (int) lengthof(stmts) - 1)])
 
+/*
+ * From 0.5.0 on, the SET item with which a statement writing checkpoint
+ * `ckpt` and sub-sequence `sub` (SQL expressions) to lease `a` moves its
+ * checkpointed_at itself, when either changes (rewriting the same
+ * checkpoint is not progress), instead of the BEFORE trigger
+ * shard_leases_checkpointed (a PL/pgSQL call per row), which then does not
+ * fire (its WHEN clause, src/leases/monitoring.sql).
+ */
+#define LEASE_SQL_SET_CHECKPOINTED(a, ckpt, sub) \
+	"checkpointed_at = CASE WHEN " a ".checkpoint IS DISTINCT FROM " ckpt \
+	"                         OR " a ".checkpoint_sub_sequence IS DISTINCT FROM " sub \
+	"                       THEN pg_catalog.now() ELSE " a ".checkpointed_at END"
+
+/*
+ * The new work rate of lease `a` at a measured checkpoint: it moves
+ * toward `work` (an SQL float8 expression, the work reported) over the
+ * seconds since the previous checkpoint, `dt`, by 1 - exp(-dt / tau) of
+ * the way (an exponentially decayed rate starting from 0; for a short dt
+ * the step is about work / tau, so back-to-back checkpoints do not inflate
+ * it; the exponent is capped where the factor is 1 to float8 precision).
+ * Needs LEASE_WORK_RATE_TAU_S (leases/balancing.h).
+ */
+#define LEASE_SQL_CHECKPOINT_DT(a) \
+	"GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) " a ".checkpointed_at), 0.001)"
+#define LEASE_SQL_DECAYED_WORK_RATE(a, work) \
+	"COALESCE(" a ".work_rate, 0) OPERATOR(pg_catalog.+)" \
+	"  ((1 OPERATOR(pg_catalog.-) (1 OPERATOR(pg_catalog./)" \
+	"      pg_catalog.exp(LEAST(" LEASE_SQL_CHECKPOINT_DT(a) " OPERATOR(pg_catalog./) " LEASE_WORK_RATE_TAU_S ", 600))))" \
+	"   OPERATOR(pg_catalog.*)" \
+	"   ((" work " OPERATOR(pg_catalog./) " LEASE_SQL_CHECKPOINT_DT(a) ")" \
+	"    OPERATOR(pg_catalog.-) COALESCE(" a ".work_rate, 0)))"
+
 #endif							/* LEASE_LEASES_H */

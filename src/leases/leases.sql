@@ -114,11 +114,15 @@ SELECT pg_catalog.pg_extension_config_dump('lease.shard_leases', '');
 ----------------------------------------------------------------------------
 
 -- Index of the rare rows a balancing round takes first: unowned leases
--- that have not ended (new leases, released ones, children waiting for
--- their parents).  Ownership changes are non-HOT updates already.
+-- (new leases, released ones, children waiting for their parents, and the
+-- ended ones until cleanup_ended deletes them; the round skips those).
+-- Ownership changes are non-HOT updates already.  Its predicate names
+-- lease_owner only: a column in an index predicate counts as indexed, so a
+-- predicate on checkpoint would make every checkpoint a non-HOT update
+-- (new entries in the primary key and shard_leases_owner_idx each time).
 CREATE INDEX shard_leases_unowned_idx
     ON lease.shard_leases (app_name, stream_name)
-    WHERE lease_owner IS NULL AND checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END';
+    WHERE lease_owner IS NULL;
 
 -- One row per worker holding leases in a stream (the bookkeeping):
 --   leases       exactly the number of rows of lease.shard_leases with
@@ -616,6 +620,22 @@ CREATE FUNCTION lease.update_checkpoint(
     work bigint DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'lease_update_checkpoint_fenced_0_5'
+LANGUAGE C VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp;
+
+-- The fenced checkpoints of many shards of one stream and owner in one
+-- statement and one commit (src/leases/checkpoints.c): element i of each
+-- array is shard i's; each shard is judged as the fenced update_checkpoint
+-- above judges it, and refused shards come back with the reason
+-- ('not_owner', 'stale_token', 'ended', 'unknown'), one row per shard in
+-- the caller's order.  work, when given, has one element per shard (NULL
+-- for a shard that reports none).
+CREATE FUNCTION lease.update_checkpoints(
+    app_name text, stream_name text, owner text, shard_ids text[],
+    checkpoints text[], sub_sequences bigint[], fencing_tokens bigint[],
+    work bigint[] DEFAULT NULL)
+RETURNS TABLE(shard_id text, ok boolean, reason text)
+AS 'MODULE_PATHNAME', 'lease_update_checkpoints'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 

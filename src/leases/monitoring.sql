@@ -6,13 +6,17 @@
 -- Monitoring: the rows of docs/monitoring/pg_lease_queries.yaml
 ----------------------------------------------------------------------------
 
--- checkpointed_at follows the checkpoint: a BEFORE UPDATE trigger, not the
--- C statements, so the module keeps working against databases still at
--- 0.1.0 or 0.2.0 (one pg_lease.so serves every installed version), and any
--- write of a new checkpoint counts (update_checkpoint, fenced or not,
--- close_shard's SHARD_END).  Renewals do not name these columns, so the
--- trigger is not even considered for them and they stay HOT; rewriting the
--- same checkpoint is not progress and does not move it.
+-- checkpointed_at follows the checkpoint.  From 0.5.0 on the checkpoint
+-- statements (update_checkpoint, fenced or not, and update_checkpoints)
+-- move it themselves (LEASE_SQL_SET_CHECKPOINTED, src/leases/leases.h),
+-- which spares them a PL/pgSQL call per row; this BEFORE UPDATE trigger
+-- covers every other write of a new checkpoint (close_shard's SHARD_END),
+-- and skips a row whose statement moved checkpointed_at already.  Up to
+-- 0.4.0 the trigger did it for every write (one pg_lease.so serves every
+-- installed version, and the older schemas keep their trigger).  Renewals
+-- do not name these columns, so the trigger is not even considered for
+-- them and they stay HOT; rewriting the same checkpoint is not progress
+-- and does not move it.
 CREATE FUNCTION lease.shard_leases_checkpointed()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -27,8 +31,9 @@ $$;
 CREATE TRIGGER shard_leases_checkpointed
     BEFORE UPDATE OF checkpoint, checkpoint_sub_sequence ON lease.shard_leases
     FOR EACH ROW
-    WHEN (OLD.checkpoint IS DISTINCT FROM NEW.checkpoint
-          OR OLD.checkpoint_sub_sequence IS DISTINCT FROM NEW.checkpoint_sub_sequence)
+    WHEN ((OLD.checkpoint IS DISTINCT FROM NEW.checkpoint
+           OR OLD.checkpoint_sub_sequence IS DISTINCT FROM NEW.checkpoint_sub_sequence)
+          AND OLD.checkpointed_at IS NOT DISTINCT FROM NEW.checkpointed_at)
     EXECUTE FUNCTION lease.shard_leases_checkpointed();
 
 -- How many events of each kind were deleted from lease.lease_events

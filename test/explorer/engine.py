@@ -202,9 +202,12 @@ class State:
     """What a node is besides the database: each client's knowledge
     (locals; the last entry is the world's), the facts shared by all
     (glob), the calls left, whether each client's transaction is open and
-    what it sees, which client waits (the label of its letter), and the
-    committed state (view, and the snapshot to restore when quiescent)."""
-    __slots__ = ("locals", "glob", "left", "txn", "txn_view", "txn_steps", "flight", "view", "snapshot")
+    what it sees (txn_view, read after its last statement, when the
+    committed state was txn_base), which client waits (the label of its
+    letter), and the committed state (view, and the snapshot to restore when
+    quiescent)."""
+    __slots__ = ("locals", "glob", "left", "txn", "txn_view", "txn_base", "txn_steps", "flight", "view",
+                 "snapshot")
 
     def copy(self):
         s = State()
@@ -213,6 +216,7 @@ class State:
         s.left = list(self.left)
         s.txn = list(self.txn)
         s.txn_view = list(self.txn_view)
+        s.txn_base = list(self.txn_base)
         s.txn_steps = list(self.txn_steps)
         s.flight = list(self.flight)
         s.view, s.snapshot = self.view, self.snapshot
@@ -294,6 +298,7 @@ class Engine:
         st.snapshot, st.view = proto.read_ctl()
         st.locals, st.glob, st.left = proto.initial_locals(), proto.initial_glob(), list(proto.initial_left())
         st.txn, st.txn_view, st.txn_steps = [False] * self.n, [None] * self.n, [()] * self.n
+        st.txn_base = [None] * self.n
         st.flight = [None] * self.n
         root = Node(st, ("Q", tuple(st.txn)) + proto.key(st.view, st.locals, st.glob), None, (), None, None, 0)
         self.current = root
@@ -512,7 +517,7 @@ class Engine:
 
     def open_txn(self, ctx, actor):
         ctx.txn[actor] = True
-        ctx.txn_view[actor] = ctx.view
+        ctx.txn_view[actor] = ctx.txn_base[actor] = ctx.view
         ctx.txn_steps[actor] = ()
         self.proto.on_begin(ctx, actor)
 
@@ -531,12 +536,12 @@ class Engine:
                 ctx.view, ctx.snapshot = view, snap
             else:
                 proto.on_rollback(ctx, actor)
-            ctx.txn[actor], ctx.txn_view[actor], ctx.txn_steps[actor] = False, None, ()
+            ctx.txn[actor], ctx.txn_view[actor], ctx.txn_base[actor], ctx.txn_steps[actor] = False, None, None, ()
             return Move(label, "committed" if commit else "rolled back", lambda: None)
         if self.started[actor]:
             c.query("COMMIT" if commit else "ROLLBACK")
             self.started[actor] = False
-        ctx.txn[actor], ctx.txn_view[actor], ctx.txn_steps[actor] = False, None, ()
+        ctx.txn[actor], ctx.txn_view[actor], ctx.txn_base[actor], ctx.txn_steps[actor] = False, None, None, ()
         if commit:
             proto.on_commit(ctx, actor, before)
         else:
@@ -683,7 +688,7 @@ class Engine:
             self.lines.append("%s %s -> %s" % (proto.who(actor), fl.label, told))
         if fl.aborted:
             # the error ended the transaction: what it taught stays, nothing else
-            ctx.txn[actor], ctx.txn_view[actor], ctx.txn_steps[actor] = False, None, ()
+            ctx.txn[actor], ctx.txn_view[actor], ctx.txn_base[actor], ctx.txn_steps[actor] = False, None, None, ()
             proto.on_rollback(ctx, actor)
             proto.learn(ctx, actor, fl.me)
             proto.check_call(ctx, fl, told, ctx.view, ctx.view, committed=False)
@@ -708,8 +713,9 @@ class Engine:
             self.read_seen, after = proto.read(c)
             proto.learn(ctx, actor, fl.me)
             proto.defer_effects(ctx, actor, effects)
-            proto.check_call(ctx, fl, told, ctx.txn_view[actor], after, committed=False)
-            ctx.txn_view[actor] = after
+            before = proto.txn_before(ctx.txn_view[actor], ctx.txn_base[actor], ctx.view)
+            proto.check_call(ctx, fl, told, before, after, committed=False)
+            ctx.txn_view[actor], ctx.txn_base[actor] = after, ctx.view
         return told
 
     def settle(self, ctx):

@@ -8,7 +8,7 @@ tables.
              [--roles] [--shards 2|3] [--advances N] [--weights] [--progress]
              [--restore-function F] [--retry-function F] [--checkpoint-function F]
              [--turn-function F] [--heartbeat-function F] [--renew-function F]
-             [--hold-function F] [--fast-failover] [--heartbeat] [--seed]
+             [--hold-function F] [--batch-function F] [--fast-failover] [--heartbeat] [--seed]
              [--alphabets A1,A2,...] [--setting NAME=VALUE]
 
 It deletes and re-creates the protocol's rows: give it a database of its own
@@ -159,6 +159,9 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
     K  take_lease of the first shard (p, c, s) it does not believe it holds
     C  update_checkpoint fenced with the epoch it knows, on the first shard
        it believes it holds with a known epoch (nothing if none)
+    W  update_checkpoints: one batch, fenced, of every shard it believes it
+       holds with a known epoch, in reverse shard order (nothing if none;
+       --batch-function names the function)
     U  update_checkpoint unfenced on the first shard it believes it holds
        (--checkpoint-function names the function)
     R  release_lease of the first shard it believes it holds
@@ -226,7 +229,14 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
     checkpoint-owner  update_checkpoint is acknowledged only to the lease's
                       owner (in the state before the call)
     stale-refused     a fenced update_checkpoint with an epoch other than the
-                      current one returns false and changes nothing
+                      current one returns false and changes nothing (each
+                      shard of an update_checkpoints batch too)
+    batch-judged      update_checkpoints judges every shard as the fenced
+                      update_checkpoint would, from the state before the
+                      call: written exactly when the worker owns it at that
+                      epoch and it has not ended, else refused with the
+                      reason that state gives (ended, not_owner,
+                      stale_token)
     lineage           the child is never owned while its parent has not ended
     taker-recount     test/lib/taker_state_check.sql returns no row
     heartbeat-list    a heartbeat that leaves the worker's list standing
@@ -251,7 +261,8 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
     batch-fenced      a batch (E ... ]) commits only while its worker holds
                       the lease at the epoch its hold_lease checked
     own-call-waits    a worker's own heartbeat B, renew_leases N,
-                      renew_lease P, update_checkpoint C and U and my_leases M
+                      renew_lease P, update_checkpoint C and U,
+                      update_checkpoints W and my_leases M
                       never wait for another worker's transaction, but for
                       these exceptions (docs/shard-leases.md, "What a
                       worker's call can wait for"): B and N may wait on the
@@ -259,7 +270,7 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
                       worker's transaction takes one of its leases by expiry,
                       and only when the worker's last committed renewal is
                       older than the clock's last step (its leases had
-                      expired); P, C and U may wait on the row of the lease
+                      expired); P, C, U and W may wait on the row of a lease
                       they act on while another transaction has written or
                       locked that very lease (its takeover or a handoff
                       request of it); with --weights, C (a measured
@@ -392,6 +403,14 @@ class Protocol:
 
     def check_call(self, ctx, fl, told, before, after, committed):
         pass
+
+    def txn_before(self, txn_view, txn_base, latest):
+        """The state a call inside a transaction starts from (the `before`
+        of its check_call): what the transaction saw after its last
+        statement (txn_view, when the committed state was txn_base), with
+        what others committed since (latest).  By default txn_view; a
+        protocol whose checks judge a call by the rows it found overlays."""
+        return txn_view
 
     def check_committed(self, ctx, before, after, actor):
         pass
@@ -781,12 +800,12 @@ class Bindings(Protocol):
 
 APP, STREAM, DAY = "explore", "st", "1 day"
 NOBEAT = "none"     # a worker's remembered leases_version before its first heartbeat
-OWN_CALLS = "BNPCUM"   # the calls own-call-waits is about
+OWN_CALLS = "BNPCUWM"   # the calls own-call-waits is about
 
 
 class Leases(Protocol):
     name = "leases"
-    letters = "TNKCURXH"
+    letters = "TNKCURXHW"
     KNOWLEDGE = ("held", "writes", "hb", "lv", "hold", "batch")
     ROW_KEYS = {"lease.shard_leases": "shard_id", "lease.stream_workers": "worker",
                 "lease.worker_holdings": "worker", "lease.stream_takeable": "stream_name"}
@@ -794,7 +813,8 @@ class Leases(Protocol):
     NSNAP = 5
 
     # --roles: every worker calls T N C U R; besides, w1 closes shards (X),
-    # w2 takes single leases (K), w3 requests handoffs (H).
+    # w2 takes single leases (K), w3 requests handoffs (H).  The batch (W)
+    # has runs of its own (test/explorer/run.sh, --alphabets).
     ROLES = ("TNCURX", "TNCURK", "TNCURH")
 
     # --weights: the operator's weights of the shards, and each worker's
@@ -804,7 +824,7 @@ class Leases(Protocol):
     def __init__(self, db, clients, calls, shards, advances, checkpoint_function, roles=False,
                  weights=False, fast_failover=False, heartbeat=False, alphabets=None, seed=False,
                  heartbeat_function="lease.heartbeat", renew_function="lease.renew_leases",
-                 hold_function="lease.hold_lease"):
+                 hold_function="lease.hold_lease", batch_function="lease.update_checkpoints"):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.weights = weights
         self.capacities = [2.0 if i == 0 else 1.0 for i in range(clients)]
@@ -827,6 +847,7 @@ class Leases(Protocol):
         self.hold_function = hold_function
         self.seed = seed
         self.seeded = {}
+        self.batch_function = batch_function
         self.workers = ["w%d" % (i + 1) for i in range(clients)]
         with open(os.path.join(HERE, "..", "lib", "taker_state_check.sql")) as f:
             sql = f.read()
@@ -1053,6 +1074,14 @@ class Leases(Protocol):
             value = "%s.%d" % (w, me["writes"] + 1)
             return {"shard": s, "value": value,
                     "label": "%s %s(%s, %s)" % (w, self.checkpoint_function, s, value)}
+        if letter == "W":
+            batch = [(x, held[x]) for x in reversed(mine) if held[x] is not None]
+            if not batch:
+                return None
+            value = "%s.%d" % (w, me["writes"] + 1)
+            return {"batch": batch, "value": value,
+                    "label": "%s %s(%s, %s)" % (
+                        w, self.batch_function, ", ".join("%s epoch %d" % (x, e) for x, e in batch), value)}
         if letter == "R":
             return {"shard": s, "label": "%s release_lease(%s)" % (w, s)}
         if letter == "X":
@@ -1173,6 +1202,16 @@ class Leases(Protocol):
             if ok:
                 eff.append(("ack", plan["shard"], plan["value"]))
             return "true" if ok else "false", eff
+        if letter == "W":
+            r = yield Q("SELECT shard_id, ok, reason FROM " + self.batch_function + "(%s, %s, %s,"
+                        " %s::text[], %s::text[], %s::bigint[], %s::bigint[])",
+                        (APP, STREAM, w, [x for x, _ in plan["batch"]], [plan["value"]] * len(plan["batch"]),
+                         [0] * len(plan["batch"]), [e for _, e in plan["batch"]]))
+            me["writes"] += 1
+            plan["results"] = [tuple(row) for row in r]
+            eff += [("ack", shard, plan["value"]) for shard, ok, _ in r if ok]
+            return ", ".join("%s %s" % (shard, "true" if ok else "false (%s)" % reason)
+                             for shard, ok, reason in r) or "nothing", eff
         if letter in "RX":
             fn = "release_lease" if letter == "R" else "close_shard"
             r = yield Q("SELECT lease." + fn + "(%s, %s, %s, %s)", (APP, STREAM, plan["shard"], w))
@@ -1298,6 +1337,17 @@ class Leases(Protocol):
                   "%s's transaction holds %s at epoch %d, and %s shows it held by %s at epoch %d"
                   % (w, s, e, what, a["owner"], a["epoch"]))
 
+    def txn_before(self, txn_view, txn_base, latest):
+        """A shard the transaction has written (it differs from what was
+        committed then) is as the transaction left it: its row lock kept
+        everyone else off it.  Any other shard is as last committed (read
+        committed: the call's statement sees other commits)."""
+        if txn_base is latest:
+            return txn_view
+        shards = {s: (txn_view["shards"][s] if txn_view["shards"][s] != txn_base["shards"][s] else row)
+                  for s, row in latest["shards"].items()}
+        return dict(latest, shards=shards)
+
     def check_call(self, ctx, fl, told, before, after, committed):
         actor, letter, plan = fl.actor, fl.letter, fl.plan
         w = self.workers[actor]
@@ -1335,6 +1385,27 @@ class Leases(Protocol):
                 check(not plan.get("acked") and a["row"] == b["row"], "stale-refused",
                       "update_checkpoint(%s) with stale epoch %d (current %d) answered %s"
                       % (plan["shard"], plan["epoch"], b["epoch"], told))
+        if letter == "W" and "results" in plan:
+            check([row[0] for row in plan["results"]] == [x for x, _ in plan["batch"]], "batch-judged",
+                  "update_checkpoints by %s answered for %s, asked for %s"
+                  % (w, [row[0] for row in plan["results"]], [x for x, _ in plan["batch"]]))
+            for (shard, epoch), (_, ok, reason) in zip(plan["batch"], plan["results"]):
+                b, a = before["shards"][shard], after["shards"][shard]
+                ended = b["checkpoint"] == "SHARD_END"
+                want = None if b["owner"] == w and b["epoch"] == epoch and not ended else (
+                    "ended" if ended else "not_owner" if b["owner"] != w else "stale_token")
+                check(ok == (want is None) and reason == want, "batch-judged",
+                      "update_checkpoints(%s epoch %d) by %s answered %s (%s); before the call the owner was %s"
+                      " at epoch %d, checkpoint %s" % (shard, epoch, w, ok, reason, b["owner"], b["epoch"],
+                                                       b["checkpoint"]))
+                if ok:
+                    check(b["owner"] == w, "checkpoint-owner",
+                          "update_checkpoints(%s) by %s was acknowledged, but the owner was %s"
+                          % (shard, w, b["owner"]))
+                if epoch != b["epoch"]:
+                    check(not ok and a["row"] == b["row"], "stale-refused",
+                          "update_checkpoints(%s) with stale epoch %d (current %d) answered %s"
+                          % (shard, epoch, b["epoch"], ok))
         self.check_holds(ctx, after, actor, "what %s sees" % plan.get("label", letter))
         if committed:
             self.check_state(ctx, before, after, actor)
@@ -1394,8 +1465,9 @@ class Leases(Protocol):
         if wait.letter in "BN" and rel == "lease.stream_workers" and key == w \
                 and not ctx.locals[waiter]["beat"]:
             return      # a takeover of its own expired lease
-        if wait.letter in "PCU" and rel == "lease.shard_leases" and key == wait.plan.get("shard"):
-            return      # the row of the lease it acts on, written or locked by another transaction
+        if wait.letter in "PCUW" and rel == "lease.shard_leases" \
+                and key in ([x for x, _ in wait.plan["batch"]] if wait.letter == "W" else [wait.plan.get("shard")]):
+            return      # the row of a lease it acts on, written or locked by another transaction
         if wait.letter == "C" and self.weights and rel == "lease.worker_holdings" and key == w:
             return      # a measured checkpoint keeps its worker's load exact (--weights)
         FOUND.append(Violation("own-call-waits", "%s waits for %s's transaction (%s)"
@@ -1455,6 +1527,8 @@ def main():
     ap.add_argument("--retry-function", default="lease.retry_failed_compensations",
                     help="bindings: the function Q calls (a mutant restore's own retry)")
     ap.add_argument("--checkpoint-function", default="lease.update_checkpoint")
+    ap.add_argument("--batch-function", default="lease.update_checkpoints",
+                    help="leases: the function W calls (a mutant batch without its guards)")
     ap.add_argument("--turn-function", default="lease.admit_turn",
                     help="bindings: the function T calls (a mutant turn that ends nothing)")
     ap.add_argument("--heartbeat-function", default="lease.heartbeat",
@@ -1492,7 +1566,7 @@ def main():
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
                        args.roles, args.weights, args.fast_failover, args.heartbeat, args.alphabets, args.seed,
-                       args.heartbeat_function, args.renew_function, args.hold_function)
+                       args.heartbeat_function, args.renew_function, args.hold_function, args.batch_function)
         extra = args.advances
     stats, violations, waits = Engine(proto, args.progress).run()
     report(proto, stats, violations, waits, args.clients, args.calls, extra)

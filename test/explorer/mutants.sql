@@ -85,6 +85,31 @@ AS $$
     SELECT EXISTS (SELECT 1 FROM u)
 $$;
 
+-- Leases: update_checkpoints without its guards (neither the owner nor the
+-- fencing token is compared): every listed shard that has not ended is
+-- written and answered true.
+CREATE FUNCTION explore_mutant.update_checkpoints(
+    app_name text, stream_name text, owner text, shard_ids text[], checkpoints text[],
+    sub_sequences bigint[], fencing_tokens bigint[], work bigint[] DEFAULT NULL)
+RETURNS TABLE(shard_id text, ok boolean, reason text)
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH b AS (SELECT u.shard_id, u.checkpoint, u.sub_sequence, u.ord
+                 FROM unnest($4, $5, $6) WITH ORDINALITY AS u(shard_id, checkpoint, sub_sequence, ord)),
+         w AS (UPDATE lease.shard_leases AS l
+                  SET checkpoint = b.checkpoint, checkpoint_sub_sequence = b.sub_sequence,
+                      owner_switches_since_checkpoint = 0, pending_checkpoint = NULL,
+                      updated_at = now()
+                 FROM b
+                WHERE l.app_name = $1 AND l.stream_name = $2 AND l.shard_id = b.shard_id
+                  AND l.checkpoint <> 'SHARD_END'
+                RETURNING l.shard_id)
+    SELECT b.shard_id, w.shard_id IS NOT NULL, CASE WHEN w.shard_id IS NULL THEN 'ended' END
+      FROM b LEFT JOIN w ON w.shard_id = b.shard_id
+     ORDER BY b.ord
+$$;
+
 -- Bindings: admit_turn as released up to 0.3.0, the module's plain symbol
 -- (src/bindings/conversations.c, LEASE_VERSIONED_ENTRY_POINTS): a turn and
 -- nothing else, so a replacement's first turn leaves the conversation it

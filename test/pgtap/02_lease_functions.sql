@@ -1,6 +1,6 @@
 -- pgTAP: the lease core's function signatures, return types and attributes.
 BEGIN;
-SELECT plan(28);
+SELECT plan(31);
 
 SELECT has_function('lease', 'create_lease', ARRAY['text', 'text', 'text', 'text[]', 'text']);
 SELECT function_returns('lease', 'create_lease', ARRAY['text', 'text', 'text', 'text[]', 'text'], 'boolean');
@@ -28,6 +28,14 @@ SELECT is((SELECT pg_get_function_arguments('lease.renew_lease(text,text,text,te
 SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoint(text,text,text,text,text,bigint)'::regprocedure)),
           'app_name text, stream_name text, shard_id text, owner text, checkpoint text, sub_sequence bigint DEFAULT 0',
           'update_checkpoint arguments');
+SELECT is((SELECT pg_get_function_arguments('lease.update_checkpoints(text,text,text,text[],text[],bigint[],bigint[],bigint[])'::regprocedure)),
+          'app_name text, stream_name text, owner text, shard_ids text[], checkpoints text[], sub_sequences bigint[], fencing_tokens bigint[], work bigint[] DEFAULT NULL::bigint[]',
+          'update_checkpoints arguments, as pinned');
+SELECT is((SELECT pg_get_function_result('lease.update_checkpoints(text,text,text,text[],text[],bigint[],bigint[],bigint[])'::regprocedure)),
+          'TABLE(shard_id text, ok boolean, reason text)',
+          'update_checkpoints result');
+SELECT throws_ok($$SELECT * FROM lease.update_checkpoints('a', 's', 'w', ARRAY['x'], '{}', '{}', '{}')$$, '22023',
+                 'the arrays of update_checkpoints must have the same length', 'unequal lengths are 22023');
 SELECT is((SELECT pg_get_function_arguments('lease.sync_shards(text,text,text[],text[])'::regprocedure)),
           'app_name text, stream_name text, shard_ids text[], parent_ids text[] DEFAULT NULL::text[]',
           'sync_shards arguments');
@@ -83,7 +91,8 @@ SELECT is(array_agg(oid::regprocedure::text ORDER BY oid::regprocedure::text),
                 'lease.take_lease(text,text,text,text,bigint,interval,interval)',
                 'lease.take_leases(text,text,text,interval,integer,integer,double precision,interval)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',
-                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint)'],
+                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint)',
+                'lease.update_checkpoints(text,text,text,text[],text[],bigint[],bigint[],bigint[])'],
           'exactly the app-checking functions and the imports are SECURITY INVOKER')
   FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND NOT prosecdef;
 SELECT is(count(*)::int, 0, 'every lease function pins search_path')

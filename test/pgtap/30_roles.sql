@@ -6,7 +6,7 @@
 -- roles are members of one and are granted apps.  Each can do exactly its
 -- documented set, for its own apps only, through every function and view.
 BEGIN;
-SELECT plan(126);
+SELECT plan(128);
 
 \ir recipes/security_group_roles.sql
 \ir recipes/security_fleet_operator.sql
@@ -42,7 +42,8 @@ SELECT is(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text
                 'lease.take_lease(text,text,text,text,bigint,interval,interval)',
                 'lease.take_leases(text,text,text,interval,integer,integer,double precision,interval)',
                 'lease.update_checkpoint(text,text,text,text,text,bigint)',
-                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint)'],
+                'lease.update_checkpoint(text,text,text,text,text,bigint,bigint,bigint)',
+                'lease.update_checkpoints(text,text,text,text[],text[],bigint[],bigint[],bigint[])'],
           'the worker role executes exactly the lease functions')
   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace
    AND has_function_privilege('tap_rm_w1', p.oid, 'EXECUTE');
@@ -133,6 +134,9 @@ SELECT is(lease.renew_lease('rm-a', 's', '0', 'w1', 1), 2::bigint, 'worker renew
 SELECT is(lease.prepare_checkpoint('rm-a', 's', '0', 'w1', '5'), true, 'worker prepares a checkpoint');
 SELECT is(lease.update_checkpoint('rm-a', 's', '0', 'w1', '5'), true, 'worker checkpoints');
 SELECT is(lease.update_checkpoint('rm-a', 's', '0', 'w1', '6', 0, 1), true, 'worker checkpoints with its token');
+SELECT results_eq($$SELECT shard_id, ok, reason FROM lease.update_checkpoints('rm-a', 's', 'w1', ARRAY['0'], ARRAY['6'],
+                                                                          ARRAY[0]::bigint[], ARRAY[1]::bigint[])$$,
+                  $$VALUES ('0'::text, true, NULL::text)$$, 'worker checkpoints a batch with its tokens');
 SELECT is((SELECT count(*)::int FROM lease.take_leases('rm-a', 's', 'w1')), 1, 'worker balances its app');
 SELECT is((SELECT count(*)::int FROM lease.renew_leases('rm-a', 's', 'w1')), 2, 'worker renews its leases');
 SELECT is(lease.release_lease('rm-a', 's', '1', 'w1'), true, 'worker releases');
@@ -164,6 +168,7 @@ SELECT throws_ok(stmt, '42501', 'permission denied for app "rm-b"', 'worker, oth
     $$SELECT lease.renew_lease('rm-b', 's', '0', 'w2', 1)$$,
     $$SELECT lease.update_checkpoint('rm-b', 's', '0', 'w2', '1')$$,
     $$SELECT lease.update_checkpoint('rm-b', 's', '0', 'w2', '1', 0, 1)$$,
+    $$SELECT * FROM lease.update_checkpoints('rm-b', 's', 'w2', ARRAY['0'], ARRAY['1'], ARRAY[0]::bigint[], ARRAY[1]::bigint[])$$,
     $$SELECT lease.prepare_checkpoint('rm-b', 's', '0', 'w2', '1')$$,
     $$SELECT lease.release_lease('rm-b', 's', '0', 'w2')$$,
     $$SELECT lease.close_shard('rm-b', 's', '0', 'w2')$$,

@@ -13,6 +13,9 @@ SELECT lease.update_checkpoint('ro-app', 'ro-s', 'a', 'w1', '100') AS checkpoint
 SELECT lease.update_checkpoint('ro-app', 'ro-s', 'a', 'w1', '101', 0,
        (SELECT lease_epoch FROM lease.lease_status WHERE app_name = 'ro-app' AND shard_id = 'a')) AS fenced;
 SELECT lease.update_checkpoint('ro-app', 'ro-s', 'a', 'w1', '102', 0, 999) AS stale_fence;
+-- the batch: one call to the stream's partition, one row per shard
+SELECT * FROM lease.update_checkpoints('ro-app', 'ro-s', 'w1', ARRAY['b', 'a'], ARRAY['110', '111'],
+       ARRAY[0, 0]::bigint[], ARRAY[1, 1]::bigint[]);
 SELECT lease.prepare_checkpoint('ro-app', 'ro-s', 'a', 'w1', '200') AS prepared;
 SELECT shard_id, action, lease_epoch FROM lease.take_leases('ro-app', 'ro-s', 'w2', '1 minute') ORDER BY 1;
 SELECT shard_id, lease_count FROM lease.renew_leases('ro-app', 'ro-s', 'w1') ORDER BY 1;

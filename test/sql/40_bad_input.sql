@@ -233,6 +233,37 @@ SELECT lease_test.try($$SELECT lease.create_lease(convert_from('\xc3'::bytea, 'U
 -- a bytea is not a text: there is no implicit cast to smuggle bytes in
 SELECT lease_test.try($$SELECT lease.create_lease('\xff'::bytea, 's', 'x')$$);
 
+-- update_checkpoints: the matrix above varies one array at a time, the
+-- others empty, so each bad array is first of all of another length
+-- (22023).  Here every array has one element per shard and one element
+-- is bad: the whole batch is refused, and even the good shard (bim-u1,
+-- owned, with the right token) is not written.
+SELECT lease.create_lease('bim-mine', 'bim-u', 'bim-u1'),
+       lease.take_lease('bim-mine', 'bim-u', 'bim-u1', 'bim-w') AS u1_count;
+SELECT lease_test.digest() AS before \gset
+SELECT v.label, lease_test.try(format(
+           'SELECT * FROM lease.update_checkpoints(%L, %L, %L, %s, %s, %s, %s, %s)',
+           'bim-mine', 'bim-u', 'bim-w', v.shards, v.checkpoints, v.subseqs, v.tokens, v.work)) AS outcome
+  FROM (VALUES
+    ('lengths differ',         $$ARRAY['bim-u1', 'bim-u2']$$, $$ARRAY['1']$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL'),
+    ('work length differs',    $$ARRAY['bim-u1']$$, $$ARRAY['1']$$, $$ARRAY[0]::bigint[]$$, $$ARRAY[1]::bigint[]$$, $$ARRAY[1, 2]::bigint[]$$),
+    ('shard repeated',         $$ARRAY['bim-u1', 'bim-u1']$$, $$ARRAY['1', '2']$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL'),
+    ('shard NULL',             $$ARRAY['bim-u1', NULL]$$, $$ARRAY['1', '2']$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL'),
+    ('shard blank',            $$ARRAY['bim-u1', ' ']$$, $$ARRAY['1', '2']$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL'),
+    ('checkpoint NULL',        $$ARRAY['bim-u1', 'bim-u2']$$, $$ARRAY['1', NULL]$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL'),
+    ('checkpoint empty',       $$ARRAY['bim-u1', 'bim-u2']$$, $$ARRAY['1', '']$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL'),
+    ('checkpoint 1MB',         $$ARRAY['bim-u1', 'bim-u2']$$, $$ARRAY['1', repeat('x', 1048576)]$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL'),
+    ('checkpoint SHARD_END',   $$ARRAY['bim-u1', 'bim-u2']$$, $$ARRAY['1', 'SHARD_END']$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL'),
+    ('sub_sequence NULL',      $$ARRAY['bim-u1', 'bim-u2']$$, $$ARRAY['1', '2']$$, $$ARRAY[0, NULL]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL'),
+    ('sub_sequence negative',  $$ARRAY['bim-u1', 'bim-u2']$$, $$ARRAY['1', '2']$$, $$ARRAY[0, -1]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL'),
+    ('token NULL',             $$ARRAY['bim-u1', 'bim-u2']$$, $$ARRAY['1', '2']$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, NULL]::bigint[]$$, 'NULL'),
+    ('token negative',         $$ARRAY['bim-u1', 'bim-u2']$$, $$ARRAY['1', '2']$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, -1]::bigint[]$$, 'NULL'),
+    ('work negative',          $$ARRAY['bim-u1', 'bim-u2']$$, $$ARRAY['1', '2']$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, $$ARRAY[5, -1]::bigint[]$$),
+    ('two dimensions',         $$ARRAY[['bim-u1'], ['bim-u2']]$$, $$ARRAY['1', '2']$$, $$ARRAY[0, 0]::bigint[]$$, $$ARRAY[1, 1]::bigint[]$$, 'NULL')
+  ) AS v(label, shards, checkpoints, subseqs, tokens, work);
+SELECT lease_test.digest() = :'before' AS nothing_written;
+SELECT lease.delete_lease('bim-mine', 'bim-u', 'bim-u1');
+
 DROP TABLE lease_test.bim_ids, lease_test.bim_kcl, lease_test.bim_class, lease_test.bim_allowed,
            lease_test.bim_writers, lease_test.bim_result;
 DROP FUNCTION lease_test.bim_run(), lease_test.bim_neutral(text, regtype);

@@ -57,15 +57,48 @@ def proc_stat(pid):
     return int(fields[1]), sum(int(x) for x in fields[11:15]) / CLK
 
 
-def pss_kib(pid):
+def smaps_kib(pid, fields):
+    """The sum of the given smaps_rollup fields of a process, in KiB."""
+    total = 0
     try:
         with open("/proc/%d/smaps_rollup" % pid) as f:
             for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
+                if line.split(":")[0] in fields:
+                    total += int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return total
+
+
+def pss_kib(pid):
+    """Proportional set size: private pages plus a share of each shared one
+    (for PostgreSQL, of the shared buffers the process touched)."""
+    return smaps_kib(pid, ("Pss",))
+
+
+def uss_kib(pid):
+    """The process's own memory: the private pages (Private_Clean,
+    Private_Dirty) of its mappings that are not shared ones.  A shared
+    mapping's page that only this process has touched also counts as
+    private in smaps: PostgreSQL's shared buffers would then show up in the
+    USS of the first backend that read them, so shared mappings (VmFlags
+    "sh") are left out."""
+    total = own = 0
+    try:
+        with open("/proc/%d/smaps" % pid) as f:
+            for line in f:
+                field = line.split()
+                if not field:
+                    continue
+                if field[0] in ("Private_Clean:", "Private_Dirty:"):
+                    own += int(field[1])
+                elif field[0] == "VmFlags:":
+                    if "sh" not in field[1:]:
+                        total += own
+                    own = 0
+    except OSError:
+        pass
+    return total
 
 
 # -- servers -------------------------------------------------------------------
@@ -113,6 +146,9 @@ class Server:
 
     def pss(self):
         return sum(pss_kib(p) for p in self.pids())
+
+    def uss(self):
+        return sum(uss_kib(p) for p in self.pids())
 
     def client_config(self):
         """What a worker connects with (a peer on loopback: its port)."""
@@ -268,9 +304,13 @@ SERVERS = {"pg_lease": Postgres, "etcd": Etcd, "zookeeper": ZooKeeper, "redis": 
 # -- clients: the one worker protocol -------------------------------------------
 # take(n) -> {shard: (token, checkpoint)} of leases newly taken (free or
 # expired, up to n); renew() -> set of shards still held; checkpoint(shard,
-# value) -> True when written (fenced by the token of the take); release(s);
-# read(shard) -> the stored checkpoint (int).  A refused checkpoint or a lease
-# missing from a renewal drops the shard.  reset() reconnects after an error.
+# value) -> True when written (fenced by the token of the take);
+# checkpoints([(shard, value), ...]) -> {shard: written}, the same checkpoints
+# in one round trip (each back end's own batching: pg_lease's
+# update_checkpoints, an etcd transaction with a compare per shard, a
+# ZooKeeper multi, a Redis pipeline); release(s); read(shard) -> the stored
+# checkpoint (int).  A refused checkpoint or a lease missing from a renewal
+# drops the shard.  reset() reconnects after an error.
 
 class Client:
     def __init__(self, cfg, owner, lease_s, shards):
@@ -292,6 +332,10 @@ class Client:
         except Exception:
             pass
         self.connect()
+
+    def checkpoint_each(self, batch):
+        """The batch as single checkpoints, one round trip each."""
+        return {s: self.checkpoint(s, v) for s, v in batch}
 
 
 class PgLease(Client):
@@ -350,6 +394,14 @@ class PgLease(Client):
         self.cur.execute("SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s)",
                          (APP, self.stream, shard, self.owner, str(value), self.held[shard]))
         return self.cur.fetchone()[0]
+
+    def checkpoints(self, batch):
+        # one statement, one commit: each shard judged as the single call judges it
+        self.cur.execute("SELECT shard_id, ok FROM lease.update_checkpoints(%s, %s, %s, %s::text[], %s::text[],"
+                         " %s::bigint[], %s::bigint[])",
+                         (APP, self.stream, self.owner, [s for s, _ in batch], [str(v) for _, v in batch],
+                          [0] * len(batch), [self.held[s] for s, _ in batch]))
+        return dict(self.cur.fetchall())
 
     def release(self, shard):
         self.cur.execute("SELECT lease.release_lease(%s, %s, %s, %s)", (APP, self.stream, shard, self.owner))
@@ -440,6 +492,15 @@ class EtcdClient(Client):
                                    success=[t.put("/ckpt/" + shard, str(value))], failure=[])
         return ok
 
+    def checkpoints(self, batch):
+        # one transaction: N puts guarded by N compares.  It is all or
+        # nothing, so when a compare fails the shards are written one by one
+        # to find which are still held (never the case while measuring)
+        t = self.c.transactions
+        ok, _ = self.c.transaction(compare=[t.create("/owner/" + s) == self.held[s] for s, _ in batch],
+                                   success=[t.put("/ckpt/" + s, str(v)) for s, v in batch], failure=[])
+        return {s: True for s, _ in batch} if ok else self.checkpoint_each(batch)
+
     def release(self, shard):
         t = self.c.transactions
         self.c.transaction(compare=[t.create("/owner/" + shard) == self.held.pop(shard)],
@@ -515,6 +576,21 @@ class ZkClient(Client):
             return False
         self.held[shard] += 1
         return True
+
+    def checkpoints(self, batch):
+        # one multi: per shard the owner check and the versioned setData.
+        # All or nothing, as etcd's transaction: on a failure the shards are
+        # written one by one (never the case while measuring)
+        tx = self.z.transaction()
+        for s, v in batch:
+            tx.check("/owner/" + s, 0)
+            tx.set_data("/ckpt/" + s, str(v).encode(), version=self.held[s])
+        res = tx.commit()
+        if any(isinstance(r, Exception) for r in res):
+            return self.checkpoint_each(batch)
+        for s, _ in batch:
+            self.held[s] += 1
+        return {s: True for s, _ in batch}
 
     def release(self, shard):
         tx = self.z.transaction()
@@ -592,6 +668,15 @@ class RedisClient(Client):
         return self.ckpt_s(keys=["owner:" + shard, "fence:" + shard, "ckpt:" + shard],
                            args=[self.owner, self.held[shard], value]) == 1
 
+    def checkpoints(self, batch):
+        # one pipeline (one round trip, no MULTI: each script judges its own
+        # shard, as pg_lease's batch does); with appendfsync always the AOF
+        # is fsynced once for the writes of one event-loop pass
+        p = self.r.pipeline(transaction=False)
+        for s, v in batch:
+            self.ckpt_s(keys=["owner:" + s, "fence:" + s, "ckpt:" + s], args=[self.owner, self.held[s], v], client=p)
+        return {s: r == 1 for (s, _), r in zip(batch, p.execute())}
+
     def release(self, shard):
         self.release_s(keys=["owner:" + shard], args=[self.owner])
         self.held.pop(shard, None)
@@ -616,7 +701,9 @@ CLIENTS = {"pg_lease": PgLease, "pg_lease-unguarded": PgLeaseUnguarded, "etcd": 
 
 def worker(cfg):
     """Modes: 'ckpt' (take cfg.take leases, checkpoint them back to back for
-    cfg.seconds from the driver's SIGUSR1), 'renew' (take every lease, renew back to back),
+    cfg.seconds from the driver's SIGUSR1), 'ckptb' (take cfg.take leases,
+    checkpoint all of them in one batch, back to back; ops counts shard
+    checkpoints), 'renew' (take every lease, renew back to back),
     'hold' (take, renew every lease/3, tell the driver after each renewal on
     stdout), 'take' (poll take every cfg.poll s, print each shard taken),
     'safety' (the fault run: take, renew, checkpoint; journal every answer)."""
@@ -624,7 +711,7 @@ def worker(cfg):
     cl = cls(cfg, cfg["owner"], cfg["lease_s"], cfg["shards"])
     mode = cfg["mode"]
     out = sys.stdout
-    if mode in ("ckpt", "renew"):
+    if mode in ("ckpt", "ckptb", "renew"):
         got = take_all(cl, cfg["take"])
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
         print(json.dumps({"ready": True}), file=out, flush=True)
@@ -638,6 +725,11 @@ def worker(cfg):
                 v += 1
                 if not cl.checkpoint(shards[n % len(shards)], v):
                     bad += 1
+            elif mode == "ckptb":
+                v += 1
+                done = cl.checkpoints([(sh, v) for sh in shards])
+                bad += sum(1 for ok in done.values() if not ok)
+                n += len(shards) - 1
             else:
                 if len(cl.renew()) != len(shards):
                     bad += 1
@@ -921,6 +1013,15 @@ class Driver:
                          seconds=seconds) for _ in range(nclients)]
         return self.timed(server, ps, seconds, c)
 
+    # shard checkpoints/s with n clients, each checkpointing the `batch`
+    # leases it holds in one call
+    def batched(self, server, client, nclients, batch, seconds):
+        stream = self.stream("cb")
+        c, shards = self.setup(server, client, stream, nclients * batch)
+        ps = [self.spawn(server, client, stream, shards, mode="ckptb", take=batch, lease_s=60,
+                         seconds=seconds, offset=i * batch) for i in range(nclients)]
+        return self.timed(server, ps, seconds, c)
+
     def timed(self, server, ps, seconds, c=None):
         for p in ps:
             self.readline(p, 60)
@@ -973,13 +1074,13 @@ class Driver:
         c, shards = self.setup(server, client, stream, n)
         c.close()
         time.sleep(1)
-        pss0 = server.pss()
+        pss0, uss0 = server.pss(), server.uss()
         ps = [self.spawn(server, client, stream, shards, mode="hold", take=n // 10, lease_s=lease_s, wait=True,
                          offset=i * n // 10) for i in range(10)]
         for p in ps:
             self.readline(p, 60)
         time.sleep(1)
-        pss1 = server.pss()
+        pss1, uss1 = server.pss(), server.uss()
         for p in ps:
             p.send_signal(signal.SIGUSR1)
         for p in ps:
@@ -988,10 +1089,11 @@ class Driver:
         cpu0, t0 = server.cpu(), time.time()
         time.sleep(seconds)
         cpu1, t1 = server.cpu(), time.time()
-        pss2 = server.pss()
+        pss2, uss2 = server.pss(), server.uss()
         for p in ps:
             self.reap(p)
         return {"conn_mib": (pss1 - pss0) / 1024.0, "pss_mib": (pss2 - pss1) / 1024.0,
+                "conn_uss_mib": (uss1 - uss0) / 1024.0, "uss_mib": (uss2 - uss1) / 1024.0,
                 "cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0)}
 
     # the fault run; returns (lost, two owners, stale accepted, acknowledged checkpoints)
@@ -1111,6 +1213,9 @@ def main_test():
             speeds[b] = (ck, rn, tk)
             ok(ck["refused"] == 0, "%s: fenced checkpoints, 4 clients: %.0f/s, server CPU %.0f µs/op, none refused"
                % (b, ck["ops_s"], ck["cpu_us"]))
+            cb = drv.batched(srv, b, 2, 10, 1)
+            ok(cb["refused"] == 0, "%s: batches of 10 fenced checkpoints, 2 clients: %.0f shard checkpoints/s,"
+               " server CPU %.0f µs per shard checkpoint, none refused" % (b, cb["ops_s"], cb["cpu_us"]))
             print("# %s: renewals holding 100 leases %.0f/s; takeover of 10 leases at lease 2 s: %.2f s"
                   % (b, rn["ops_s"], tk), flush=True)
             r = drv.safety(srv, b, 2)
@@ -1141,6 +1246,11 @@ def median(xs):
     xs = sorted(xs)
     return xs[(len(xs) - 1) // 2] if xs else float("nan")
 
+
+# the batch rows: BATCH_CLIENTS workers, each checkpointing all of its
+# `batch` leases in one call, for each batch size
+BATCHES = (1, 10, 100)
+BATCH_CLIENTS = 4
 
 LABEL = {"pg_lease": "pg_lease", "etcd": "etcd", "zookeeper": "ZooKeeper", "redis": "Redis"}
 
@@ -1180,6 +1290,12 @@ def main_bench(argv):
                         raise SystemExit("peers.py: %s refused %d checkpoints of their owners" % (b, x["refused"]))
                     res.setdefault((mode, "ckpt%d" % n, b), []).append(x["ops_s"])
                     res.setdefault((mode, "ckptcpu%d" % n, b), []).append(x["cpu_us"])
+                for n in BATCHES:
+                    x = drv.batched(srv[b], b, BATCH_CLIENTS, n, a.seconds)
+                    if x["refused"]:
+                        raise SystemExit("peers.py: %s refused %d checkpoints of their owners" % (b, x["refused"]))
+                    res.setdefault((mode, "ckptb%d" % n, b), []).append(x["ops_s"])
+                    res.setdefault((mode, "ckptbcpu%d" % n, b), []).append(x["cpu_us"])
                 for n in (100, 1000):
                     x = drv.renewals(srv[b], b, n, a.seconds)
                     res.setdefault((mode, "renew%d" % n, b), []).append(x["ops_s"])
@@ -1231,6 +1347,15 @@ def write_report(a, res, foot, safety):
             ("ckpt16", "fenced checkpoints/s, 16 clients", "%.0f"),
             ("ckptcpu4", "server CPU per checkpoint (µs), 4 clients", "%.0f"),
             ("ckptcpu16", "server CPU per checkpoint (µs), 16 clients", "%.0f"),
+            ("ckptb1", "checkpoints/s per shard, %d clients, batches of 1 shard" % BATCH_CLIENTS, "%.0f"),
+            ("ckptb10", "checkpoints/s per shard, %d clients, batches of 10 shards" % BATCH_CLIENTS, "%.0f"),
+            ("ckptb100", "checkpoints/s per shard, %d clients, batches of 100 shards" % BATCH_CLIENTS, "%.0f"),
+            ("ckptbcpu1", "server CPU per shard checkpoint (µs), batches of 1", "%.0f"),
+            ("ckptbcpu10", "server CPU per shard checkpoint (µs), batches of 10", "%.1f"),
+            ("ckptbcpu100", "server CPU per shard checkpoint (µs), batches of 100", "%.1f"),
+            # renewals with the heartbeat that needs no WAL flush come here
+            # once that heartbeat exists (pg_lease's heartbeat still waits
+            # for the flush); its rows are renewFF100 and renewFF1000
             ("renew100", "renewals/s, one worker holding 100 leases", "%.0f"),
             ("renew1000", "renewals/s, one worker holding 1,000 leases", "%.0f"),
             ("renewcpu100", "server CPU per renewal (µs), 100 leases", "%.0f"),
@@ -1250,20 +1375,35 @@ def write_report(a, res, foot, safety):
             cells = [fmt % v if (mode, key, b) in res else "–" for b, v in vals.items()]
             rat = [ratio(vals["pg_lease"], vals[b]) if (mode, key, b) in res else "–" for b in PEERS]
             w("| %s | %s | %s |" % (label, " | ".join(cells), " | ".join(rat)))
-            if mode == "durable" and key in ("ckpt4", "ckpt16", "renew100", "renew1000", "ckptcpu16", "takeover"):
+            if mode == "durable" and key in ("ckpt4", "ckpt16", "ckptb10", "ckptb100", "renew100", "renew1000",
+                                             "ckptcpu16", "ckptbcpu100", "takeover"):
                 data.append("%s %s" % (key, " ".join(r if r != "–" else "NaN" for r in rat)))
+    w("")
+    w("Batches (the rows \"per shard\"): %d clients, each holding `batch` leases and checkpointing all of them "
+      "in one call, back to back: pg_lease's `update_checkpoints`, an etcd transaction with one compare and one "
+      "put per shard, a ZooKeeper `multi` with one check and one versioned `setData` per shard, a Redis "
+      "pipeline of the checkpoint script (no MULTI: each script judges its own shard). The rate counts shard "
+      "checkpoints; the CPU is per shard checkpoint. Renewals with a heartbeat that waits for no WAL flush are "
+      "not measured yet (pg_lease's heartbeat still waits for it); their rows will follow the renewal rows."
+      % BATCH_CLIENTS)
     if foot:
         w("")
         w("**The coordinator's footprint for 10,000 leases** (durable): 10 workers connect, then take 1,000 "
           "leases each and renew them every lease/3 (%g s). Memory: the server's PSS (proportional set size, "
-          "all PostgreSQL processes summed, so shared memory is counted once), first the growth from the 10 "
-          "connections, then from the leases; CPU: the server's share of one core over 10 s of that steady "
-          "state." % (a.lease / 3))
+          "all PostgreSQL processes summed, so shared memory is counted once) and USS (unique set size: each "
+          "process's private pages outside its shared mappings, so PostgreSQL's shared buffers are in none of "
+          "it), first the growth from "
+          "the 10 connections, then from the leases. PSS charges each backend a share of every shared buffer "
+          "it touched, so its growth is mostly the table and index pages read into shared memory, not a cost "
+          "per lease; what leases and connections really cost: docs/comparison.md, \"Memory\". CPU: the "
+          "server's share of one core over 10 s of that steady state." % (a.lease / 3))
         w("")
         w("| figure | pg_lease | etcd | ZooKeeper | Redis | ÷ etcd | ÷ ZooKeeper | ÷ Redis |")
         w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for key, label in (("conn_mib", "memory (MiB) of the 10 workers' connections, before any lease"),
-                           ("pss_mib", "memory (MiB) growth for the 10,000 leases held"),
+        for key, label in (("conn_mib", "memory (MiB) of the 10 workers' connections, before any lease, PSS"),
+                           ("conn_uss_mib", "the same, USS (private memory, shared mappings left out)"),
+                           ("pss_mib", "memory (MiB) growth for the 10,000 leases held, PSS"),
+                           ("uss_mib", "the same, USS (private memory, shared mappings left out)"),
                            ("cpu_pct", "CPU (% of a core) for 10,000 leases held")):
             w("| %s | %s | %s |" % (label, " | ".join("%.1f" % foot[b][key] if b in foot else "failed"
                                                     for b in ["pg_lease"] + PEERS),

@@ -20,6 +20,7 @@ GRANT EXECUTE ON FUNCTION
     lease.renew_lease(text, text, text, text, bigint, interval),
     lease.update_checkpoint(text, text, text, text, text, bigint),
     lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
+    lease.update_checkpoints(text, text, text, text[], text[], bigint[], bigint[], bigint[]),
     lease.prepare_checkpoint(text, text, text, text, text),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
