@@ -39,5 +39,10 @@ SELECT pg_catalog.pg_extension_config_dump('lease.notifications_skipped', '');
 -- that need them: marked with a filter that keeps no row.
 SELECT pg_catalog.pg_extension_config_dump('lease.stream_lineage', 'WHERE false');
 
+-- The bookkeeping apart from the heartbeat rows (src/leases/leases.sql),
+-- derived from the leases like lease.stream_workers: no row is dumped.
+-- Added by the 0.4.0--0.5.0 upgrade after stream_lineage, so marked last.
+SELECT pg_catalog.pg_extension_config_dump('lease.worker_holdings', 'WHERE false');
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

@@ -41,7 +41,9 @@ typedef enum LeaseSchema
 								 * app_grants.grantee_name */
 	LEASE_SCHEMA_0_5			/* + lease.stream_placements (the stream
 								 * functions' placement check,
-								 * src/leases/placement.h);
+								 * src/leases/placement.h),
+								 * lease.worker_holdings (the bookkeeping
+								 * apart from the heartbeat row);
 								 * the checkpoint statements move
 								 * checkpointed_at themselves */
 } LeaseSchema;

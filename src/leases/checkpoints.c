@@ -21,7 +21,7 @@
  * Locks: the statement locks the leases it is going to write FOR NO KEY
  * UPDATE in shard_id order (COLLATE "C"), the order the taker and
  * sync_shards use, before it writes any; the measured shards' load
- * bookkeeping then locks the owner's lease.stream_workers row (the
+ * bookkeeping then locks the owner's lease.worker_holdings row (the
  * trigger shard_leases_load_changed), after every lease row, as every
  * ownership change does (leases first, then workers, each in key order).
  * So two batches, or a batch and a takeover, always meet in the same order

@@ -101,8 +101,9 @@ static LeaseStatement create_stmt = {
 /*
  * From 0.4.0 on an expiry takeover is decided by the holder's heartbeat
  * too, which a renewal moves without touching the lease row: the
- * workers' rows (holder and taker, in key order, as LEASE_SQL_RECORD_LOADS
- * locks them) are locked and the expiry judged again on what is committed
+ * workers' lease.stream_workers rows (holder and taker, in key order:
+ * LEASE_SQL_LOCK_WORKERS) are locked and the expiry judged again on what is
+ * committed
  * (a renewal either committed first, and the lease is live again, or waits
  * for this take and then no longer lists the lease).  Live again, an
  * expiry takeover is dropped, or with a lease_count given becomes the
@@ -118,9 +119,10 @@ static LeaseStatement create_stmt = {
 						"o0.event OPERATOR(pg_catalog.<>) 'expiry_takeover'" \
 						" OR ($5 IS NOT NULL AND o0.may_steal)")
 
-static LeaseStatement take_stmts[3] =
-	LEASE_SCHEMA_STMTS3("take_lease", TAKE_SQL("", LEASE_SQL_LIVE_0_3, TAKE_AS_READ),
-						TAKE_SQL(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE_0_3, TAKE_AS_READ),
+static LeaseStatement take_stmts[4] =
+	LEASE_SCHEMA_STMTS4("take_lease", TAKE_SQL("", LEASE_SQL_LIVE_0_3, TAKE_AS_READ),
+						TAKE_SQL(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE_0_3, TAKE_AS_READ),
+						TAKE_SQL(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE, TAKE_RECHECKED),
 						TAKE_SQL(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE, TAKE_RECHECKED),
 						0, false, 8,
 						TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID,
@@ -250,7 +252,7 @@ static LeaseStatement prepare_stmt = {
 	loads \
 	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c"
 
-static LeaseStatement release_stmts[3] =
+static LeaseStatement release_stmts[4] =
 	LEASE_OWNERSHIP_STMTS("release_lease", RELEASE_SQL, 6,
 						  TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES);
 
@@ -278,7 +280,7 @@ static LeaseStatement release_stmts[3] =
 	loads \
 	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c"
 
-static LeaseStatement close_stmts[3] =
+static LeaseStatement close_stmts[4] =
 	LEASE_OWNERSHIP_STMTS("close_shard", CLOSE_SQL, 6,
 						  TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES);
 
@@ -389,7 +391,7 @@ take_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	{
 		Datum		taker[3] = {values[0], values[1], values[3]};
 
-		lease_record_session(taker, true, renew_every, NULL);
+		lease_record_session(schema, taker, true, renew_every, NULL);
 	}
 	lease_app_end(&caller);
 	if (isnull)
@@ -399,8 +401,8 @@ take_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_take_lease, take_lease, lease_schema_before_0_4())
 
+/* lease.take_lease from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_take_lease_0_5);
-/* lease.take_lease from 0.5.0 on: with the placement check (src/leases/placement.h). */
 Datum lease_take_lease_0_5(PG_FUNCTION_ARGS) { return take_lease(fcinfo, LEASE_SCHEMA_0_5); }
 
 /* lease.renew_lease: the new lease_count, or NULL when the lease was lost. */
@@ -524,8 +526,8 @@ release_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_release_lease, release_lease, lease_schema_before_0_4())
 
+/* lease.release_lease from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_release_lease_0_5);
-/* lease.release_lease from 0.5.0 on: with the placement check (src/leases/placement.h). */
 Datum lease_release_lease_0_5(PG_FUNCTION_ARGS) { return release_lease(fcinfo, LEASE_SCHEMA_0_5); }
 
 /* lease.close_shard: true when the owner ended the shard. */
@@ -545,8 +547,8 @@ close_shard(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_close_shard, close_shard, lease_schema_before_0_4())
 
+/* lease.close_shard from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_close_shard_0_5);
-/* lease.close_shard from 0.5.0 on: with the placement check (src/leases/placement.h). */
 Datum lease_close_shard_0_5(PG_FUNCTION_ARGS) { return close_shard(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*

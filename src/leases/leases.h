@@ -81,10 +81,14 @@
  * The CTE `wl` of a statement that may take leases from workers by expiry
  * (from 0.4.0 on): locks the lease.stream_workers rows of the holders
  * (column from_owner of CTE `cand`, whose rows are locked already) and of
- * the taker `taker`, in the key order LEASE_SQL_RECORD_LOADS locks them in,
- * and returns their committed liveness columns, so the expiry is judged on
- * a heartbeat no renewal can move until the statement commits (a renewal
- * updates that row).  Nothing is locked when `cand` holds no owned lease.
+ * the taker `taker`, in key order (the order LEASE_SQL_RECORD_LOADS locks
+ * the bookkeeping rows in, which on 0.4.0 are these same rows), and returns
+ * their committed liveness columns, so the expiry is judged on a heartbeat
+ * no renewal can move until the statement commits (a renewal updates that
+ * row).  Nothing is locked when `cand` holds no owned lease.  From 0.5.0 on
+ * these are the only locks another worker takes on a worker's heartbeat
+ * row: a worker's renewal waits for another worker's transaction only while
+ * that transaction is taking one of its leases by expiry.
  */
 #define LEASE_SQL_LOCK_WORKERS(taker, cand) \
 	" wl AS (SELECT w.worker, w.renewed_until, w.session_pid, w.session_start," \
@@ -201,14 +205,18 @@
  * or NULL), to_owner (who holds it now, or NULL) and to_expires_at (its new
  * lease_expires_at).
  *
- * LEASE_SQL_RECORD_LOADS keeps lease.stream_workers exact: -1 for every
- * from_owner, +1 for every to_owner, and expires_min lowered to the earliest
- * new expiry (set to it when the worker held nothing before).  The rows are
- * upserted in key order, so two statements changing the same workers lock
- * their rows in the same order and cannot deadlock on them.
+ * LEASE_SQL_RECORD_LOADS_IN(table) keeps the bookkeeping exact: -1 for
+ * every from_owner, +1 for every to_owner, and expires_min lowered to the
+ * earliest new expiry (set to it when the worker held nothing before).  The
+ * rows are upserted in key order, so two statements changing the same
+ * workers lock their rows in the same order and cannot deadlock on them.
+ * The table is lease.worker_holdings from 0.5.0 on (LEASE_SQL_RECORD_LOADS),
+ * lease.stream_workers before (LEASE_SQL_RECORD_LOADS_0_4), where it shared
+ * the row each worker's heartbeat writes: an ownership change locked the
+ * heartbeat of the worker it brought a lease to.
  */
-#define LEASE_SQL_RECORD_LOADS \
-	", loads AS (INSERT INTO lease.stream_workers AS w" \
+#define LEASE_SQL_RECORD_LOADS_IN(table) \
+	", loads AS (INSERT INTO " table " AS w" \
 	"   (app_name, stream_name, worker, leases, expires_min)" \
 	" SELECT d.app_name, d.stream_name, d.worker," \
 	"        pg_catalog.sum(d.delta)::pg_catalog.int8, pg_catalog.min(d.expires_at)" \
@@ -228,6 +236,8 @@
 	"                           THEN excluded.expires_min" \
 	"                           ELSE LEAST(w.expires_min, excluded.expires_min) END," \
 	"        version = w.version OPERATOR(pg_catalog.+) 1)"
+#define LEASE_SQL_RECORD_LOADS_0_4	LEASE_SQL_RECORD_LOADS_IN("lease.stream_workers")
+#define LEASE_SQL_RECORD_LOADS		LEASE_SQL_RECORD_LOADS_IN("lease.worker_holdings")
 
 /* One prepared statement of a LEASE_SCHEMA_STMTS set. */
 #define LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_, opts, jit_off, n, ...) \
@@ -239,12 +249,13 @@
 	}
 
 /*
- * A statement in the three forms the schemas need (common/version.h),
- * indexed by LeaseSchema: [0] for 0.1.0/0.2.0 objects, which have no
- * bookkeeping tables (lease.stream_workers and the takeable cache), [1] for
- * 0.3.0, [2] from 0.4.0 on (the workers' heartbeat and liveness columns);
- * opts the cursor_options of the last two; jit_off: all run with JIT off
- * (LEASE_STMT_JIT_OFF).
+ * A statement in the three forms the schemas need up to 0.4.0
+ * (common/version.h), indexed by LeaseSchema: [0] for 0.1.0/0.2.0 objects,
+ * which have no bookkeeping tables (lease.stream_workers and the takeable
+ * cache), [1] for 0.3.0, [2] from 0.4.0 on (the workers' heartbeat and
+ * liveness columns); opts the cursor_options of the last two; jit_off: all
+ * run with JIT off (LEASE_STMT_JIT_OFF).  A newer schema runs the last form
+ * (LEASE_SCHEMA_STMT).
  */
 #define LEASE_SCHEMA_STMTS3(stmt_name, sql_0_2, sql_0_3, sql_0_4, opts, jit_off, n, ...) \
 	{ \
@@ -253,25 +264,42 @@
 		LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_0_4, opts, jit_off, n, __VA_ARGS__) \
 	}
 
+/*
+ * The same with a fourth form, [3], from 0.5.0 on (the bookkeeping in
+ * lease.worker_holdings, apart from the heartbeat row in
+ * lease.stream_workers); [2] then serves 0.4.0 only.
+ */
+#define LEASE_SCHEMA_STMTS4(stmt_name, sql_0_2, sql_0_3, sql_0_4, sql_0_5, opts, jit_off, n, ...) \
+	{ \
+		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.2 schema)", sql_0_2, 0, jit_off, n, __VA_ARGS__), \
+		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.3 schema)", sql_0_3, opts, jit_off, n, __VA_ARGS__), \
+		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.4 schema)", sql_0_4, opts, jit_off, n, __VA_ARGS__), \
+		LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_0_5, opts, jit_off, n, __VA_ARGS__) \
+	}
+
 /* A statement whose text is the same from 0.3.0 on. */
 #define LEASE_SCHEMA_STMTS(stmt_name, sql_0_2, sql_0_3, opts_0_3, jit_off, n, ...) \
 	LEASE_SCHEMA_STMTS3(stmt_name, sql_0_2, sql_0_3, sql_0_3, opts_0_3, jit_off, n, __VA_ARGS__)
 
 /*
  * The common case: a statement that changes who holds a lease, with the
- * bookkeeping CTE from 0.3.0 on.  `sql` is a macro taking that CTE and the
- * liveness test of the schema (LEASE_SQL_LIVE_0_3 or LEASE_SQL_LIVE).
+ * bookkeeping CTE from 0.3.0 on (in lease.worker_holdings from 0.5.0 on).
+ * `sql` is a macro taking that CTE and the liveness test of the schema
+ * (LEASE_SQL_LIVE_0_3 or LEASE_SQL_LIVE).
  */
 #define LEASE_OWNERSHIP_STMTS(stmt_name, sql, n, ...) \
-	LEASE_SCHEMA_STMTS3(stmt_name, sql("", LEASE_SQL_LIVE_0_3), \
-						sql(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE_0_3), \
+	LEASE_SCHEMA_STMTS4(stmt_name, sql("", LEASE_SQL_LIVE_0_3), \
+						sql(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE_0_3), \
+						sql(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE), \
 						sql(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE), 0, false, n, __VA_ARGS__)
 
 /*
- * Which of a LEASE_SCHEMA_STMTS set `schema` runs: a later schema than
- * 0.4.0 runs the 0.4.0 form (0.5.0 adds the placement check, not SQL).
+ * Which of a LEASE_SCHEMA_STMTS set `schema` runs: its form for that
+ * schema, or the newest form the set has (a statement whose SQL did not
+ * change; 0.5.0's placement check, for one, is not SQL).
  */
-#define LEASE_SCHEMA_STMT(stmts, schema) (&(stmts)[Min((schema), LEASE_SCHEMA_0_4)])
+#define LEASE_SCHEMA_STMT(stmts, schema) \
+	(&(stmts)[Min((int) (schema), (int) lengthof(stmts) - 1)])
 
 /*
  * From 0.5.0 on, the SET item with which a statement writing checkpoint

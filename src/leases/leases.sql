@@ -124,18 +124,49 @@ CREATE INDEX shard_leases_unowned_idx
     ON lease.shard_leases (app_name, stream_name)
     WHERE lease_owner IS NULL;
 
--- One row per worker holding leases in a stream:
+-- One row per worker holding leases in a stream (the bookkeeping):
 --   leases       exactly the number of rows of lease.shard_leases with
 --                that lease_owner (expired or not);
 --   expires_min  a lower bound of their lease_expires_at: no lease of the
---                worker expires before it (renew_leases sets it to the
---                exact expiry; meaningless when leases = 0);
---   version      bumped by every change of the worker's leases (0.3.0's
---                renew_leases raised expires_min only when no ownership
---                change raced it);
--- and, from 0.4.0 on, the worker's heartbeat and liveness record, written
--- by renew_leases (one row per renewal, whatever the number of leases) and
--- by a take given renew_every (docs/worker-guide.md, "Fast failover"):
+--                worker expires before it (meaningless when leases = 0);
+--   version      bumped by every change of the worker's leases (what
+--                lease.heartbeat answers as leases_version);
+--   load, weighed
+--                the balancing load: the sum of the known
+--                weights (COALESCE(weight, work_rate)) of the leases it
+--                holds, and how many of them have one; kept by the trigger
+--                shard_leases_load_changed below.
+-- Written by the statements that change who holds a lease, for both
+-- workers (LEASE_SQL_RECORD_LOADS in src/leases/leases.h), so a transfer
+-- to a worker holds that worker's row until it commits.  Up to 0.4.0 these
+-- were columns of lease.stream_workers, the row the worker's own heartbeat
+-- writes: such a transfer left open made the worker's renewals wait
+-- (0.5.0 moved them here).
+CREATE TABLE lease.worker_holdings (
+    app_name    text        NOT NULL,
+    stream_name text        NOT NULL,
+    worker      text        NOT NULL,
+    leases      bigint      NOT NULL,
+    expires_min timestamptz,
+    version     bigint      NOT NULL DEFAULT 1,
+    load        double precision NOT NULL DEFAULT 0,
+    weighed     bigint      NOT NULL DEFAULT 0,
+    PRIMARY KEY (app_name, stream_name, worker)
+);
+
+COMMENT ON TABLE lease.worker_holdings IS
+    'Per worker and stream: how many leases it holds, a lower bound of their expiry, the version of that set, the sum and number of their known weights (kept by the lease functions and triggers; what take_leases reads instead of the stream).';
+
+-- Serves the round's read of a stream's workers; a worker left with no
+-- lease stays out of it.
+CREATE INDEX worker_holdings_holding_idx
+    ON lease.worker_holdings (app_name, stream_name)
+    WHERE leases OPERATOR(pg_catalog.>) 0;
+
+-- One row per worker that ever held a lease in a stream: its heartbeat and
+-- liveness record, written only by the worker's own renew_leases and
+-- lease.heartbeat (one row per renewal, whatever the number of leases) and
+-- its takes given renew_every (docs/worker-guide.md, "Fast failover"):
 --   renewed_until       every lease the worker holds is live until at
 --                       least then (its effective expiry is the later of
 --                       this and its own lease_expires_at);
@@ -146,6 +177,12 @@ CREATE INDEX shard_leases_unowned_idx
 --   session_pid, session_start, server_incarnation
 --                       the backend that renewed last, and the server
 --                       incarnation (postmaster start, timeline) it lived in.
+-- Another worker only locks the row, when it takes one of the worker's
+-- leases by expiry (LEASE_SQL_LOCK_WORKERS), so a renewal waits for another
+-- worker's transaction only while that transaction takes one of its leases
+-- because it expired.  The row is made, empty, with the worker's first row
+-- of lease.worker_holdings (lease.worker_holdings_added), so a takeover
+-- always finds a row to lock.
 -- A worker whose expires_min or renewed_until is still ahead, and whose
 -- session has not ended (lease.liveness_cutoff), holds live leases only,
 -- so a round counts it without reading its leases.
@@ -153,17 +190,6 @@ CREATE TABLE lease.stream_workers (
     app_name    text        NOT NULL,
     stream_name text        NOT NULL,
     worker      text        NOT NULL,
-    leases      bigint      NOT NULL,
-    expires_min timestamptz,
-    version     bigint      NOT NULL DEFAULT 1,
-    -- the balancing load (issue 22): the sum of the known weights
-    -- (COALESCE(weight, work_rate)) of the leases it holds, and how many of
-    -- them have one; kept by the trigger shard_leases_load_changed below.
-    -- After version, so a fresh table equals one upgraded from 0.3.0.
-    load        double precision NOT NULL DEFAULT 0,
-    weighed     bigint      NOT NULL DEFAULT 0,
-    -- the heartbeat and liveness record (issue 23, described above); after
-    -- load and weighed, the order the upgrade script adds them in.
     renewed_until      timestamptz,
     renewed_at         timestamptz,
     renew_every        interval,
@@ -174,13 +200,29 @@ CREATE TABLE lease.stream_workers (
 );
 
 COMMENT ON TABLE lease.stream_workers IS
-    'Per worker and stream: how many leases it holds, a lower bound of their expiry, the sum and number of their known weights, its heartbeat and liveness record (kept by the lease functions and triggers; what take_leases reads instead of the stream).';
+    'Per worker and stream: its heartbeat and liveness record, written by the worker''s own renewals (and takes given renew_every) only.';
 
--- Serves the round's read of a stream's workers; a worker left with no
--- lease stays out of it.
-CREATE INDEX stream_workers_holding_idx
-    ON lease.stream_workers (app_name, stream_name)
-    WHERE leases OPERATOR(pg_catalog.>) 0;
+-- A worker's first holdings row brings its heartbeat row, empty (a worker
+-- that renews fills it).  ON CONFLICT DO NOTHING: a row left from before
+-- stays as it is.
+CREATE FUNCTION lease.worker_holdings_added()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO lease.stream_workers (app_name, stream_name, worker)
+    VALUES (NEW.app_name, NEW.stream_name, NEW.worker)
+    ON CONFLICT (app_name, stream_name, worker) DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER worker_holdings_added
+    AFTER INSERT ON lease.worker_holdings
+    FOR EACH ROW
+    EXECUTE FUNCTION lease.worker_holdings_added();
 
 
 -- The number of takeable leases of a stream (not ended, not blocked by an
@@ -362,7 +404,7 @@ CREATE TRIGGER shard_leases_deleted
 -- once.
 CREATE FUNCTION lease.shard_leases_owners_changed()
 RETURNS trigger
-AS 'MODULE_PATHNAME', 'lease_shard_leases_owners_changed'
+AS 'MODULE_PATHNAME', 'lease_shard_leases_owners_changed_0_5'
 LANGUAGE C SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
@@ -417,7 +459,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    UPDATE lease.stream_workers AS w
+    UPDATE lease.worker_holdings AS w
        SET expires_min = NEW.lease_expires_at,
            version = w.version OPERATOR(pg_catalog.+) 1
      WHERE w.app_name OPERATOR(pg_catalog.=) NEW.app_name
@@ -438,7 +480,7 @@ CREATE TRIGGER shard_leases_expiry_lowered
     EXECUTE FUNCTION lease.shard_leases_expiry_lowered();
 
 -- A lease's known weight (COALESCE(weight, work_rate): the operator's,
--- else the measured rate) counts in its owner's stream_workers load
+-- else the measured rate) counts in its owner's worker_holdings load
 -- (src/leases/taker.c).  Row triggers whose WHEN clauses are false for a
 -- lease with no weight, so an unweighted stream pays only the clause, and
 -- renewals (which set none of these columns) not even that.  An ownership
@@ -454,7 +496,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    INSERT INTO lease.stream_workers AS w
+    INSERT INTO lease.worker_holdings AS w
            (app_name, stream_name, worker, leases, load, weighed)
     SELECT d.app_name, d.stream_name, d.worker, 0,
            pg_catalog.sum(d.load), pg_catalog.sum(d.weighed)::pg_catalog.int8

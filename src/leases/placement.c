@@ -125,7 +125,7 @@ static LeaseStatement export_stmt = {
 	"                 WHERE b.app_name OPERATOR(pg_catalog.=) $1 AND b.stream_name OPERATOR(pg_catalog.=) $2),"
 	"  'workers', (SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object("
 	"                                'worker', w.worker, 'version', w.version)), '[]')"
-	"                FROM lease.stream_workers AS w"
+	"                FROM lease.worker_holdings AS w"
 	"               WHERE w.app_name OPERATOR(pg_catalog.=) $1 AND w.stream_name OPERATOR(pg_catalog.=) $2))",
 	.nargs = 2,
 	.argtypes = {TEXTOID, TEXTOID},
@@ -225,7 +225,8 @@ static LeaseStatement import_stmt = {
 };
 
 /*
- * After the import's triggers made the workers' rows: each worker's
+ * After the import's triggers made the workers' rows
+ * (lease.worker_holdings): each worker's
  * leases_version moves past the one it had on the source, so a worker that
  * renews with lease.heartbeat lists its leases again (and finds their new
  * epoch).
@@ -233,7 +234,7 @@ static LeaseStatement import_stmt = {
 static LeaseStatement import_versions_stmt = {
 	.name = "move_stream_import: worker versions",
 	.sql =
-	"UPDATE lease.stream_workers AS w"
+	"UPDATE lease.worker_holdings AS w"
 	"   SET version = w.version OPERATOR(pg_catalog.+) v.version"
 	"  FROM pg_catalog.jsonb_to_recordset($3 OPERATOR(pg_catalog.->) 'workers')"
 	"       AS v(worker pg_catalog.text, version pg_catalog.int8)"
@@ -279,6 +280,9 @@ static LeaseStatement remove_derived_stmt = {
 	" workers AS ("
 	"  DELETE FROM lease.stream_workers AS w"
 	"   WHERE w.app_name OPERATOR(pg_catalog.=) $1 AND w.stream_name OPERATOR(pg_catalog.=) $2),"
+	" holdings AS ("
+	"  DELETE FROM lease.worker_holdings AS h"
+	"   WHERE h.app_name OPERATOR(pg_catalog.=) $1 AND h.stream_name OPERATOR(pg_catalog.=) $2),"
 	" takeable AS ("
 	"  DELETE FROM lease.stream_takeable AS s"
 	"   WHERE s.app_name OPERATOR(pg_catalog.=) $1 AND s.stream_name OPERATOR(pg_catalog.=) $2)"

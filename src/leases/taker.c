@@ -8,7 +8,8 @@
  * prepared statements inside one SPI connection:
  *
  *	 1. loads: the stream's workers and their live leases, from
- *		lease.stream_workers (a worker's own leases are read only when its
+ *		lease.worker_holdings (lease.stream_workers up to 0.4.0) with each
+ *		worker's heartbeat row (a worker's own leases are read only when its
  *		expiry bound has passed), and the number of takeable leases, cached
  *		in lease.stream_takeable (counted from the stream only after a
  *		lease was created, imported, deleted or ended);
@@ -66,8 +67,9 @@
  * and whether it may hold expired leases.  Most loaded first.
  *
  * Nothing here reads the stream's leases: the workers come from
- * lease.stream_workers; a worker whose expires_min is still ahead holds
- * live leases only, so its count is its live count; only a worker whose
+ * lease.stream_workers (the 0.3.0 bookkeeping); a worker whose expires_min
+ * is still ahead holds live leases only, so its count is its live count;
+ * only a worker whose
  * bound has passed (it may be dead, or renews lease by lease) has its own
  * leases counted, through shard_leases_owner_idx.  The pending handoffs
  * come through shard_leases_handoff_idx.
@@ -113,24 +115,38 @@
  * From 0.4.0 on a worker's leases are all live while its bound or its
  * heartbeat is ahead (min over its leases of GREATEST(own expiry,
  * heartbeat) = GREATEST(bound, heartbeat)) and no liveness cutoff applies
- * (LOADS_SUSPECT_0_4 false); otherwise each lease's effective expiry
- * (LOADS_ALIVE_0_4) is read.  The 0.4.0 loads are LOADS_SQL_WEIGHTED.
+ * (LOADS_SUSPECT false); otherwise each lease's effective expiry
+ * (LOADS_ALIVE) is read.  `hb` is the alias of the worker's heartbeat row,
+ * `w` that of its bookkeeping (the same row on 0.4.0).  The loads from
+ * 0.4.0 on are LOADS_SQL_WEIGHTED.
  */
-#define LOADS_SUSPECT_0_4 \
-	"(GREATEST(w.expires_min, w.renewed_until) OPERATOR(pg_catalog.<=) k.now" \
-	" OR (" LEASE_SQL_CUTOFF("w", "k.now") ") IS NOT NULL)"
-#define LOADS_ALIVE_0_4 LEASE_SQL_EXPIRY_W("l.lease_expires_at", "w", "k.now")
+#define LOADS_SUSPECT(hb) \
+	"(GREATEST(w.expires_min, " hb ".renewed_until) OPERATOR(pg_catalog.<=) k.now" \
+	" OR (" LEASE_SQL_CUTOFF(hb, "k.now") ") IS NOT NULL)"
+#define LOADS_ALIVE(hb) LEASE_SQL_EXPIRY_W("l.lease_expires_at", hb, "k.now")
+
+/*
+ * The workers of the loads: on 0.4.0 one row per worker, bookkeeping and
+ * heartbeat; from 0.5.0 on the bookkeeping joined to the heartbeat row.
+ */
+#define LOADS_WORKERS_0_4	"lease.stream_workers AS w"
+#define LOADS_WORKERS \
+	"lease.worker_holdings AS w" \
+	" LEFT JOIN lease.stream_workers AS hb" \
+	"   ON hb.app_name OPERATOR(pg_catalog.=) w.app_name" \
+	"  AND hb.stream_name OPERATOR(pg_catalog.=) w.stream_name" \
+	"  AND hb.worker OPERATOR(pg_catalog.=) w.worker"
 
 /*
  * From 0.4.0 on, three more columns: the worker's effective known load
  * (the sum of COALESCE(weight, work_rate) of its live leases, a promised
  * lease counting for the worker it is promised to), how many of those
  * leases have a known weight, and the worker's declared capacity.  A
- * worker that is not suspect has them in lease.stream_workers; a suspect
+ * worker that is not suspect has them in its bookkeeping row; a suspect
  * one has its leases read once (the lateral r, empty for the others).
  */
 #define LEASE_SQL_KNOWN_WEIGHT(a) "COALESCE(" a ".weight, " a ".work_rate)"
-#define LOADS_SQL_WEIGHTED \
+#define LOADS_SQL_WEIGHTED(workers, hb) \
 	"WITH h AS (" \
 	" SELECT l.lease_owner, l.handoff_to, " LEASE_SQL_KNOWN_WEIGHT("l") " AS weight" \
 	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
@@ -143,8 +159,8 @@
 	"        CASE WHEN NOT s.suspect THEN w.leases ELSE r.live END AS live," \
 	"        CASE WHEN NOT s.suspect THEN w.load ELSE r.wload END AS wload," \
 	"        CASE WHEN NOT s.suspect THEN w.weighed ELSE r.weighed END AS weighed" \
-	"   FROM lease.stream_workers AS w, " LEASE_SQL_CLOCK "," \
-	"        LATERAL (SELECT " LOADS_SUSPECT_0_4 " AS suspect) AS s," \
+	"   FROM " workers ", " LEASE_SQL_CLOCK "," \
+	"        LATERAL (SELECT " LOADS_SUSPECT(hb) " AS suspect) AS s," \
 	"        LATERAL (SELECT pg_catalog.count(*) AS live," \
 	"                        COALESCE(pg_catalog.sum(" LEASE_SQL_KNOWN_WEIGHT("l") "), 0) AS wload," \
 	"                        pg_catalog.count(" LEASE_SQL_KNOWN_WEIGHT("l") ") AS weighed" \
@@ -152,7 +168,7 @@
 	"                  WHERE s.suspect" \
 	"                    AND " LEASE_STREAM_MATCHES \
 	"                    AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
-	"                    AND " LOADS_ALIVE_0_4 " OPERATOR(pg_catalog.>) k.now) AS r" \
+	"                    AND " LOADS_ALIVE(hb) " OPERATOR(pg_catalog.>) k.now) AS r" \
 	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
 	"    AND w.stream_name OPERATOR(pg_catalog.=) $2" \
 	"    AND w.leases OPERATOR(pg_catalog.>) 0)" \
@@ -211,8 +227,9 @@
 	" GROUP BY w.worker" \
 	" ORDER BY w.worker IS NULL, load DESC, w.worker COLLATE pg_catalog.\"C\""
 
-static LeaseStatement loads_stmts[3] =
-	LEASE_SCHEMA_STMTS3("take_leases: loads", LOADS_SQL_0_2, LOADS_SQL_0_3, LOADS_SQL_WEIGHTED,
+static LeaseStatement loads_stmts[4] =
+	LEASE_SCHEMA_STMTS4("take_leases: loads", LOADS_SQL_0_2, LOADS_SQL_0_3,
+						LOADS_SQL_WEIGHTED(LOADS_WORKERS_0_4, "w"), LOADS_SQL_WEIGHTED(LOADS_WORKERS, "hb"),
 						CURSOR_OPT_GENERIC_PLAN, true, 3, TEXTOID, TEXTOID, TEXTOID);
 
 /*
@@ -319,10 +336,11 @@ static LeaseStatement takeable_store_stmt = {
 	loads \
 	TAKER_RESULT("$6")
 
-static LeaseStatement claim_stmts[3] =
-	LEASE_SCHEMA_STMTS3("take_leases: claim due handoffs",
+static LeaseStatement claim_stmts[4] =
+	LEASE_SCHEMA_STMTS4("take_leases: claim due handoffs",
 					   CLAIM_SQL("", LEASE_SQL_LIVE_0_3),
-					   CLAIM_SQL(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE_0_3),
+					   CLAIM_SQL(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE_0_3),
+					   CLAIM_SQL(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE),
 					   CLAIM_SQL(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE), CURSOR_OPT_GENERIC_PLAN,
 					   false,
 					   6, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES);
@@ -375,11 +393,14 @@ static LeaseStatement claim_stmts[3] =
 	"    AND ((l.lease_owner IS NULL AND " LEASE_SQL_NOT_ENDED("l") ")" \
 	"         OR l.lease_owner OPERATOR(pg_catalog.=) ANY ($8))"
 
-static LeaseStatement take_free_stmts[3] =
-	LEASE_SCHEMA_STMTS3("take_leases: take unowned and expired",
+static LeaseStatement take_free_stmts[4] =
+	LEASE_SCHEMA_STMTS4("take_leases: take unowned and expired",
 					   TAKE_FREE_SQL("", LEASE_SQL_LIVE_0_3, "l.lease_expires_at", TAKE_FREE_AS_READ, ""),
 					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_LIVE_0_3, "l.lease_expires_at",
-									 TAKE_FREE_AS_READ, LEASE_SQL_RECORD_LOADS),
+									 TAKE_FREE_AS_READ, LEASE_SQL_RECORD_LOADS_0_4),
+					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_LIVE,
+									 LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW),
+									 TAKE_FREE_RECHECKED, LEASE_SQL_RECORD_LOADS_0_4),
 					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_LIVE,
 									 LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW),
 									 TAKE_FREE_RECHECKED, LEASE_SQL_RECORD_LOADS),
@@ -468,15 +489,24 @@ static LeaseStatement movable_stmt =
 				 "   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW)
 				 "   AND " LEASE_SQL_NOT_ENDED("l"));
 
-/* Take the free leases $8 the plan gives the caller (still free, unlocked). */
-static LeaseStatement take_ids_stmt = {
-	.name = "take_leases: take the planned free leases",
-	.sql = TAKE_FREE_SQL("    AND l.shard_id OPERATOR(pg_catalog.=) ANY ($8)", LEASE_SQL_LIVE,
-						 LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW), TAKE_FREE_RECHECKED, LEASE_SQL_RECORD_LOADS),
-	.nargs = 8,
-	.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES, TEXTARRAYOID},
-	.expected = SPI_OK_SELECT,
-	.cursor_options = CURSOR_OPT_GENERIC_PLAN
+/*
+ * Take the free leases $8 the plan gives the caller (still free, unlocked):
+ * [0] on 0.4.0, [1] from 0.5.0 on (where the bookkeeping is kept).
+ */
+#define TAKE_IDS_STMT(stmt_name, loads) \
+	{ \
+		.name = stmt_name, \
+		.sql = TAKE_FREE_SQL("    AND l.shard_id OPERATOR(pg_catalog.=) ANY ($8)", LEASE_SQL_LIVE, \
+							 LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW), TAKE_FREE_RECHECKED, loads), \
+		.nargs = 8, \
+		.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES, TEXTARRAYOID}, \
+		.expected = SPI_OK_SELECT, \
+		.cursor_options = CURSOR_OPT_GENERIC_PLAN \
+	}
+
+static LeaseStatement take_ids_stmts[2] = {
+	TAKE_IDS_STMT("take_leases: take the planned free leases (0.4 schema)", LEASE_SQL_RECORD_LOADS_0_4),
+	TAKE_IDS_STMT("take_leases: take the planned free leases", LEASE_SQL_RECORD_LOADS),
 };
 
 /*
@@ -1005,7 +1035,7 @@ weighted_round(TakeRound *r, bool capped, int32 max_leases, int32 max_steal)
 		lease_event_params(&values[n]);
 		n += LEASE_EVENT_NPARAMS;
 		values[n] = text_array(mine, nmine);
-		lease_spi_run(&take_ids_stmt, values, NULL, 0);
+		lease_spi_run(&take_ids_stmts[r->schema >= LEASE_SCHEMA_0_5 ? 1 : 0], values, NULL, 0);
 		put_rows(r->rsinfo, LEASE_ACTION_TAKEN);
 	}
 
@@ -1112,7 +1142,7 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	if (schema < LEASE_SCHEMA_0_4 || !weighted_round(&r, capped, max_leases, max_steal))
 		count_round(&r, capped, max_leases, max_steal);
 	if (have_every)
-		lease_record_session(r.stream, true, renew_every, NULL);
+		lease_record_session(schema, r.stream, true, renew_every, NULL);
 
 	lease_app_end(&caller);
 	return (Datum) 0;
@@ -1120,8 +1150,8 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_take_leases, take_leases, lease_schema_before_0_4())
 
+/* lease.take_leases from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_take_leases_0_5);
-/* lease.take_leases from 0.5.0 on: with the placement check (src/leases/placement.h). */
 Datum lease_take_leases_0_5(PG_FUNCTION_ARGS) { return take_leases(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
@@ -1164,7 +1194,9 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	InitMaterializedSRF(fcinfo, 0);
 	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
 	if (schema >= LEASE_SCHEMA_0_4)
-		lease_record_session(values, have_every, renew_every, &values[3]);
+		lease_record_session(schema, values, have_every, renew_every, &values[3]);
+	if (schema >= LEASE_SCHEMA_0_5)
+		lease_check_holdings_current(values);
 	lease_spi_run(LEASE_SCHEMA_STMT(renew_all_stmts, schema), values, NULL, 0);
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
@@ -1182,8 +1214,8 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 LEASE_VERSIONED_ENTRY_POINTS(lease_renew_leases, renew_leases, renew_leases_plain_schema(fcinfo))
 
+/* lease.renew_leases from 0.5.0 on: the placement check (src/leases/placement.h), the heartbeat row only its worker writes. */
 PG_FUNCTION_INFO_V1(lease_renew_leases_0_5);
-/* lease.renew_leases from 0.5.0 on: with the placement check (src/leases/placement.h). */
 Datum lease_renew_leases_0_5(PG_FUNCTION_ARGS) { return renew_leases(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
@@ -1312,10 +1344,10 @@ plan_rebalance(FunctionCallInfo fcinfo, LeaseSchema schema)
 	return (Datum) 0;
 }
 
-PG_FUNCTION_INFO_V1(lease_plan_rebalance);
 /* lease.plan_rebalance as the 0.4.0 script binds it. */
+PG_FUNCTION_INFO_V1(lease_plan_rebalance);
 Datum lease_plan_rebalance(PG_FUNCTION_ARGS) { return plan_rebalance(fcinfo, LEASE_SCHEMA_0_4); }
 
+/* lease.plan_rebalance from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_plan_rebalance_0_5);
-/* lease.plan_rebalance from 0.5.0 on: with the placement check (src/leases/placement.h). */
 Datum lease_plan_rebalance_0_5(PG_FUNCTION_ARGS) { return plan_rebalance(fcinfo, LEASE_SCHEMA_0_5); }

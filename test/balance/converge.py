@@ -41,7 +41,7 @@ transfer), at most 40 steps, and is checked:
     worker) is asked what the worker's round would do; the round must take
     exactly the free leases the plan gives the worker and request exactly
     the plan's leading moves to it (up to max_steal).
-  * bookkeeping: after every step, lease.stream_workers (leases, load,
+  * bookkeeping: after every step, lease.worker_holdings (leases, load,
     weighed) equals a recount (test/lib/taker_state_check.sql).
 
 Then STEADY more steps must move nothing at all.  Phase 1 starts from an

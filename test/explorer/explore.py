@@ -7,8 +7,8 @@ tables.
   explore.py --dsn DSN --protocol bindings|leases [--clients N] [--calls K]
              [--roles] [--shards 2|3] [--advances N] [--weights] [--progress]
              [--restore-function F] [--retry-function F] [--checkpoint-function F]
-             [--batch-function F]
-             [--turn-function F] [--fast-failover] [--heartbeat]
+             [--turn-function F] [--heartbeat-function F] [--renew-function F]
+             [--hold-function F] [--batch-function F] [--fast-failover] [--heartbeat] [--seed]
              [--alphabets A1,A2,...] [--setting NAME=VALUE]
 
 It deletes and re-creates the protocol's rows: give it a database of its own
@@ -18,45 +18,58 @@ Exit status: 0 when no invariant broke, 1 when at least one did (each is
 printed as its shortest counterexample), 2 on an unexpected error.
 
 WHAT IS EXPLORED
-  N clients (workers), each running a program of at most K calls, each call
-  its own transaction on that client's own connection.  Programs are not
-  listed one by one: a client's next call may be ANY letter of its alphabet
-  (the protocol's whole alphabet, or with --roles one per client, see
-  Bindings.ROLES and Leases.ROLES), so the search covers every program of
-  length <= K over the alphabet for every client, combined with every
-  interleaving of whole calls (a call is atomic, so the states a call can see
-  are exactly the states between calls).  "interleavings" in the report
-  counts those pairs (program tuple, interleaving): for N clients with K
-  calls each over alphabets of A1..AN letters, multinomial(N*K; K, ..., K) *
-  A1^K * ... * AN^K (times the clock's steps placed among them, for leases).
+  N clients (workers), each running a program of at most K steps, each on
+  its own connection.  Programs are not listed one by one: a client's next
+  step may be ANY letter of its alphabet (the protocol's whole alphabet, or
+  with --roles one per client, see Bindings.ROLES and Leases.ROLES, or
+  --alphabets), so the search covers every program of length <= K over the
+  alphabet for every client, combined with every interleaving of the steps.
+  A call outside a transaction is its own transaction (autocommit), so the
+  states it can see are exactly the states between steps.  Three letters
+  make transactions that span calls (engine.py): `[` BEGIN, `]` COMMIT and
+  `~` ROLLBACK; between them a client's calls run in one transaction that
+  stays open while the others act, as a transactional worker, an ORM or a
+  paused psql session would leave it; a program may end with it still open.
+  A call that would wait for a lock is seen waiting (pg_blocking_pids, and
+  the row from pg_locks), recorded as "A waits for B", checked against the
+  wait invariants, and the others go on while it waits; it answers when the
+  transaction it waits for ends.  "interleavings" in the report counts the
+  pairs (program tuple, interleaving): for N clients with K steps each over
+  alphabets of A1..AN letters, multinomial(N*K; K, ..., K) * A1^K * ... *
+  AN^K (times the clock's steps placed among them, for leases), a step that
+  has nothing to do counting as one; "waits" counts the calls seen waiting
+  and the distinct waits are listed, each with the shortest schedule that
+  reaches it.
 
-  The search is breadth first over states: a node is (the database state, what
-  each client knows, how many calls each has left), the database state being
-  every row of the protocol's tables and its sequences.  The extension is
-  deterministic given that state (no call here ever waits: calls never
-  overlap), so two nodes with the same key have the same futures and one is
-  explored once.  A node whose key was already explored with at least as many
-  calls left for every client is not explored again either: a program may
-  stop early, so those futures are a subset.  A call that would be no call at
-  all (restore with no rotation of one's own, checkpoint of no lease held)
-  is skipped for the same reason.  When a node is taken from the queue the
-  database is put back into its exact state (every row, every column, the
-  sequences; triggers and foreign-key checks off for that restore only, with
-  session_replication_role = replica).  Then each call from it runs as
-  itself, in a transaction of its own on its client's connection; the state
-  it produced is read inside that transaction, which is then rolled back (and
-  the sequences set back), so the next call from the node starts from the
-  node's state without a restore.  Nothing here is deferred to commit, so
-  what a call did is exactly what a commit would have kept.  Clients with the
-  same alphabet, knowledge and calls left are interchangeable: only the first
-  of them moves (bindings; lease workers' names are in the state).  Breadth
-  first means the first violation of an invariant found is one with the
-  fewest calls: that is the counterexample printed, for each invariant.  A
-  state that broke an invariant is not explored further.
+  How the search restores states, replays open transactions and undoes
+  moves is in engine.py's docstring.  Clients with the same alphabet,
+  knowledge, calls left and transaction state are interchangeable: only the
+  first of them moves (bindings; lease workers' names are in the state).
+  Breadth first means the first violation of an invariant found is one with
+  the fewest steps: that is the counterexample printed, for each invariant.
+  A state that broke an invariant is not explored further.
+
+  Every letter is a generator (perform): it yields each statement (engine.Q)
+  and returns what it was told with its effects (tells, acknowledgements);
+  what the client learns is its knowledge (Protocol.KNOWLEDGE), kept through
+  a commit and put back by a rollback; the effects count at the commit (at
+  once outside a transaction).  Invariants are checked after every call
+  (check_call), after every change of the committed state (check_committed:
+  an autocommit call, a commit, the world's step) and at every wait
+  (check_wait; the engine itself checks `deadlock` and `bounded-wait`).
+
+INVARIANTS OF THE TRANSACTIONS (both protocols)
+  deadlock          no cycle of waits among the clients' calls
+  bounded-wait      a letter whose wait the protocol bounds (bindings:
+                    rotate_channel R and F by lease.rotation_lock_timeout +
+                    lease.admission_lock_timeout, start_conversation S and
+                    admit_turn T by lease.admission_lock_timeout) answers
+                    within its bound (+ 2 s for a loaded machine); the time
+                    each waited is printed
 
 BINDINGS (one tenant 'u', agent 'a', channel 'ch', no vault/environment;
   lease.tenant_limits gives the tenant a limit of 3 active sandboxes: the
-  smallest that lets two rotations stand side by side, as the issue's
+  smallest that lets two rotations stand side by side, as the restore
   sequence needs; seeded with c1 = start_conversation on 'ch'; every client
   has seen c1).  The alphabet, per client:
     R  rotate_channel from the conversation the client last saw
@@ -67,14 +80,19 @@ BINDINGS (one tenant 'u', agent 'a', channel 'ch', no vault/environment;
        (--restore-function names the function; nothing if it rotated none)
     E  end_conversation of the conversation it last saw
     T  admit_turn on the conversation it last saw (its worker starts; the
-       first turn of a replacement ends what it replaced: issue 20's
-       lifecycle; --turn-function names the function)
+       first turn of a replacement ends what it replaced: the lifecycle
+       below; --turn-function names the function)
     C  confirm_rotation of the client's own last rotation (its worker
        started without a turn; nothing if it rotated none)
     Q  retry_failed_compensations() (--retry-function names the function)
     S  start_conversation on the channel (already_bound, started or refused;
        the client then has seen the conversation returned)
-  Invariants, after every call (state, and what the clients were told):
+    [ ] ~  a transaction (above): with --setting lease.rotation_lock_timeout
+       and lease.admission_lock_timeout short, a rotation or an admission
+       that meets another client's open transaction answers busy (55P03, or
+       rotate_channel's `busy`) within its bound
+  Invariants, after every call and every commit (state, and what the
+  clients were told):
     one-holder        at most one conversation holds the channel in the scope
     holder-live       the holder is pending, running or idle
     restorable-unbound
@@ -115,6 +133,8 @@ BINDINGS (one tenant 'u', agent 'a', channel 'ch', no vault/environment;
                       conversation has a live rotated_from (its start, the
                       first turn or confirm_rotation, ended it)
     quota             the tenant's active sandboxes never exceed its limit
+  Inside a transaction a call's answers are checked against what the
+  transaction sees; the state invariants are checked on what is committed.
 
 LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
   with --shards 3 a third shard 's'; workers w1..wN; every take and renewal
@@ -122,13 +142,20 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
   deadline passes while the explorer runs).  Time is an actor of its own:
   the clock's step `A` (advance) moves every lease's expiry, handoff request
   and deadline 3 days into the past by UPDATE, and lowers
-  lease.stream_workers.expires_min by the same 3 days (its lower bound must
-  stay a lower bound: docs/taker-internals.md), with no trigger firing, as
-  time passing fires none (lease.shard_leases_expiry_lowered would move the
-  holders' leases_version); the clock has --advances steps (default 1) to
-  interleave anywhere.  A worker's alphabet:
+  lease.worker_holdings.expires_min by the same 3 days (its lower bound must
+  stay a lower bound: docs/taker-internals.md) and the heartbeats of
+  lease.stream_workers, with no trigger firing, as time passing fires none
+  (lease.shard_leases_expiry_lowered would move the holders'
+  leases_version); the clock has --advances steps (default 1) to
+  interleave anywhere, and moves only while no open transaction holds one
+  of those rows (time cannot move a row a transaction has changed and not
+  committed): a lease held or changed in an open transaction expires by a
+  clock step taken before it.  --seed starts from w1 holding p and w2 holding
+  s (--shards 3), each having taken it, sent a heartbeat and listed its
+  leases, so three steps reach further.  A worker's alphabet:
     T  take_leases(w, '1 day')            (learns the epochs of what it took)
-    N  renew_leases(w, '1 day')           (learns what it holds, with epochs)
+    N  renew_leases(w, '1 day')           (learns what it holds, with epochs;
+                                           --renew-function names it)
     K  take_lease of the first shard (p, c, s) it does not believe it holds
     C  update_checkpoint fenced with the epoch it knows, on the first shard
        it believes it holds with a known epoch (nothing if none)
@@ -140,6 +167,17 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
     R  release_lease of the first shard it believes it holds
     X  close_shard of the first shard it believes it holds
     H  request_handoff to itself of the first shard it does not hold
+    P  renew_lease of the first shard it believes it holds, with the
+       lease_count the table has (a worker that kept it)
+    M  my_leases (read only)
+    L  hold_lease of the first shard it believes it holds with a known
+       epoch, inside a transaction only (--hold-function names it); an
+       answer 55000 ends the transaction (the worker rolls back and drops
+       the shard, docs/client-rules.md)
+    E  the transactional batch begins (docs/exactly-once.md): BEGIN, the
+       batch's output row (a temporary table of the session), hold_lease as
+       L; the batch goes on with C (its fenced checkpoint) and ] (commit)
+    [ ] ~  a transaction (above)
   With --weights the shards weigh 4, 1 and 2 (lease.set_weight) and w1
   declares capacity 2, so T is the weighted round (balancing by load,
   docs/shard-leases.md "Balancing") and C reports work as well; the
@@ -150,19 +188,20 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
   missed a renewal) and every worker's alphabet gains
     D  its database session ends: its lease.stream_workers row records a
        process id no backend has (its next T or N records its live session
-       again, as a reconnect would)
+       again, as a reconnect would); outside a transaction only
   so that leases are taken before their expiry ('session_ended') in some
   interleavings; the invariants below are the same.
-  With --heartbeat (issue 23; docs/shard-leases.md, lease.heartbeat) every
-  worker's alphabet gains
-    B  lease.heartbeat(w, '1 day'), the worker keeping a list: its last
-       renew_leases list (plus what its own takes and releases changed),
-       remembered with the leases_version of the last heartbeat before that
-       list.  Same version and no handoff pending: every lease on the list
-       is renewed, at the epoch listed (told, as N tells).  Otherwise it
-       lists again at once (renew_leases in the same transaction), and that
-       list, with this heartbeat's version, is its list.  N on its own also
-       makes the list, with the version of the worker's last heartbeat.
+  With --heartbeat (docs/shard-leases.md, lease.heartbeat) every worker's
+  alphabet gains
+    B  lease.heartbeat(w, '1 day') (--heartbeat-function names it), the
+       worker keeping a list: its last renew_leases list (plus what its own
+       takes and releases changed), remembered with the leases_version of
+       the last heartbeat before that list.  Same version and no handoff
+       pending: every lease on the list is renewed, at the epoch listed
+       (told, as N tells).  Otherwise it lists again at once (renew_leases
+       in the same transaction), and that list, with this heartbeat's
+       version, is its list.  N on its own also makes the list, with the
+       version of the worker's last heartbeat.
   (and with --fast-failover B declares renew_every too).  --alphabets gives
   the workers' alphabets outright (B and D appended by the flags); the state
   key keeps a remembered version as whether it is the worker's current one
@@ -177,7 +216,8 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
   take_lease/take_leases, listed by renew_leases (which also tells it what it
   no longer holds) or renewed by a heartbeat that left its list standing;
   released or closed by its own call.  A worker writes
-  checkpoints "<worker>.<n>", n counting its own writes.
+  checkpoints "<worker>.<n>", n counting its own writes.  What a worker is
+  told inside a transaction counts from its commit.
   Invariants, after every step:
     one-owner         no two workers are ever told the same (shard, epoch)
     epoch-increases   a shard's lease_epoch never decreases, and strictly
@@ -205,194 +245,57 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
                       savepoint rolled back): the same shards at the same
                       epochs, none with a handoff pending, and as many as the
                       heartbeat's `leases`
+    renewal-honoured  a lease a worker was told it holds since the clock's
+                      last step (taken, listed, renewed by its heartbeat or
+                      renew_lease; committed) is never taken from it by
+                      another worker before the clock moves again: a renewal
+                      that raced a takeover never both stands and loses
+                      (none of the alphabet's letters steals a live lease or
+                      claims one past a handoff deadline, which would)
+    hold-respected    while a worker's transaction holds a lease
+                      (hold_lease or E answered), no other worker's call
+                      changes that lease's owner or epoch, in what it sees or
+                      what is committed: a takeover waits for the holder's
+                      transaction to end (take_lease) or passes the lease by
+                      (take_leases, SKIP LOCKED)
+    batch-fenced      a batch (E ... ]) commits only while its worker holds
+                      the lease at the epoch its hold_lease checked
+    own-call-waits    a worker's own heartbeat B, renew_leases N,
+                      renew_lease P, update_checkpoint C and U,
+                      update_checkpoints W and my_leases M
+                      never wait for another worker's transaction, but for
+                      these exceptions (docs/shard-leases.md, "What a
+                      worker's call can wait for"): B and N may wait on the
+                      worker's own lease.stream_workers row while another
+                      worker's transaction takes one of its leases by expiry,
+                      and only when the worker's last committed renewal is
+                      older than the clock's last step (its leases had
+                      expired); P, C, U and W may wait on the row of a lease
+                      they act on while another transaction has written or
+                      locked that very lease (its takeover or a handoff
+                      request of it); with --weights, C (a measured
+                      checkpoint) may wait on its worker's
+                      lease.worker_holdings row while another transaction
+                      moves one of the worker's leases
 """
 
 import argparse
 import math
 import os
 import sys
-import time
-from collections import deque
 
 import psycopg2
+import psycopg2.errors
+
+from engine import COMMIT, TXN_LETTERS, FOUND, Db, Engine, Q, Violation, check, path_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIVE = ("pending", "running", "idle")
 
 
-class Violation(Exception):
-    """One invariant broken, with a sentence saying how."""
-
-    def __init__(self, invariant, message):
-        super().__init__(message)
-        self.invariant = invariant
-        self.message = message
-
-
-FOUND = []     # the violations of the call being checked
-
-
-def check(cond, invariant, message):
-    """Records a Violation unless cond holds (every broken invariant of a
-    call is recorded, not only the first)."""
-    if not cond:
-        FOUND.append(Violation(invariant, message))
-
-
-class Db:
-    """The explorer's connections: one per client, then one more (index
-    `clients`) that resets and restores states and runs the clock."""
-
-    def __init__(self, dsn, clients, options):
-        self.dsn = dsn
-        self.conns = [self.connect(options) for _ in range(clients + 1)]
-        self.ctl = self.conns[-1]
-        self.ctl.cursor().execute("SET session_replication_role = replica")
-        self.opening = [False] * len(self.conns)
-
-    def connect(self, options):
-        conn = psycopg2.connect(self.dsn, options=options)
-        conn.autocommit = True
-        return conn
-
-    def everywhere(self, sql):
-        for conn in self.conns:
-            conn.cursor().execute(sql)
-
-    def begin(self, i):
-        """Connection i's next statement opens a transaction (sent with it:
-        one round trip fewer per call)."""
-        self.opening[i] = True
-
-    def rollback(self, i):
-        if self.opening[i]:
-            self.opening[i] = False
-        else:
-            self.conns[i].cursor().execute("ROLLBACK")
-
-    def execute(self, i, sql, params=()):
-        cur = self.conns[i].cursor()
-        if self.opening[i]:
-            self.opening[i] = False
-            sql = "BEGIN; " + sql
-        cur.execute(sql, params)
-        return cur
-
-    def call(self, i, sql, params=(), allowed=()):
-        """One call in connection i's open transaction: its rows, or
-        ('error', sqlstate) for an error the protocol expects (the transaction
-        is then rolled back and begun again: the call changed nothing).  Any
-        other error stops the explorer."""
-        try:
-            cur = self.execute(i, sql, params)
-            return cur.fetchall() if cur.description else []
-        except psycopg2.Error as e:
-            if e.pgcode not in allowed:
-                raise
-            self.conns[i].cursor().execute("ROLLBACK; BEGIN")
-            return ("error", e.pgcode)
-
-    def rows(self, i, sql, params=()):
-        return self.execute(i, sql, params).fetchall()
-
-
-# ---------------------------------------------------------------------------
-# The search
-# ---------------------------------------------------------------------------
-
-class Node:
-    __slots__ = ("snapshot", "key", "locals", "glob", "left", "parent", "step", "depth", "view")
-
-    def __init__(self, snapshot, key, locals_, glob, left, parent, step, depth, view):
-        self.snapshot, self.key, self.locals, self.glob = snapshot, key, locals_, glob
-        self.left, self.parent, self.step, self.depth, self.view = left, parent, step, depth, view
-
-
-def path_of(node):
-    steps = []
-    while node is not None and node.step is not None:
-        steps.append(node.step)
-        node = node.parent
-    return list(reversed(steps))
-
-
-def explore(proto, progress=False):
-    """Breadth-first search; returns (stats, violations by invariant)."""
-    t0 = time.monotonic()
-    proto.reset()
-    ctl = len(proto.db.conns) - 1
-    snap = proto.snapshot(ctl)
-    view = proto.view(ctl, snap)
-    root = Node(snap, proto.key(view, proto.initial_locals(), proto.initial_glob()),
-                proto.initial_locals(), proto.initial_glob(), proto.initial_left(),
-                None, None, 0, view)
-    seen = {}          # key -> list of 'left' tuples explored
-    queue = deque([root])
-    violations = {}    # invariant -> (path, message), the first (shortest) found
-    nviolations = 0
-    states = calls = restores = 0
-    current = snap     # the state the database is in now
-    last_progress = t0
-    while queue:
-        if progress and time.monotonic() - last_progress >= 30:
-            last_progress = time.monotonic()
-            print("  %s: %.0f s, depth %d, %d states, %d calls, %d queued"
-                  % (proto.name, last_progress - t0, queue[0].depth, states, calls, len(queue)),
-                  file=sys.stderr, flush=True)
-        node = queue.popleft()
-        known = seen.setdefault(node.key, [])
-        if any(all(a >= b for a, b in zip(k, node.left)) for k in known):
-            continue
-        known[:] = [k for k in known if not all(a <= b for a, b in zip(k, node.left))]
-        known.append(node.left)
-        states += 1
-        for actor, letter in proto.moves(node):
-            locals_ = [dict(l) for l in node.locals]
-            glob = dict(node.glob)
-            plan = proto.plan(actor, letter, locals_, glob)
-            if plan is None:
-                continue   # nothing to call: the same state with fewer calls left
-            if current != node.snapshot:
-                proto.restore(node.snapshot)
-                current = node.snapshot
-                restores += 1
-            calls += 1
-            # The call is its own transaction on the actor's connection; the
-            # state it made is read inside that transaction, which is then
-            # rolled back: the database is at the node's state again for the
-            # next call from it (sequences set back by rewind()).
-            proto.db.begin(actor)
-            snap = None
-            try:
-                told = proto.perform(actor, letter, plan, locals_, glob)
-                snap = proto.snapshot(actor)
-                view = node.view if snap == node.snapshot else proto.view(actor, snap)
-            finally:
-                proto.db.rollback(actor)
-                proto.rewind(node.snapshot, snap)
-            step = (actor, letter, plan.get("label", letter), told)
-            left = list(node.left)
-            left[actor] -= 1
-            del FOUND[:]
-            proto.check(node.view, view, actor, letter, plan, told, locals_, glob)
-            if FOUND:
-                # a state that broke an invariant is not explored further
-                nviolations += 1
-                for v in FOUND:
-                    if v.invariant not in violations:
-                        violations[v.invariant] = (path_of(node) + [step], v.message)
-                continue
-            child = Node(snap, proto.key(view, locals_, glob), locals_, glob, tuple(left),
-                         node, step, node.depth + 1, view)
-            queue.append(child)
-    stats = {"states": states, "calls": calls, "seconds": time.monotonic() - t0,
-             "violating_calls": nviolations, "restores": restores}
-    return stats, violations
-
-
 def interleavings(calls, alphabets, extra=0):
     """(program tuple, interleaving) pairs: the interleavings of len(alphabets)
-    programs of `calls` calls and `extra` clock steps, times the programs
+    programs of `calls` steps and `extra` clock steps, times the programs
     (|alphabet|^calls for each client)."""
     n = len(alphabets) * calls + extra
     m = math.factorial(n) // (math.factorial(calls) ** len(alphabets) * math.factorial(extra))
@@ -402,21 +305,122 @@ def interleavings(calls, alphabets, extra=0):
 
 
 class Protocol:
-    """What both protocols share: their two reads, prepared once on every
-    connection (SNAPSHOT_SQL: every row to restore, as text; VIEW_SQL: what
-    the invariants and the key read)."""
+    """What both protocols share, and what the engine asks of a protocol.
+
+    To add a letter: a branch in plan() (None when it has nothing to do;
+    "opens": True for a letter that begins a transaction itself) and in
+    perform(), a generator that yields engine.Q statements and returns
+    (told, effects); what it learns goes into `me` (only the KNOWLEDGE keys
+    are kept), and effects are applied by apply_effects (at once, or at the
+    commit inside a transaction).  To add a step of the world (the clock,
+    a server restart): a letter in WORLD, world() performing it (sim: undo
+    it afterwards, and return the undo; a step that cannot be undone
+    returns None as its undo whatever sim says, and the engine restores the
+    node before its next move) and world_label().  To add an invariant:
+    check() in check_call, check_committed or check_wait."""
 
     SNAPSHOT_SQL = VIEW_SQL = None
+    NSNAP = 0              # the number of columns of SNAPSHOT_SQL
+    KNOWLEDGE = ()         # a client's locals that its own calls change
+    ROW_KEYS = {}          # table -> the key column that names a row a call waits for
+    WORLD = ""             # the letters of the world's steps
+    replaying = False      # set by the engine while it replays steps already checked
 
     def prepare(self):
-        self.db.everywhere("PREPARE explore_snapshot AS " + self.SNAPSHOT_SQL)
-        self.db.everywhere("PREPARE explore_view AS " + self.VIEW_SQL)
+        self.db.everywhere("PREPARE explore_state AS SELECT * FROM (" + self.SNAPSHOT_SQL + ") AS s, ("
+                           + self.VIEW_SQL + ") AS v")
 
-    def snapshot(self, conn):
-        return tuple(self.db.rows(conn, "EXECUTE explore_snapshot")[0])
+    def split(self, row):
+        snap = tuple(row[:self.NSNAP])
+        return snap, self.view(row[self.NSNAP:], snap)
 
-    def view_row(self, conn):
-        return self.db.rows(conn, "EXECUTE explore_view")[0]
+    def read(self, conn):
+        """The state as client connection `conn` sees it: (snapshot, view)."""
+        return self.split(conn.query("EXECUTE explore_state")[0])
+
+    def read_ctl(self):
+        """The committed state."""
+        return self.split(self.db.ctl_rows("EXECUTE explore_state")[0])
+
+    def who(self, actor):
+        return "client %d" % (actor + 1)
+
+    def world_label(self, letter):
+        return letter
+
+    def moves(self, st):
+        for i in range(self.nclients):
+            if st.left[i] > 0 and st.flight[i] is None:
+                for letter in self.alphabets[i]:
+                    yield i, letter
+        if self.WORLD and st.left[self.nclients] > 0:
+            for letter in self.WORLD:
+                yield self.nclients, letter
+
+    def world(self, ctx, letter, sim):
+        return None
+
+    def bound_ms(self, letter):
+        return None
+
+    # the sequences of a snapshot (None: the protocol has none)
+    def sequences_of(self, snapshot):
+        return None
+
+    def current_sequences(self):
+        return None
+
+    def rewind(self, seqs, seen):
+        """Sequences back to `seqs` (a rolled-back nextval stays); `seen`: a
+        snapshot read after the move, or None."""
+
+    # what a client knows, across its transactions
+    def on_begin(self, ctx, actor):
+        me = ctx.locals[actor]
+        me["saved"] = tuple((k, me[k]) for k in self.KNOWLEDGE)
+        me["pending"] = ()
+
+    def on_commit(self, ctx, actor, before):
+        me = ctx.locals[actor]
+        effects = me["pending"]
+        me["saved"], me["pending"] = None, ()
+        self.apply_effects(ctx, actor, effects)
+
+    def on_rollback(self, ctx, actor):
+        me = ctx.locals[actor]
+        if me.get("saved") is not None:
+            me.update(dict(me["saved"]))
+        me["saved"], me["pending"] = None, ()
+
+    def learn(self, ctx, actor, me):
+        ctx.locals[actor].update((k, me[k]) for k in self.KNOWLEDGE)
+
+    def defer_effects(self, ctx, actor, effects):
+        ctx.locals[actor]["pending"] = ctx.locals[actor]["pending"] + tuple(effects)
+
+    def apply_effects(self, ctx, actor, effects):
+        pass
+
+    def check_call(self, ctx, fl, told, before, after, committed):
+        pass
+
+    def txn_before(self, txn_view, txn_base, latest):
+        """The state a call inside a transaction starts from (the `before`
+        of its check_call): what the transaction saw after its last
+        statement (txn_view, when the committed state was txn_base), with
+        what others committed since (latest).  By default txn_view; a
+        protocol whose checks judge a call by the rows it found overlays."""
+        return txn_view
+
+    def check_committed(self, ctx, before, after, actor):
+        pass
+
+    def check_wait(self, ctx, wait):
+        pass
+
+    @staticmethod
+    def txn_letters(alphabets):
+        return any(c in a for a in alphabets for c in TXN_LETTERS)
 
 
 # ---------------------------------------------------------------------------
@@ -430,6 +434,10 @@ class Bindings(Protocol):
     name = "bindings"
     letters = "RFXETCQS"
     limit = 3
+    KNOWLEDGE = ("seen", "rot")
+    ROW_KEYS = {"lease.conversations": "id", "lease.sandboxes": "id", "lease.admission_gate": "only_row",
+                "lease.turns": "id", "lease.compensation_failures": "id"}
+    NSNAP = 5
 
     # --roles: every client rotates and restores its rotation; client 1
     # rotates from what it saw, ends conversations and confirms its
@@ -439,16 +447,31 @@ class Bindings(Protocol):
     ROLES = ("RXEC", "FXT", "FXQ")
 
     def __init__(self, db, clients, calls, restore_function, retry_function, roles=False,
-                 turn_function="lease.admit_turn"):
+                 turn_function="lease.admit_turn", alphabets=None):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.restore_function = restore_function
         self.retry_function = retry_function
         self.turn_function = turn_function
         self.alphabets = [self.ROLES[i % len(self.ROLES)] if roles else self.letters for i in range(clients)]
+        if alphabets:
+            self.alphabets = [alphabets[i % len(alphabets)] for i in range(clients)]
+        # the bounds in force in the explorer's sessions (--setting), as the module reads them
+        db.ctl_rows("SELECT lease.find_channel_conversation('u', 'a', NULL, NULL, 'ch')")
+        bounds = dict(db.ctl_rows("SELECT name, setting::int FROM pg_catalog.pg_settings"
+                                  " WHERE name IN ('lease.rotation_lock_timeout', 'lease.admission_lock_timeout')"))
+        self.rotation_ms = bounds.get("lease.rotation_lock_timeout", 250)
+        self.admission_ms = bounds.get("lease.admission_lock_timeout", 1000)
         self.prepare()
 
+    def bound_ms(self, letter):
+        if letter in "RF":
+            return self.rotation_ms + self.admission_ms
+        if letter in "ST":
+            return self.admission_ms
+        return None
+
     def reset(self):
-        self.db.ctl.cursor().execute(
+        self.db.ctl_rows(
             "SET session_replication_role = origin;"
             "DELETE FROM lease.turns; DELETE FROM lease.compensation_failures;"
             "DELETE FROM lease.conversations; DELETE FROM lease.sandboxes;"
@@ -471,11 +494,10 @@ class Bindings(Protocol):
             "          SELECT last_value, is_called FROM lease.turns_id_seq UNION ALL"
             "          SELECT last_value, is_called FROM lease.compensation_failures_id_seq) AS s)")
 
-    def view(self, conn, snapshot):
+    def view(self, row, snapshot):
         """What the invariants and the key read (timestamps left out: no
         function's decision depends on them, and the queue's order by
         occurred_at is its order by id, calls being sequential)."""
-        row = self.view_row(conn)
         convs = {}
         for cid, status, channel, rotated_from, sandbox in row[0]:
             convs[int(cid)] = {"status": status, "channel": channel,
@@ -496,18 +518,24 @@ class Bindings(Protocol):
             "       (SELECT count(*) FROM lease.sandboxes WHERE user_id = 'u'"
             "           AND status IN ('pending', 'starting', 'ready'))")
 
-    def rewind(self, snapshot, moved):
+    def sequences_of(self, snapshot):
+        return tuple(snapshot[4])
+
+    def current_sequences(self):
+        return self.sequences_of(self.read_ctl()[0])
+
+    def rewind(self, seqs, seen):
         """Sequences back to the node's values (a rolled-back nextval stays)."""
-        if moved is not None and moved[4] == snapshot[4]:
+        if seen is not None and tuple(seen[4]) == seqs:
             return
-        self.db.ctl.cursor().execute(
+        self.db.ctl_rows(
             "SELECT setval(s.seq, split_part(v, '/', 1)::bigint, split_part(v, '/', 2)::boolean)"
             "  FROM unnest(ARRAY['lease.sandboxes_id_seq', 'lease.conversations_id_seq',"
             "                    'lease.turns_id_seq', 'lease.compensation_failures_id_seq']::regclass[],"
-            "              %s::text[]) AS s(seq, v)", (list(snapshot[4]),))
+            "              %s::text[]) AS s(seq, v)", (list(seqs),))
 
     def restore(self, snapshot):
-        self.db.ctl.cursor().execute(
+        self.db.ctl_rows(
             "DELETE FROM lease.turns; DELETE FROM lease.compensation_failures;"
             "DELETE FROM lease.conversations; DELETE FROM lease.sandboxes;"
             "INSERT INTO lease.sandboxes OVERRIDING SYSTEM VALUE"
@@ -519,10 +547,10 @@ class Bindings(Protocol):
             "INSERT INTO lease.compensation_failures OVERRIDING SYSTEM VALUE"
             "  SELECT (r::lease.compensation_failures).* FROM unnest(%s::text[]) AS r",
             (list(snapshot[0]), list(snapshot[1]), list(snapshot[2]), list(snapshot[3])))
-        self.rewind(snapshot, None)
+        self.rewind(self.sequences_of(snapshot), None)
 
     def initial_locals(self):
-        return [{"seen": 1, "rot": None} for _ in range(self.nclients)]
+        return [{"seen": 1, "rot": None, "saved": None, "pending": ()} for _ in range(self.nclients)]
 
     def initial_glob(self):
         # holder: the channel's holder in the last state where it was bound;
@@ -538,21 +566,23 @@ class Bindings(Protocol):
         return (convs, tuple(view["queue"]), view["turns"], view["seqs"],
                 tuple(tuple(sorted(l.items())) for l in locals_), glob["holder"], glob["told_failed"])
 
-    def moves(self, node):
-        # Client symmetry: clients with the same knowledge and the same calls
-        # left are interchangeable; only the first of each such group moves.
+    def moves(self, st):
+        # Client symmetry: clients with the same knowledge, calls left and
+        # transaction are interchangeable; only the first of each such group
+        # moves.
         done = set()
         for i in range(self.nclients):
-            if node.left[i] == 0:
+            if st.left[i] == 0 or st.flight[i] is not None:
                 continue
-            sig = (self.alphabets[i], tuple(sorted(node.locals[i].items(), key=str)), node.left[i])
+            sig = (self.alphabets[i], tuple(sorted(st.locals[i].items(), key=str)), st.left[i],
+                   st.txn[i], st.txn_steps[i])
             if sig in done:
                 continue
             done.add(sig)
             for letter in self.alphabets[i]:
                 yield i, letter
 
-    def plan(self, actor, letter, locals_, glob):
+    def plan(self, actor, letter, locals_, glob, in_txn):
         me = locals_[actor]
         if letter == "R":
             return {"from": me["seen"], "label": "R rotate_channel(from %d)" % me["seen"]}
@@ -578,65 +608,67 @@ class Bindings(Protocol):
             return {"label": "S start_conversation(channel ch)"}
         raise ValueError(letter)
 
-    def perform(self, actor, letter, plan, locals_, glob):
-        db, me = self.db, locals_[actor]
+    BUSY = ("55P03",)   # a bounded wait that ran out (admission is busy, conversation N is busy)
+
+    def perform(self, actor, letter, plan, me, in_txn):
+        effects = []
         if letter in "RF":
             src = plan.get("from")
             if plan.get("find"):
-                r = db.call(actor, "SELECT lease.find_channel_conversation(%s, %s, %s, %s, %s)", SCOPE)
-                src = r[0][0] if isinstance(r, list) else None
+                r = yield Q("SELECT lease.find_channel_conversation(%s, %s, %s, %s, %s)", SCOPE)
+                src = r[0][0]
                 plan["from"] = src
                 if src is None:
                     plan["label"] = "F find_channel_conversation -> NULL (nothing to rotate)"
-                    return "unbound"
+                    return "unbound", effects
                 me["seen"] = src
                 plan["label"] = "F find_channel_conversation -> %d, rotate_channel(from %d)" % (src, src)
-            r = db.call(actor, "SELECT outcome, conversation_id FROM lease.rotate_channel(%s, %s, %s, %s, %s, %s)",
-                        SCOPE + (src,))
+            r = yield Q("SELECT outcome, conversation_id FROM lease.rotate_channel(%s, %s, %s, %s, %s, %s)",
+                        SCOPE + (src,), allowed=self.BUSY)
             if isinstance(r, tuple):
-                return "error %s" % r[1]
+                return "error %s" % r[1], effects
             outcome, new = r[0]
             if outcome == "rotated":
                 me["seen"], me["rot"] = new, (src, new)
-                return "rotated %d" % new
-            return outcome
+                return "rotated %d" % new, effects
+            return outcome, effects
         if letter == "X":
             p, f = plan["pair"]
-            r = db.call(actor, "SELECT " + self.restore_function + "(%s, %s)", (p, f))
-            if isinstance(r, tuple):
-                return "error %s" % r[1]
-            self.told_pair(glob, (p, f), r[0][0])
-            return r[0][0]
+            r = yield Q("SELECT " + self.restore_function + "(%s, %s)", (p, f))
+            effects.append(("pair", (p, f), r[0][0]))
+            return r[0][0], effects
         if letter == "E":
-            r = db.call(actor, "SELECT lease.end_conversation(%s)", (plan["conv"],))
-            return ("error %s" % r[1]) if isinstance(r, tuple) else str(r[0][0]).lower()
+            r = yield Q("SELECT lease.end_conversation(%s)", (plan["conv"],))
+            return str(r[0][0]).lower(), effects
         if letter == "T":
-            r = db.call(actor, "SELECT " + self.turn_function + "(%s)", (plan["conv"],),
-                        allowed=("55000", "22023"))
-            return ("error %s" % r[1]) if isinstance(r, tuple) else "admitted"
+            r = yield Q("SELECT " + self.turn_function + "(%s)", (plan["conv"],),
+                        allowed=("55000", "22023") + self.BUSY)
+            return ("error %s" % r[1]) if isinstance(r, tuple) else "admitted", effects
         if letter == "C":
-            r = db.call(actor, "SELECT lease.confirm_rotation(%s, %s)", plan["pair"])
-            return ("error %s" % r[1]) if isinstance(r, tuple) else r[0][0]
+            r = yield Q("SELECT lease.confirm_rotation(%s, %s)", plan["pair"])
+            return r[0][0], effects
         if letter == "Q":
-            r = db.call(actor, "SELECT previous_conversation_id, failed_conversation_id, outcome"
-                               "  FROM " + self.retry_function + "()")
-            if isinstance(r, tuple):
-                return "error %s" % r[1]
+            r = yield Q("SELECT previous_conversation_id, failed_conversation_id, outcome"
+                        "  FROM " + self.retry_function + "()")
             for p, f, outcome in r:
-                self.told_pair(glob, (p, f), outcome)
+                effects.append(("pair", (p, f), outcome))
             plan["retried"] = [outcome for _, _, outcome in r]
-            return ", ".join("(%d, %d) %s" % row for row in r) or "nothing queued"
+            return ", ".join("(%d, %d) %s" % row for row in r) or "nothing queued", effects
         if letter == "S":
-            r = db.call(actor, "SELECT outcome, conversation_id FROM lease.start_conversation(%s, %s, %s, %s, %s)",
-                        SCOPE)
+            r = yield Q("SELECT outcome, conversation_id FROM lease.start_conversation(%s, %s, %s, %s, %s)",
+                        SCOPE, allowed=self.BUSY)
             if isinstance(r, tuple):
-                return "error %s" % r[1]
+                return "error %s" % r[1], effects
             outcome, cid = r[0]
             if cid is not None:
                 me["seen"] = cid
-                return "%s %d" % (outcome, cid)
-            return outcome
+                return "%s %d" % (outcome, cid), effects
+            return outcome, effects
         raise ValueError(letter)
+
+    def apply_effects(self, ctx, actor, effects):
+        for _kind, pair, outcome in effects:
+            self.told_pair(ctx.glob, pair, outcome)
 
     @staticmethod
     def told_pair(glob, pair, outcome):
@@ -646,6 +678,19 @@ class Bindings(Protocol):
         elif outcome in ("restored", "superseded"):
             failed.discard(pair)
         glob["told_failed"] = frozenset(failed)
+
+    def check_call(self, ctx, fl, told, before, after, committed):
+        if committed:
+            self.check(before, after, fl.actor, fl.letter, fl.plan, told, ctx.locals, ctx.glob)
+        else:
+            # what the transaction sees; the holder is tracked on committed states
+            glob = dict(ctx.glob)
+            for _kind, pair, outcome in ctx.locals[fl.actor]["pending"]:
+                self.told_pair(glob, pair, outcome)
+            self.check(before, after, fl.actor, fl.letter, fl.plan, told, ctx.locals, glob)
+
+    def check_committed(self, ctx, before, after, actor):
+        self.check(before, after, actor, COMMIT, {}, "committed", ctx.locals, ctx.glob)
 
     @staticmethod
     def holder(view):
@@ -755,11 +800,17 @@ class Bindings(Protocol):
 
 APP, STREAM, DAY = "explore", "st", "1 day"
 NOBEAT = "none"     # a worker's remembered leases_version before its first heartbeat
+OWN_CALLS = "BNPCUWM"   # the calls own-call-waits is about
 
 
 class Leases(Protocol):
     name = "leases"
     letters = "TNKCURXHW"
+    KNOWLEDGE = ("held", "writes", "hb", "lv", "hold", "batch")
+    ROW_KEYS = {"lease.shard_leases": "shard_id", "lease.stream_workers": "worker",
+                "lease.worker_holdings": "worker", "lease.stream_takeable": "stream_name"}
+    WORLD = "A"
+    NSNAP = 5
 
     # --roles: every worker calls T N C U R; besides, w1 closes shards (X),
     # w2 takes single leases (K), w3 requests handoffs (H).  The batch (W)
@@ -771,8 +822,9 @@ class Leases(Protocol):
     WEIGHTS = {"p": 4, "c": 1, "s": 2}
 
     def __init__(self, db, clients, calls, shards, advances, checkpoint_function, roles=False,
-                 weights=False, fast_failover=False, heartbeat=False, alphabets=None,
-                 batch_function="lease.update_checkpoints"):
+                 weights=False, fast_failover=False, heartbeat=False, alphabets=None, seed=False,
+                 heartbeat_function="lease.heartbeat", renew_function="lease.renew_leases",
+                 hold_function="lease.hold_lease", batch_function="lease.update_checkpoints"):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.weights = weights
         self.capacities = [2.0 if i == 0 else 1.0 for i in range(clients)]
@@ -786,42 +838,64 @@ class Leases(Protocol):
         if fast_failover:
             self.every = "1 hour"
             self.alphabets = [a + "D" for a in self.alphabets]
+        self.transactions = self.txn_letters(self.alphabets) or any("E" in a for a in self.alphabets)
         self.shards = ["p", "c", "s"][:shards]
         self.advances = advances
         self.checkpoint_function = checkpoint_function
+        self.heartbeat_function = heartbeat_function
+        self.renew_function = renew_function
+        self.hold_function = hold_function
+        self.seed = seed
+        self.seeded = {}
         self.batch_function = batch_function
         self.workers = ["w%d" % (i + 1) for i in range(clients)]
         with open(os.path.join(HERE, "..", "lib", "taker_state_check.sql")) as f:
             sql = f.read()
         db.everywhere(sql[:sql.rindex("SELECT disagreement")])
+        for c in db.clients:
+            c.query("CREATE TEMPORARY TABLE explore_output (worker text, shard_id text, lease_epoch bigint)")
         self.prepare()
 
-    def rewind(self, snapshot, moved):
-        """Nothing: no sequence is part of a lease's state."""
+    def who(self, actor):
+        return self.workers[actor] if actor < self.nclients else "clock"
+
+    def world_label(self, letter):
+        return "A advance the clock 3 days"
 
     def reset(self):
-        cur = self.db.ctl.cursor()
-        cur.execute("SET session_replication_role = origin;"
-                    "DELETE FROM lease.shard_leases WHERE app_name = %s;"
-                    "DELETE FROM lease.stream_workers WHERE app_name = %s;"
-                    "DELETE FROM lease.stream_takeable WHERE app_name = %s;"
-                    "DELETE FROM lease.lineage_changes WHERE app_name = %s",
-                    (APP, APP, APP, APP))
-        cur.execute("DELETE FROM lease.worker_capacities WHERE app_name = %s", (APP,))
+        self.db.ctl_rows("SET session_replication_role = origin;"
+                         "DELETE FROM lease.shard_leases WHERE app_name = %s;"
+                         "DELETE FROM lease.stream_workers WHERE app_name = %s;"
+                         "DELETE FROM lease.worker_holdings WHERE app_name = %s;"
+                         "DELETE FROM lease.stream_takeable WHERE app_name = %s;"
+                         "DELETE FROM lease.lineage_changes WHERE app_name = %s",
+                         (APP, APP, APP, APP, APP))
+        self.db.ctl_rows("DELETE FROM lease.worker_capacities WHERE app_name = %s", (APP,))
         for s in self.shards:
-            cur.execute("SELECT lease.create_lease(%s, %s, %s, %s)",
-                        (APP, STREAM, s, ["p"] if s == "c" else []))
+            self.db.ctl_rows("SELECT lease.create_lease(%s, %s, %s, %s)", (APP, STREAM, s, ["p"] if s == "c" else []))
             if self.weights:
-                cur.execute("SELECT lease.set_weight(%s, %s, %s, %s)", (APP, STREAM, s, self.WEIGHTS[s]))
+                self.db.ctl_rows("SELECT lease.set_weight(%s, %s, %s, %s)", (APP, STREAM, s, self.WEIGHTS[s]))
         if self.weights:
             # the capacities are declared once, as every round would
-            cur.execute("INSERT INTO lease.worker_capacities VALUES (%s, %s, 'w1', 2)", (APP, STREAM))
-        cur.execute("SET session_replication_role = replica")
+            self.db.ctl_rows("INSERT INTO lease.worker_capacities VALUES (%s, %s, 'w1', 2)", (APP, STREAM))
+        if self.seed:
+            # w1 holds p, w2 holds s: each took it, sent a heartbeat, listed its leases
+            for actor, shard in ((0, "p"), (1, "s")):
+                w = self.workers[actor]
+                self.db.ctl_rows("SELECT lease.take_lease(%s, %s, %s, %s, NULL, %s)", (APP, STREAM, shard, w, DAY))
+                version = self.db.ctl_rows("SELECT leases_version FROM lease.heartbeat(%s, %s, %s, %s)",
+                                           (APP, STREAM, w, DAY))[0][0]
+                listed = self.db.ctl_rows("SELECT shard_id, lease_epoch FROM lease.renew_leases(%s, %s, %s, %s)",
+                                          (APP, STREAM, w, DAY))
+                self.seeded[actor] = (tuple(sorted(listed)), version)
+        self.db.ctl_rows("SET session_replication_role = replica")
 
     SNAPSHOT_SQL = (
             "SELECT (SELECT coalesce(array_agg(t::text ORDER BY t.shard_id), '{}') FROM lease.shard_leases AS t"
             "         WHERE t.app_name = 'explore'),"
             "       (SELECT coalesce(array_agg(t::text ORDER BY t.worker), '{}') FROM lease.stream_workers AS t"
+            "         WHERE t.app_name = 'explore'),"
+            "       (SELECT coalesce(array_agg(t::text ORDER BY t.worker), '{}') FROM lease.worker_holdings AS t"
             "         WHERE t.app_name = 'explore'),"
             "       (SELECT coalesce(array_agg(t::text), '{}') FROM lease.stream_takeable AS t"
             "         WHERE t.app_name = 'explore'),"
@@ -842,27 +916,28 @@ class Leases(Protocol):
             "                               FROM lease.stream_workers AS h WHERE h.app_name = x.app_name"
             "                                AND h.stream_name = x.stream_name AND h.worker = x.lease_owner))"
             "                               AS expires_at"
-            "                          FROM lease.shard_leases AS x WHERE x.app_name = 'explore') AS y) AS l),"
+            "                          FROM lease.shard_leases AS x WHERE x.app_name = 'explore') AS y) AS l) AS shards,"
             "       (SELECT coalesce(array_agg(ARRAY[w.worker, w.leases::text,"
             "                floor(extract(epoch FROM w.expires_min - clock_timestamp()) / 21600)::text,"
-            "                CASE WHEN w.renew_every IS NOT NULL THEN concat_ws('/', w.renew_every,"
-            "                     floor(extract(epoch FROM w.renewed_at - clock_timestamp()) / 21600),"
-            "                     w.session_pid = 0) END,"
+            "                CASE WHEN b.renew_every IS NOT NULL THEN concat_ws('/', b.renew_every,"
+            "                     floor(extract(epoch FROM b.renewed_at - clock_timestamp()) / 21600),"
+            "                     b.session_pid = 0) END,"
             "                (SELECT count(*) FROM lease.shard_leases AS l WHERE l.app_name = 'explore'"
             "                   AND l.lease_expires_at < w.expires_min)::text] ORDER BY w.worker), '{}')"
-            "          FROM lease.stream_workers AS w WHERE w.app_name = 'explore'),"
+            "          FROM lease.worker_holdings AS w LEFT JOIN lease.stream_workers AS b"
+            "            ON b.app_name = w.app_name AND b.stream_name = w.stream_name AND b.worker = w.worker"
+            "         WHERE w.app_name = 'explore') AS workers,"
             "       (SELECT coalesce(array_agg(t.takeable::text), '{}') FROM lease.stream_takeable AS t"
-            "         WHERE t.app_name = 'explore'),"
-            "       (SELECT count(*) FROM lease.lineage_changes AS g WHERE g.app_name = 'explore'),"
-            "       (SELECT coalesce(array_agg(disagreement ORDER BY 1), '{}') FROM taker_disagreements),"
+            "         WHERE t.app_name = 'explore') AS takeable,"
+            "       (SELECT count(*) FROM lease.lineage_changes AS g WHERE g.app_name = 'explore') AS changes,"
+            "       (SELECT coalesce(array_agg(disagreement ORDER BY 1), '{}') FROM taker_disagreements) AS recount,"
             "       (SELECT coalesce(array_agg(ARRAY[w.worker, w.version::text]), '{}')"
-            "          FROM lease.stream_workers AS w WHERE w.app_name = 'explore')")
+            "          FROM lease.worker_holdings AS w WHERE w.app_name = 'explore') AS versions")
 
-    def view(self, conn, snapshot):
+    def view(self, row, snapshot):
         """What the invariants and the key read: timestamps as 6-hour buckets
         relative to now plus the order of the expiries (what the functions
         compare them with: now, a duration, each other), and the taker check."""
-        row = self.view_row(conn)
         shards = {}
         for r in row[0]:
             shards[r[0]] = {"owner": r[1], "checkpoint": r[3], "epoch": int(r[5]), "row": tuple(r)}
@@ -871,30 +946,48 @@ class Leases(Protocol):
                 "versions": {w: int(v) for w, v in row[5]}}
 
     def restore(self, snapshot):
-        self.db.ctl.cursor().execute(
+        self.db.ctl_rows(
             "DELETE FROM lease.shard_leases WHERE app_name = %(a)s;"
             "DELETE FROM lease.stream_workers WHERE app_name = %(a)s;"
+            "DELETE FROM lease.worker_holdings WHERE app_name = %(a)s;"
             "DELETE FROM lease.stream_takeable WHERE app_name = %(a)s;"
             "DELETE FROM lease.lineage_changes WHERE app_name = %(a)s;"
             "INSERT INTO lease.shard_leases SELECT (r::lease.shard_leases).* FROM unnest(%(l)s::text[]) AS r;"
             "INSERT INTO lease.stream_workers SELECT (r::lease.stream_workers).* FROM unnest(%(w)s::text[]) AS r;"
+            "INSERT INTO lease.worker_holdings SELECT (r::lease.worker_holdings).* FROM unnest(%(h)s::text[]) AS r;"
             "INSERT INTO lease.stream_takeable SELECT (r::lease.stream_takeable).* FROM unnest(%(t)s::text[]) AS r;"
             "INSERT INTO lease.lineage_changes SELECT (r::lease.lineage_changes).* FROM unnest(%(g)s::text[]) AS r",
-            {"a": APP, "l": list(snapshot[0]), "w": list(snapshot[1]), "t": list(snapshot[2]),
-             "g": list(snapshot[3])})
+            {"a": APP, "l": list(snapshot[0]), "w": list(snapshot[1]), "h": list(snapshot[2]),
+             "t": list(snapshot[3]), "g": list(snapshot[4])})
 
     def initial_locals(self):
         # held: shard -> epoch known (None: held, epoch not told); writes: n;
         # hb: the leases_version of its last heartbeat, lv: the one its list
-        # was made under (NOBEAT before any heartbeat: it never matches)
-        locals_ = [{"held": (), "writes": 0, "hb": NOBEAT, "lv": NOBEAT} for _ in range(self.nclients)]
+        # was made under (NOBEAT before any heartbeat: it never matches);
+        # hold, batch: (shard, epoch) its open transaction holds / its batch;
+        # fresh: the shards it was told it holds since the clock's last
+        # step, committed; beat: its last committed renewal is since then;
+        # session: the session its row records is alive (--fast-failover:
+        # D ends it, a take or renewal given renew_every records it again)
+        locals_ = []
+        for i in range(self.nclients):
+            me = {"held": (), "writes": 0, "hb": NOBEAT, "lv": NOBEAT, "hold": None, "batch": None,
+                  "fresh": (), "beat": False, "session": True, "saved": None, "pending": ()}
+            if i in self.seeded:
+                listed, version = self.seeded[i]
+                me.update(held=listed, hb=version, lv=version, fresh=tuple(s for s, _ in listed), beat=True)
+            locals_.append(me)
         locals_.append({"advances": 0})    # the clock
         return locals_
 
     def initial_glob(self):
         # acked: shard -> last acknowledged checkpoint; max_told: shard ->
         # (epoch, worker), the highest epoch told and to whom
-        return {"acked": frozenset(), "max_told": frozenset()}
+        mx = {}
+        for i, (listed, _version) in self.seeded.items():
+            for shard, epoch in listed:
+                mx[shard] = (epoch, self.workers[i])
+        return {"acked": frozenset(), "max_told": frozenset(mx.items())}
 
     def initial_left(self):
         return tuple([self.ncalls] * self.nclients + [self.advances])
@@ -905,7 +998,8 @@ class Leases(Protocol):
         sub-sequence and pending checkpoint (always 0 and NULL here), and the
         checkpoint's value: only whether it is the acknowledged one matters,
         values being unique per write (so the writes counter is left out
-        too)."""
+        too).  What a worker was told since the clock moved (fresh, beat)
+        only counts with transactions, where a renewal can race a takeover."""
         acked = dict(glob["acked"])
         rows = []
         for shard, v in sorted(view["shards"].items()):
@@ -913,8 +1007,9 @@ class Leases(Protocol):
             cp = r[3] if r[3] in ("TRIM_HORIZON", "SHARD_END") else (
                 "acked" if acked.get(shard) == r[3] else "other")
             rows.append((r[0], r[1], cp, r[5], r[6], r[7]) + r[10:])
+        skip = ("writes",) if self.transactions else ("writes", "fresh", "beat", "session")
         return (tuple(rows), view["workers"], view["takeable"], view["lineage_changes"],
-                tuple(tuple(sorted((k, self.version_key(view, i, k, v)) for k, v in l.items() if k != "writes"))
+                tuple(tuple(sorted((k, self.version_key(view, i, k, v)) for k, v in l.items() if k not in skip))
                       for i, l in enumerate(locals_)),
                 glob["max_told"])
 
@@ -927,34 +1022,27 @@ class Leases(Protocol):
             return v
         return v == view["versions"].get(self.workers[i])
 
-    def moves(self, node):
-        for i in range(self.nclients):
-            if node.left[i] > 0:
-                for letter in self.alphabets[i]:
-                    yield i, letter
-        if node.left[self.nclients] > 0:
-            yield self.nclients, "A"
-
     @staticmethod
     def held(me):
         return dict(me["held"])
 
-    def plan(self, actor, letter, locals_, glob):
-        if letter == "A":
-            return {"label": "A advance the clock 3 days"}
+    def plan(self, actor, letter, locals_, glob, in_txn):
         me = locals_[actor]
         w = self.workers[actor]
         held = self.held(me)
         mine = [s for s in self.shards if s in held]
         others = [s for s in self.shards if s not in held]
+        fenced = [x for x in mine if held[x] is not None]
         if letter == "T":
             return {"label": "%s take_leases" % w}
         if letter == "N":
             return {"label": "%s renew_leases" % w}
         if letter == "B":
             return {"label": "%s heartbeat" % w}
+        if letter == "M":
+            return {"label": "%s my_leases" % w}
         if letter == "D":
-            return {"label": "%s its session ends" % w}
+            return None if in_txn else {"label": "%s its session ends" % w}
         if letter == "K":
             if not others:
                 return None
@@ -963,11 +1051,19 @@ class Leases(Protocol):
             if not others:
                 return None
             return {"shard": others[0], "label": "%s request_handoff(%s, to %s)" % (w, others[0], w)}
+        if letter in "LE":
+            if not fenced or me["hold"] is not None or (letter == "L") != in_txn:
+                return None
+            s = fenced[0]
+            if letter == "L":
+                return {"shard": s, "epoch": held[s],
+                        "label": "%s %s(%s, epoch %d)" % (w, self.hold_function, s, held[s])}
+            return {"shard": s, "epoch": held[s], "opens": True,
+                    "label": "%s batch: BEGIN, output, %s(%s, epoch %d)" % (w, self.hold_function, s, held[s])}
         if not mine:
             return None
         s = mine[0]
         if letter == "C":
-            fenced = [x for x in mine if held[x] is not None]
             if not fenced:
                 return None
             s = fenced[0]
@@ -990,6 +1086,8 @@ class Leases(Protocol):
             return {"shard": s, "label": "%s release_lease(%s)" % (w, s)}
         if letter == "X":
             return {"shard": s, "label": "%s close_shard(%s)" % (w, s)}
+        if letter == "P":
+            return {"shard": s, "label": "%s renew_lease(%s)" % (w, s)}
         raise ValueError(letter)
 
     def tell(self, glob, worker, shard, epoch):
@@ -1009,122 +1107,150 @@ class Leases(Protocol):
             mx[shard] = (epoch, worker)
         glob["max_told"] = frozenset(mx.items())
 
-    def perform(self, actor, letter, plan, locals_, glob):
-        db = self.db
-        if letter == "A":
-            locals_[actor]["advances"] += 1
-            # on the control connection, session_replication_role = replica:
-            # no trigger fires, as time passing fires none (with one, moving
-            # an expiry earlier would move its holder's leases_version)
-            self.db.execute(
-                actor,
-                "UPDATE lease.shard_leases SET lease_expires_at = lease_expires_at - interval '3 days',"
-                "       handoff_requested_at = handoff_requested_at - interval '3 days',"
-                "       handoff_deadline = handoff_deadline - interval '3 days'"
-                " WHERE app_name = %(a)s;"
-                "UPDATE lease.stream_workers SET expires_min = expires_min - interval '3 days',"
-                "       renewed_until = renewed_until - interval '3 days',"
-                "       renewed_at = renewed_at - interval '3 days'"
-                " WHERE app_name = %(a)s", {"a": APP})
-            return "advanced"
-        me = locals_[actor]
+    def world(self, ctx, letter, sim):
+        """A: the clock moves 3 days, on the control connection
+        (session_replication_role = replica: no trigger fires, as time
+        passing fires none), unless an open transaction holds one of the
+        rows it moves."""
+        try:
+            self.db.ctl_rows(
+                "BEGIN;"
+                "SELECT 1 FROM lease.shard_leases WHERE app_name = %(a)s FOR NO KEY UPDATE NOWAIT;"
+                "SELECT 1 FROM lease.worker_holdings WHERE app_name = %(a)s FOR NO KEY UPDATE NOWAIT;"
+                "SELECT 1 FROM lease.stream_workers WHERE app_name = %(a)s FOR NO KEY UPDATE NOWAIT", {"a": APP})
+        except psycopg2.errors.LockNotAvailable:
+            self.db.ctl_rows("ROLLBACK")
+            return None
+        self.db.ctl_rows(
+            "UPDATE lease.shard_leases SET lease_expires_at = lease_expires_at - interval '3 days',"
+            "       handoff_requested_at = handoff_requested_at - interval '3 days',"
+            "       handoff_deadline = handoff_deadline - interval '3 days'"
+            " WHERE app_name = %(a)s;"
+            "UPDATE lease.worker_holdings SET expires_min = expires_min - interval '3 days'"
+            " WHERE app_name = %(a)s;"
+            "UPDATE lease.stream_workers SET renewed_until = renewed_until - interval '3 days',"
+            "       renewed_at = renewed_at - interval '3 days'"
+            " WHERE app_name = %(a)s", {"a": APP})
+        ctx.locals[self.nclients]["advances"] += 1
+        for me in ctx.locals[:self.nclients]:
+            me["fresh"], me["beat"] = (), False
+        if not self.replaying:
+            snap, view = self.read_ctl()
+            self.check_state(ctx, ctx.view, view, self.nclients)
+            ctx.view, ctx.snapshot = view, snap
+        if sim:
+            return "advanced", lambda: self.db.ctl_rows("ROLLBACK")
+        self.db.ctl_rows("COMMIT")
+        return "advanced", None
+
+    RENEW_SQL = "SELECT shard_id, lease_epoch, handoff_to FROM lease.renew_leases(%s, %s, %s, %s, %s)"
+
+    def perform(self, actor, letter, plan, me, in_txn):
         w = self.workers[actor]
         held = self.held(me)
-        plan["told_checks"] = []
+        eff = []
         if letter == "B":
-            return self.heartbeat(actor, plan, me)
+            return (yield from self.heartbeat(actor, plan, me))
         if letter in "TN":
             if letter == "T":
                 # capacity 1 (the default) unless --weights: balancing by load
-                r = db.call(actor, "SELECT shard_id, lease_epoch, action"
+                r = yield Q("SELECT shard_id, lease_epoch, action"
                             " FROM lease.take_leases(%s, %s, %s, %s, capacity => %s, renew_every => %s)",
                             (APP, STREAM, w, DAY, self.capacities[actor] if self.weights else 1.0, self.every))
             else:
-                r = db.call(actor, "SELECT shard_id, lease_epoch, 'renewed' FROM lease.renew_leases(%s, %s, %s, %s, %s)",
-                            (APP, STREAM, w, DAY, self.every))
-            if isinstance(r, tuple):
-                return "error %s" % r[1]
+                r = yield Q("SELECT shard_id, lease_epoch, 'renewed' FROM " + self.renew_function
+                            + "(%s, %s, %s, %s, %s)", (APP, STREAM, w, DAY, self.every))
             if letter == "N":
                 held = {}
                 me["lv"] = me["hb"]     # the list, under its last heartbeat's version
             for shard, epoch, action in r:
                 if action in ("taken", "renewed"):
                     held[shard] = epoch
-                    plan["told_checks"].append((shard, epoch))
+                    eff.append(("tell", shard, epoch))
+            if letter == "N":
+                eff += [("held", tuple(sorted(held))), ("beat",)]
+            if self.every:
+                eff.append(("session", True))
             me["held"] = tuple(sorted(held.items()))
-            return ", ".join("%s %s@%d" % (a, s, e) for s, e, a in r) or "nothing"
+            return ", ".join("%s %s@%d" % (a, s, e) for s, e, a in r) or "nothing", eff
         if letter == "D":
-            self.db.execute(actor, "UPDATE lease.stream_workers SET session_pid = 0"
-                            " WHERE app_name = %(a)s AND worker = %(w)s", {"a": APP, "w": w})
-            return "ended"
+            yield Q("UPDATE lease.stream_workers SET session_pid = 0"
+                    " WHERE app_name = %(a)s AND worker = %(w)s", {"a": APP, "w": w})
+            return "ended", [("session", False)]
         if letter == "K":
-            r = db.call(actor, "SELECT lease.take_lease(%s, %s, %s, %s, NULL, %s)",
-                        (APP, STREAM, plan["shard"], w, DAY))
-            if isinstance(r, tuple):
-                return "error %s" % r[1]
+            r = yield Q("SELECT lease.take_lease(%s, %s, %s, %s, NULL, %s)", (APP, STREAM, plan["shard"], w, DAY))
             if r[0][0] is None:
-                return "not taken"
+                return "not taken", eff
             held[plan["shard"]] = None
             me["held"] = tuple(sorted(held.items()))
             plan["taken"] = True
-            return "taken (count %d)" % r[0][0]
+            return "taken (count %d)" % r[0][0], eff
         if letter in "CU":
             if letter == "C" and self.weights:
                 # reports work too: the measured rate (the weights win)
-                r = db.call(actor, "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s, 10)",
+                r = yield Q("SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s, 10)",
                             (APP, STREAM, plan["shard"], w, plan["value"], plan["epoch"]))
             elif letter == "C":
-                r = db.call(actor, "SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s)",
+                r = yield Q("SELECT lease.update_checkpoint(%s, %s, %s, %s, %s, 0, %s)",
                             (APP, STREAM, plan["shard"], w, plan["value"], plan["epoch"]))
             else:
-                r = db.call(actor, "SELECT " + self.checkpoint_function + "(%s, %s, %s, %s, %s, 0)",
+                r = yield Q("SELECT " + self.checkpoint_function + "(%s, %s, %s, %s, %s, 0)",
                             (APP, STREAM, plan["shard"], w, plan["value"]))
-            if isinstance(r, tuple):
-                return "error %s" % r[1]
             me["writes"] += 1
             ok = bool(r[0][0])
             plan["acked"] = ok
             if ok:
-                acked = dict(glob["acked"])
-                acked[plan["shard"]] = plan["value"]
-                glob["acked"] = frozenset(acked.items())
-            return "true" if ok else "false"
+                eff.append(("ack", plan["shard"], plan["value"]))
+            return "true" if ok else "false", eff
         if letter == "W":
-            r = db.call(actor, "SELECT shard_id, ok, reason FROM " + self.batch_function + "(%s, %s, %s,"
+            r = yield Q("SELECT shard_id, ok, reason FROM " + self.batch_function + "(%s, %s, %s,"
                         " %s::text[], %s::text[], %s::bigint[], %s::bigint[])",
                         (APP, STREAM, w, [x for x, _ in plan["batch"]], [plan["value"]] * len(plan["batch"]),
                          [0] * len(plan["batch"]), [e for _, e in plan["batch"]]))
-            if isinstance(r, tuple):
-                return "error %s" % r[1]
             me["writes"] += 1
             plan["results"] = [tuple(row) for row in r]
-            acked = dict(glob["acked"])
-            for shard, ok, _ in r:
-                if ok:
-                    acked[shard] = plan["value"]
-            glob["acked"] = frozenset(acked.items())
+            eff += [("ack", shard, plan["value"]) for shard, ok, _ in r if ok]
             return ", ".join("%s %s" % (shard, "true" if ok else "false (%s)" % reason)
-                             for shard, ok, reason in r)
+                             for shard, ok, reason in r) or "nothing", eff
         if letter in "RX":
             fn = "release_lease" if letter == "R" else "close_shard"
-            r = db.call(actor, "SELECT lease." + fn + "(%s, %s, %s, %s)", (APP, STREAM, plan["shard"], w))
-            if isinstance(r, tuple):
-                return "error %s" % r[1]
+            r = yield Q("SELECT lease." + fn + "(%s, %s, %s, %s)", (APP, STREAM, plan["shard"], w))
             held.pop(plan["shard"], None)
             me["held"] = tuple(sorted(held.items()))
+            eff.append(("drop", plan["shard"]))
             if r[0][0] and letter == "X":
-                acked = dict(glob["acked"])
-                acked[plan["shard"]] = "SHARD_END"
-                glob["acked"] = frozenset(acked.items())
-            return "true" if r[0][0] else "false"
+                eff.append(("ack", plan["shard"], "SHARD_END"))
+            return "true" if r[0][0] else "false", eff
         if letter == "H":
-            r = db.call(actor, "SELECT lease.request_handoff(%s, %s, %s, %s)", (APP, STREAM, plan["shard"], w))
+            r = yield Q("SELECT lease.request_handoff(%s, %s, %s, %s)", (APP, STREAM, plan["shard"], w))
+            return "true" if r[0][0] else "false", eff
+        if letter == "P":
+            r = yield Q("SELECT lease.renew_lease(%s, %s, %s, %s,"
+                        " (SELECT l.lease_count FROM lease.shard_leases AS l WHERE l.app_name = %s"
+                        "     AND l.stream_name = %s AND l.shard_id = %s), %s)",
+                        (APP, STREAM, plan["shard"], w, APP, STREAM, plan["shard"], DAY))
+            if r[0][0] is None:
+                return "not renewed", eff
+            eff.append(("renewed", plan["shard"]))
+            return "renewed (count %d)" % r[0][0], eff
+        if letter == "M":
+            r = yield Q("SELECT shard_id, lease_epoch FROM lease.my_leases(%s, %s, %s) ORDER BY 1", (APP, STREAM, w))
+            return ", ".join("%s@%d" % row for row in r) or "nothing", eff
+        if letter in "LE":
+            if letter == "E":
+                yield Q("INSERT INTO explore_output VALUES (%s, %s, %s)", (w, plan["shard"], plan["epoch"]))
+            r = yield Q("SELECT " + self.hold_function + "(%s, %s, %s, %s, %s)",
+                        (APP, STREAM, plan["shard"], w, plan["epoch"]), allowed=("55000",))
             if isinstance(r, tuple):
-                return "error %s" % r[1]
-            return "true" if r[0][0] else "false"
+                # not held at that epoch: the transaction is rolled back, the shard dropped
+                held.pop(plan["shard"], None)
+                me["held"] = tuple(sorted(held.items()))
+                return "error %s (rolled back)" % r[1], eff
+            me["hold"] = (plan["shard"], plan["epoch"])
+            if letter == "E":
+                me["batch"] = me["hold"]
+            return "held (checkpoint %s)" % r[0][0], eff
         raise ValueError(letter)
-
-    RENEW_SQL = "SELECT shard_id, lease_epoch, handoff_to FROM lease.renew_leases(%s, %s, %s, %s, %s)"
 
     def heartbeat(self, actor, plan, me):
         """B: the worker's renewal by heartbeat (docs/shard-leases.md,
@@ -1134,42 +1260,101 @@ class Leases(Protocol):
         savepoint rolled back, for heartbeat-list).  Otherwise it lists again
         at once, in the same transaction: renew_leases, which becomes its
         list, under the heartbeat's version."""
-        db, w = self.db, self.workers[actor]
-        r = db.call(actor, "SELECT leases, leases_version, handoffs_pending"
-                    " FROM lease.heartbeat(%s, %s, %s, %s, %s)", (APP, STREAM, w, DAY, self.every))
-        if isinstance(r, tuple):
-            return "error %s" % r[1]
+        w = self.workers[actor]
+        r = yield Q("SELECT leases, leases_version, handoffs_pending FROM " + self.heartbeat_function
+                    + "(%s, %s, %s, %s, %s)", (APP, STREAM, w, DAY, self.every))
         count, version, pending = r[0]
         me["hb"] = version
         said = "leases %d, version %s, %d handoff%s pending" % (
             count, version, pending, "" if pending == 1 else "s")
         if version == me["lv"] and pending == 0:
             held = self.held(me)
-            plan["told_checks"] = [(s, e) for s, e in sorted(held.items()) if e is not None]
-            plan["standing"] = (count, db.rows(actor, "SAVEPOINT explore_oracle; " + self.RENEW_SQL,
-                                               (APP, STREAM, w, DAY, self.every)))
-            db.execute(actor, "ROLLBACK TO SAVEPOINT explore_oracle")
+            eff = [("tell", s, e) for s, e in sorted(held.items()) if e is not None]
+            eff += [("held", tuple(sorted(held))), ("beat",)] + ([("session", True)] if self.every else [])
+            rows = yield Q("SAVEPOINT explore_oracle; " + self.RENEW_SQL, (APP, STREAM, w, DAY, self.every))
+            yield Q("ROLLBACK TO SAVEPOINT explore_oracle")
+            plan["standing"] = (count, rows)
             return "%s: the list stands, renewed %s" % (
                 said, ", ".join("%s@%s" % (s, "?" if e is None else e) for s, e in sorted(held.items()))
-                or "nothing")
-        r = db.call(actor, self.RENEW_SQL, (APP, STREAM, w, DAY, self.every))
-        if isinstance(r, tuple):
-            return "%s; renew_leases: error %s" % (said, r[1])
+                or "nothing"), eff
+        r = yield Q(self.RENEW_SQL.replace("lease.renew_leases", self.renew_function),
+                    (APP, STREAM, w, DAY, self.every))
         was, me["lv"] = me["lv"], version
         me["held"] = tuple(sorted((shard, epoch) for shard, epoch, _ in r))
-        plan["told_checks"] = [(shard, epoch) for shard, epoch, _ in r]
+        eff = [("tell", shard, epoch) for shard, epoch, _ in r]
+        eff += [("held", tuple(sorted(shard for shard, _, _ in r))), ("beat",)]
+        if self.every:
+            eff.append(("session", True))
         return "%s (list's %s): renew_leases -> %s" % (
             said, was,
-            ", ".join("renewed %s@%d" % (shard, epoch) for shard, epoch, _ in r) or "nothing")
+            ", ".join("renewed %s@%d" % (shard, epoch) for shard, epoch, _ in r) or "nothing"), eff
 
-    def check(self, before, after, actor, letter, plan, told, locals_, glob):
-        w = self.workers[actor] if actor < self.nclients else None
-        for shard, epoch in plan.get("told_checks", []):
-            self.tell(glob, w, shard, epoch)
+    def apply_effects(self, ctx, actor, effects):
+        w, me = self.workers[actor], ctx.locals[actor]
+        fresh = set(me["fresh"])
+        for e in effects:
+            if e[0] == "tell":
+                self.tell(ctx.glob, w, e[1], e[2])
+                fresh.add(e[1])
+            elif e[0] == "renewed":
+                fresh.add(e[1])
+            elif e[0] == "held":
+                fresh = set(e[1])
+            elif e[0] == "drop":
+                fresh.discard(e[1])
+            elif e[0] == "beat":
+                me["beat"] = True
+            elif e[0] == "session":
+                me["session"] = e[1]
+            elif e[0] == "ack":
+                acked = dict(ctx.glob["acked"])
+                acked[e[1]] = e[2]
+                ctx.glob["acked"] = frozenset(acked.items())
+        me["fresh"] = tuple(sorted(fresh))
+
+    def on_commit(self, ctx, actor, before):
+        me, w = ctx.locals[actor], self.workers[actor]
+        if me["batch"] is not None:
+            s, e = me["batch"]
+            b = before["shards"][s]
+            check(b["owner"] == w and b["epoch"] == e, "batch-fenced",
+                  "%s's batch on %s (held at epoch %d) commits while %s holds it at epoch %d"
+                  % (w, s, e, b["owner"], b["epoch"]))
+        me["hold"] = me["batch"] = None
+        super().on_commit(ctx, actor, before)
+
+    def holds(self, ctx, but):
+        """(worker, shard, epoch) of every open transaction's hold, but client `but`'s."""
+        for i in range(self.nclients):
+            me = ctx.locals[i]
+            if i != but and ctx.txn[i] and me["hold"] is not None:
+                yield self.workers[i], me["hold"][0], me["hold"][1]
+
+    def check_holds(self, ctx, view, actor, what):
+        for w, s, e in self.holds(ctx, actor):
+            a = view["shards"][s]
+            check(a["owner"] == w and a["epoch"] == e, "hold-respected",
+                  "%s's transaction holds %s at epoch %d, and %s shows it held by %s at epoch %d"
+                  % (w, s, e, what, a["owner"], a["epoch"]))
+
+    def txn_before(self, txn_view, txn_base, latest):
+        """A shard the transaction has written (it differs from what was
+        committed then) is as the transaction left it: its row lock kept
+        everyone else off it.  Any other shard is as last committed (read
+        committed: the call's statement sees other commits)."""
+        if txn_base is latest:
+            return txn_view
+        shards = {s: (txn_view["shards"][s] if txn_view["shards"][s] != txn_base["shards"][s] else row)
+                  for s, row in latest["shards"].items()}
+        return dict(latest, shards=shards)
+
+    def check_call(self, ctx, fl, told, before, after, committed):
+        actor, letter, plan = fl.actor, fl.letter, fl.plan
+        w = self.workers[actor]
         if plan.get("standing"):
             count, rows = plan["standing"]
             truth = {shard: epoch for shard, epoch, _ in rows}
-            listed = self.held(locals_[actor])
+            listed = self.held(fl.me)
             handoffs = [shard for shard, _, to in rows if to is not None]
             check(set(listed) == set(truth) and not handoffs and count == len(truth)
                   and all(e is None or truth[s] == e for s, e in listed.items()), "heartbeat-list",
@@ -1179,33 +1364,15 @@ class Leases(Protocol):
                      or "nothing", count))
         if plan.get("taken"):
             s = after["shards"][plan["shard"]]
-            self.tell(glob, w, plan["shard"], s["epoch"])
+            effects = [("tell", plan["shard"], s["epoch"])]
+            if committed:
+                self.apply_effects(ctx, actor, effects)
+            else:
+                self.defer_effects(ctx, actor, effects)
             if plan["shard"] == "c":
                 check(before["shards"]["p"]["checkpoint"] == "SHARD_END", "lineage",
                       "take_lease(c) by %s succeeded while its parent p is at %s"
                       % (w, before["shards"]["p"]["checkpoint"]))
-        for shard, a in after["shards"].items():
-            b = before["shards"][shard]
-            check(a["epoch"] >= b["epoch"], "epoch-increases",
-                  "%s: lease_epoch went from %d to %d" % (shard, b["epoch"], a["epoch"]))
-            if a["owner"] != b["owner"]:
-                check(a["epoch"] > b["epoch"], "epoch-increases",
-                      "%s: owner %s -> %s with lease_epoch %d -> %d"
-                      % (shard, b["owner"], a["owner"], b["epoch"], a["epoch"]))
-            if a["owner"] is not None:
-                # an ownership seen in the state is an epoch given to that owner
-                self.tell(glob, a["owner"], shard, a["epoch"])
-            acked = dict(glob["acked"]).get(shard)
-            if acked is not None:
-                check(a["checkpoint"] == acked, "checkpoint-kept",
-                      "%s: the acknowledged checkpoint is %s, the stored one %s" % (shard, acked, a["checkpoint"]))
-            else:
-                check(a["checkpoint"] == "TRIM_HORIZON", "checkpoint-kept",
-                      "%s: checkpoint %s was never acknowledged" % (shard, a["checkpoint"]))
-        if "c" in after["shards"] and after["shards"]["c"]["owner"] is not None:
-            check(after["shards"]["p"]["checkpoint"] == "SHARD_END", "lineage",
-                  "c is owned by %s while its parent p is at %s"
-                  % (after["shards"]["c"]["owner"], after["shards"]["p"]["checkpoint"]))
         if letter in "CU" and plan.get("acked"):
             b = before["shards"][plan["shard"]]
             check(b["owner"] == w, "checkpoint-owner",
@@ -1239,13 +1406,78 @@ class Leases(Protocol):
                     check(not ok and a["row"] == b["row"], "stale-refused",
                           "update_checkpoints(%s) with stale epoch %d (current %d) answered %s"
                           % (shard, epoch, b["epoch"], ok))
+        self.check_holds(ctx, after, actor, "what %s sees" % plan.get("label", letter))
+        if committed:
+            self.check_state(ctx, before, after, actor)
+        else:
+            self.check_rows(before, after)
+
+    def check_committed(self, ctx, before, after, actor):
+        self.check_state(ctx, before, after, actor)
+
+    def check_rows(self, before, after):
+        for shard, a in after["shards"].items():
+            b = before["shards"][shard]
+            check(a["epoch"] >= b["epoch"], "epoch-increases",
+                  "%s: lease_epoch went from %d to %d" % (shard, b["epoch"], a["epoch"]))
+            if a["owner"] != b["owner"]:
+                check(a["epoch"] > b["epoch"], "epoch-increases",
+                      "%s: owner %s -> %s with lease_epoch %d -> %d"
+                      % (shard, b["owner"], a["owner"], b["epoch"], a["epoch"]))
+        if "c" in after["shards"] and after["shards"]["c"]["owner"] is not None:
+            check(after["shards"]["p"]["checkpoint"] == "SHARD_END", "lineage",
+                  "c is owned by %s while its parent p is at %s"
+                  % (after["shards"]["c"]["owner"], after["shards"]["p"]["checkpoint"]))
         check(not after["disagreements"], "taker-recount",
               "the taker's bookkeeping disagrees with a recount: %s" % "; ".join(after["disagreements"]))
+
+    def check_state(self, ctx, before, after, actor):
+        """A change of the committed state, made by client `actor` (or the clock)."""
+        glob = ctx.glob
+        self.check_rows(before, after)
+        for shard, a in after["shards"].items():
+            b = before["shards"][shard]
+            if a["owner"] is not None:
+                # an ownership seen in the state is an epoch given to that owner
+                self.tell(glob, a["owner"], shard, a["epoch"])
+            acked = dict(glob["acked"]).get(shard)
+            if acked is not None:
+                check(a["checkpoint"] == acked, "checkpoint-kept",
+                      "%s: the acknowledged checkpoint is %s, the stored one %s" % (shard, acked, a["checkpoint"]))
+            else:
+                check(a["checkpoint"] == "TRIM_HORIZON", "checkpoint-kept",
+                      "%s: checkpoint %s was never acknowledged" % (shard, a["checkpoint"]))
+            if b["owner"] is not None and a["owner"] != b["owner"] and b["owner"] in self.workers:
+                loser = self.workers.index(b["owner"])
+                # (a holder whose recorded session ended loses its leases early, by design)
+                check(loser == actor or shard not in ctx.locals[loser]["fresh"]
+                      or not ctx.locals[loser]["session"], "renewal-honoured",
+                      "%s was told it holds %s since the clock last moved, and %s took it"
+                      % (b["owner"], shard, self.who(actor)))
+        self.check_holds(ctx, after, actor, "the committed state")
+
+    def check_wait(self, ctx, wait):
+        waiter = wait.waiter
+        if wait.letter not in OWN_CALLS or all(b == waiter for b in wait.blockers):
+            return
+        w = self.workers[waiter]
+        rel, _, key = wait.lock.partition(" ")
+        if wait.letter in "BN" and rel == "lease.stream_workers" and key == w \
+                and not ctx.locals[waiter]["beat"]:
+            return      # a takeover of its own expired lease
+        if wait.letter in "PCUW" and rel == "lease.shard_leases" \
+                and key in ([x for x, _ in wait.plan["batch"]] if wait.letter == "W" else [wait.plan.get("shard")]):
+            return      # the row of a lease it acts on, written or locked by another transaction
+        if wait.letter == "C" and self.weights and rel == "lease.worker_holdings" and key == w:
+            return      # a measured checkpoint keeps its worker's load exact (--weights)
+        FOUND.append(Violation("own-call-waits", "%s waits for %s's transaction (%s)"
+                               % (wait.label, ", ".join(self.who(b) for b in wait.blockers if b != waiter),
+                                  wait.lock)))
 
 
 # ---------------------------------------------------------------------------
 
-def report(proto, stats, violations, clients, calls, extra):
+def report(proto, stats, violations, waits, clients, calls, extra):
     n = interleavings(calls, proto.alphabets, extra)
     clock = " + %d clock step%s" % (extra, "s" if extra != 1 else "") if extra else ""
     if len(set(proto.alphabets)) == 1:
@@ -1253,16 +1485,32 @@ def report(proto, stats, violations, clients, calls, extra):
     else:
         programs = "every program over the alphabets %s" % " ".join(proto.alphabets)
     broken = " (%d invariant%s broken)" % (len(violations), "s" if len(violations) > 1 else "") if violations else ""
-    print("%s: %d interleavings of %d clients x %d calls%s (%s), %d violations%s, %.1f s"
-          " (%d distinct states, %d calls)"
+    nwaits = sum(e[0] for e in waits.values())
+    print("%s: %d interleavings of %d clients x %d calls%s (%s), %d violations%s, %d waits (%d distinct), %.1f s"
+          " (%d distinct states, %d calls, %d replays)"
           % (proto.name, n, clients, calls, clock, programs, stats["violating_calls"], broken,
-             stats["seconds"], stats["states"], stats["calls"]))
+             nwaits, len(waits), stats["seconds"], stats["states"], stats["calls"], stats["replays"]))
+    for key in sorted(waits, key=lambda k: (k[0], k[1], k[2], k[3])):
+        count, (node, label), w, seen = waits[key]
+        who = proto.who(w.waiter)
+        blockers = ", ".join("%s (its transaction: %s)" % (proto.who(b), " ".join(steps) if steps else "?")
+                             for b, steps in zip(w.blockers, w.blocker_steps))
+        timed = [x.ms for x in seen if x.ms is not None]
+        waited = ("; it answered after %.0f to %.0f ms (bound %d ms)"
+                  % (min(timed), max(timed), proto.bound_ms(w.letter)) if timed else "")
+        print("  wait: %s waits for %s on %s; %d time%s%s; first after:"
+              % (label if label.startswith(who) else "%s %s" % (who, label), blockers, w.lock, count,
+                 "s" if count != 1 else "", waited))
+        for actor, _letter, slabel, told, _lines in path_of(node):
+            print("      %-9s %s -> %s" % (proto.who(actor), slabel, told))
     for invariant in sorted(violations, key=lambda k: len(violations[k][0])):
         path, message = violations[invariant]
         print("  VIOLATION %s, shortest counterexample (%d calls):" % (invariant, len(path)))
-        for actor, _letter, label, told in path:
-            who = "clock" if label.startswith("A ") else "client %d" % (actor + 1)
+        for actor, _letter, label, told, lines in path:
+            who = proto.who(actor)
             print("    %-9s %s -> %s" % (who, label, told))
+            for line in lines:
+                print("              (%s)" % line)
         print("    broken: %s" % message)
     sys.stdout.flush()
 
@@ -1283,6 +1531,12 @@ def main():
                     help="leases: the function W calls (a mutant batch without its guards)")
     ap.add_argument("--turn-function", default="lease.admit_turn",
                     help="bindings: the function T calls (a mutant turn that ends nothing)")
+    ap.add_argument("--heartbeat-function", default="lease.heartbeat",
+                    help="leases: the function B calls (a seeded defect)")
+    ap.add_argument("--renew-function", default="lease.renew_leases",
+                    help="leases: the function N calls, and B when it lists (a seeded defect)")
+    ap.add_argument("--hold-function", default="lease.hold_lease",
+                    help="leases: the function L and E call (a seeded defect)")
     ap.add_argument("--progress", action="store_true", help="a line on stderr every 30 s")
     ap.add_argument("--weights", action="store_true",
                     help="leases: the shards weigh 4, 1, 2 and w1 has capacity 2 (balancing by load)")
@@ -1292,26 +1546,30 @@ def main():
                     help="leases: T, N and B declare renew_every, and every worker may end its session (D)")
     ap.add_argument("--heartbeat", action="store_true",
                     help="leases: every worker may renew by lease.heartbeat with its remembered list (B)")
+    ap.add_argument("--seed", action="store_true",
+                    help="leases (--shards 3): w1 starts holding p and w2 holding s, heartbeat and list made")
     ap.add_argument("--alphabets", type=lambda v: v.split(","),
-                    help="leases: the workers' alphabets, comma-separated (instead of --roles or every letter)")
+                    help="the clients' alphabets, comma-separated (instead of --roles or every letter)")
     ap.add_argument("--setting", action="append", default=[],
                     help="NAME=VALUE, a setting of the explorer's sessions (a seeded defect's switch)")
     args = ap.parse_args()
     options = ("-c lease.handoff_timeout=43200000 -c lease.default_lease_duration=86400000"
                " -c lease.record_events=off -c client_min_messages=error")
     options += "".join(" -c " + setting for setting in args.setting)
+    if args.seed and (args.protocol != "leases" or args.shards != 3 or args.clients < 2):
+        ap.error("--seed needs --protocol leases --shards 3 and at least 2 clients")
     db = Db(args.dsn, args.clients, options)
     extra = 0
     if args.protocol == "bindings":
         proto = Bindings(db, args.clients, args.calls, args.restore_function, args.retry_function, args.roles,
-                         args.turn_function)
+                         args.turn_function, args.alphabets)
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
-                       args.roles, args.weights, args.fast_failover, args.heartbeat, args.alphabets,
-                       args.batch_function)
+                       args.roles, args.weights, args.fast_failover, args.heartbeat, args.alphabets, args.seed,
+                       args.heartbeat_function, args.renew_function, args.hold_function, args.batch_function)
         extra = args.advances
-    stats, violations = explore(proto, args.progress)
-    report(proto, stats, violations, args.clients, args.calls, extra)
+    stats, violations, waits = Engine(proto, args.progress).run()
+    report(proto, stats, violations, waits, args.clients, args.calls, extra)
     return 1 if violations else 0
 
 

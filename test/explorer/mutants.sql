@@ -120,12 +120,12 @@ AS '$libdir/pg_lease', 'lease_admit_turn'
 LANGUAGE C VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
--- Leases (issue 23, lease.heartbeat): a lease that leaves its holder (an
+-- Leases (lease.heartbeat): a lease that leaves its holder (an
 -- expiry or session_ended takeover, a claim past a handoff deadline, a
 -- release or close) does not move the holder's leases_version, as if
 -- LEASE_SQL_RECORD_LOADS bumped the version of the workers it brings leases
 -- to only.  A heartbeat then tells a worker whose lease was taken over that
--- its list still stands.  A trigger on lease.stream_workers (test-only,
+-- its list still stands.  A trigger on lease.worker_holdings (test-only,
 -- this database only) that puts the version back, switched on by the
 -- setting explore_mutant.keep_version = on (explore.py --setting), so the
 -- explorer's other runs in this database see the extension as it is.
@@ -143,6 +143,80 @@ END
 $$;
 
 CREATE TRIGGER explore_mutant_keep_version
-    BEFORE UPDATE OF version ON lease.stream_workers
+    BEFORE UPDATE OF version ON lease.worker_holdings
     FOR EACH ROW
     EXECUTE FUNCTION explore_mutant.keep_version();
+
+-- Leases: the heartbeat as released up to 0.4.0, when the bookkeeping and
+-- the heartbeat shared one row (lease.stream_workers): the heartbeat locks
+-- the worker's bookkeeping row, which every ownership change of the worker
+-- writes, so a transfer to the worker left open in another worker's
+-- transaction makes its heartbeat wait.  (explore.py --heartbeat-function;
+-- the lock is the 0.4.0 heartbeat's UPDATE of that row.)
+CREATE FUNCTION explore_mutant.heartbeat(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL,
+    OUT leases bigint, OUT leases_version bigint, OUT handoffs_pending bigint)
+RETURNS record
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM 1 FROM lease.worker_holdings AS h
+     WHERE h.app_name = heartbeat.app_name AND h.stream_name = heartbeat.stream_name
+       AND h.worker = heartbeat.owner
+       FOR NO KEY UPDATE;
+    SELECT b.leases, b.leases_version, b.handoffs_pending
+      INTO leases, leases_version, handoffs_pending
+      FROM lease.heartbeat(app_name, stream_name, owner, lease_duration, renew_every) AS b;
+END
+$$;
+
+-- Leases: a renewal that locks the lease rows it renews (as renew_leases
+-- did up to 0.3.0, writing every lease): it waits for any transaction that
+-- wrote one of the worker's leases, a handoff request of another worker
+-- left open, a takeover in progress.  (explore.py --renew-function.)
+CREATE FUNCTION explore_mutant.renew_leases(
+    app_name text, stream_name text, owner text,
+    lease_duration interval DEFAULT NULL, renew_every interval DEFAULT NULL)
+RETURNS TABLE(shard_id text, lease_count bigint, handoff_to text, lease_epoch bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM 1 FROM lease.shard_leases AS l
+     WHERE l.app_name = renew_leases.app_name AND l.stream_name = renew_leases.stream_name
+       AND l.lease_owner = renew_leases.owner
+     ORDER BY l.shard_id
+       FOR NO KEY UPDATE;
+    RETURN QUERY SELECT * FROM lease.renew_leases(app_name, stream_name, owner, lease_duration, renew_every);
+END
+$$;
+
+-- Leases: a takeover that ignores hold_lease.  Every ownership change is an
+-- UPDATE of the lease row, which waits for hold_lease's FOR SHARE lock
+-- (docs/exactly-once.md); a takeover ignoring the hold is what a hold
+-- without that lock lets through: this hold_lease checks owner and epoch
+-- and locks nothing, so a takeover proceeds while the batch is open and the
+-- batch commits output for a lease it no longer holds.  (explore.py
+-- --hold-function.)
+CREATE FUNCTION explore_mutant.hold_lease(
+    app_name text, stream_name text, shard_id text, owner text, lease_epoch bigint)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    SELECT l.lease_owner, l.lease_epoch, l.checkpoint INTO r
+      FROM lease.shard_leases AS l
+     WHERE l.app_name = hold_lease.app_name AND l.stream_name = hold_lease.stream_name
+       AND l.shard_id = hold_lease.shard_id;
+    IF NOT FOUND OR r.lease_owner IS DISTINCT FROM owner OR r.lease_epoch <> hold_lease.lease_epoch THEN
+        RAISE EXCEPTION 'lease "%" of stream "%" is not held by "%" at epoch %',
+            shard_id, stream_name, owner, lease_epoch USING ERRCODE = '55000';
+    END IF;
+    RETURN r.checkpoint;
+END
+$$;

@@ -8,7 +8,7 @@
 #   test/explorer/run.sh --long   make explore: dependencies, build, install,
 #       its own throwaway cluster (test/lib/cluster.sh), the long sizes
 #
-# Twelve checks, one count each, closing with "N passed, N failed":
+# Nineteen checks, one count each, closing with "N passed, N failed":
 #   1. bindings against the extension: 0 violations;
 #   2. leases against the extension: 0 violations;
 #   2b. leases balanced by load (--weights: weighted shards, w1 of
@@ -30,18 +30,39 @@
 #      heartbeat-list, with its counterexample;
 #   9. leases checkpointed in batches (update_checkpoints, letter W) among
 #      takes, expiry takeovers, closes and renewals: no violation;
-#   10. leases against update_checkpoints without its guards (mutants.sql):
-#      at least one violation of batch-judged, with its counterexample.
-# Sizes (clients x calls per client; the alphabets are in explore.py's
+#  10. leases against update_checkpoints without its guards (mutants.sql):
+#      at least one violation of batch-judged, with its counterexample;
+#  11. leases with transactions that span calls (engine.py; --seed: w1
+#      holds p, w2 holds s): 3 workers x 3 steps + the clock, w1 releasing
+#      inside a transaction ([R), w2 asking for p and renewing by heartbeat
+#      (HB), w3 taking inside a transaction ([K): no violation, every wait
+#      printed (the open transfer, the takeovers of expired leases);
+#  11b. a worker's own calls against other workers' open transactions:
+#      w1 renews (N, P), checkpoints (C) and reads (M) while w2 takes (
+#      [K) and w3 asks for handoffs ([H) inside transactions: no violation;
+#  11c. the transactional batch (E: BEGIN, output, hold_lease; C; ]) against
+#      take_lease and take_leases in transactions: no violation;
+#  11d. bindings with transactions (a tenant's start_conversation or turn
+#      left open, [ST]) against rotations, admissions and turns, the bounds
+#      at 20 ms: no violation, every wait answered within its bound;
+#  12. leases against the heartbeat of 0.4.0, which locked the row the
+#      ownership changes write (explore_mutant.heartbeat): own-call-waits;
+#  13. leases against a renewal that locks the lease rows it renews
+#      (explore_mutant.renew_leases): own-call-waits;
+#  14. leases against a takeover that ignores hold_lease (a hold without
+#      its row lock, explore_mutant.hold_lease): hold-respected.
+# Sizes (clients x steps per client; the alphabets are in explore.py's
 # header): make test 2 x 3 bindings, every letter for both clients; 3 x 3
 # leases + 1 clock step, per-worker alphabets (--roles), and 3 x 2 of them
 # with --weights; the heartbeat runs 2 x 3 over alphabets without the
 # checkpoint letters (a heartbeat decides on who holds what, not on
 # checkpoints): TNRXB TNKHB, and TNRBD TKHBD in the fast-failover mode
 # (--long: 2 x 4); the batch runs 3 x 3 + 1 clock step over TNW TKCW TXW
-# on 2 shards (--long: 3 shards).  --long: 3 x 4
+# on 2 shards (--long: 3 shards); the transaction runs as above (--long:
+# 3 x 3 with larger alphabets).  --long: 3 x 4
 # bindings (--roles); 3 x 3 leases + 1 clock step, every letter for every
-# worker, and 3 x 3 with --weights (--roles).  Each run prints its counts and time.
+# worker, and 3 x 3 with --weights (--roles).  Each run prints its counts,
+# the waits it saw and its time.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -68,14 +89,24 @@ if [ "$LONG" -eq 1 ]; then
     LEASES=(--clients 3 --calls 3 --shards 2 --advances 1 --progress)
     WEIGHTED=(--clients 3 --calls 3 --roles --shards 2 --advances 1 --weights --progress)
     HEARTBEAT=(--clients 2 --calls 4 --shards 2 --advances 1 --progress)
-    BATCH=(--clients 3 --calls 3 --shards 3 --advances 1 --progress)
+    TXN=(--alphabets "[R,[HB,[K" --clients 3 --calls 3 --progress)
+    OWN=(--alphabets "NPCM,[K,[H" --clients 3 --calls 3 --progress)
+    BATCH=(--alphabets "EC]~,[]KT" --clients 2 --calls 4 --progress)
+    BTXN=(--alphabets "[ST]~,RSTE" --clients 2 --calls 4 --progress)
+    CKPTS=(--clients 3 --calls 3 --shards 3 --advances 1 --progress)
 else
     BINDINGS=(--clients 2 --calls 3)
     LEASES=(--clients 3 --calls 3 --roles --shards 2 --advances 1)
     WEIGHTED=(--clients 3 --calls 2 --roles --shards 2 --advances 1 --weights)
     HEARTBEAT=(--clients 2 --calls 3 --shards 2 --advances 1)
-    BATCH=(--clients 3 --calls 3 --shards 2 --advances 1)
+    TXN=(--alphabets "[R,HB,[K" --clients 3 --calls 3)
+    OWN=(--alphabets "NPCM,[K,[H" --clients 3 --calls 2)
+    BATCH=(--alphabets "EC],[KT" --clients 2 --calls 3)
+    BTXN=(--alphabets "[ST],RST" --clients 2 --calls 3)
+    CKPTS=(--clients 3 --calls 3 --shards 2 --advances 1)
 fi
+SEEDED=(--seed --shards 3 --advances 1)
+BOUNDS=(--setting lease.rotation_lock_timeout=20 --setting lease.admission_lock_timeout=20)
 
 "$PG_BINDIR/psql" -X -q -d postgres -c "SET client_min_messages = warning" \
     -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" &&
@@ -119,7 +150,7 @@ run clean --protocol leases --heartbeat --alphabets TNRX,TNKH "${HEARTBEAT[@]}"
 run clean --protocol leases --heartbeat --fast-failover --alphabets TNR,TKH "${HEARTBEAT[@]}"
 # batched checkpoints (W) among takes (T, K), renewals (N), closes (X) and
 # single fenced checkpoints (C)
-run clean --protocol leases --alphabets TNW,TKCW,TXW "${BATCH[@]}"
+run clean --protocol leases --alphabets TNW,TKCW,TXW "${CKPTS[@]}"
 # The seeded defects, at the smallest sizes that reach them (the
 # counterexamples are 4 calls long).
 run restorable-unbound --protocol bindings --clients 2 --calls 2 \
@@ -137,6 +168,21 @@ run lifecycle --protocol bindings --clients 1 --calls 2 \
 # (take, heartbeat and list, the clock, the takeover, a heartbeat)
 run heartbeat-list --protocol leases --heartbeat --alphabets T --clients 2 --calls 3 --advances 1 \
     --setting explore_mutant.keep_version=on
+# Transactions that span calls, and waits (engine.py)
+run clean --protocol leases "${SEEDED[@]}" "${TXN[@]}"
+run clean --protocol leases "${SEEDED[@]}" "${OWN[@]}"
+run clean --protocol leases "${SEEDED[@]}" "${BATCH[@]}"
+run clean --protocol bindings "${BOUNDS[@]}" "${BTXN[@]}"
+# Their seeded defects, at the smallest sizes that reach them: w2 asks for
+# p, w1 hands it over in a transaction it leaves open, w2's heartbeat waits
+# (4 steps); w2 asks for p in a transaction it leaves open, w1's renewal
+# waits (3 steps); the clock, w1 holds p, w2 takes it (4 steps)
+run own-call-waits --protocol leases --seed --shards 3 --advances 0 --alphabets "[R,HB" --clients 2 --calls 2 \
+    --heartbeat-function explore_mutant.heartbeat
+run own-call-waits --protocol leases --seed --shards 3 --advances 0 --alphabets "N,[H" --clients 2 --calls 2 \
+    --renew-function explore_mutant.renew_leases
+run hold-respected --protocol leases --seed --shards 3 --advances 1 --alphabets "[L,K" --clients 2 --calls 2 \
+    --hold-function explore_mutant.hold_lease
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

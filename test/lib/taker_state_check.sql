@@ -1,8 +1,8 @@
 -- test/lib/taker_state_check.sql: every disagreement between the taker's
--- bookkeeping (lease.stream_workers, lease.stream_takeable) and a recount
+-- bookkeeping (lease.worker_holdings, lease.stream_takeable) and a recount
 -- from lease.shard_leases, one row each; no row when they agree.  The same
 -- rules as the torture checker (test/torture/pg_lease_torture.c):
---   * stream_workers.leases equals the number of rows the worker owns
+--   * worker_holdings.leases equals the number of rows the worker owns
 --     (expired or not), for every worker (a row with 0 is the same as none);
 --   * expires_min is no later than the earliest lease_expires_at of them;
 --   * weighed equals how many of them have a known weight
@@ -26,7 +26,7 @@ SELECT 'worker ' || coalesce(r.app_name, w.app_name) || '/' || coalesce(r.stream
                coalesce(sum(coalesce(weight, work_rate)), 0) AS load
           FROM lease.shard_leases WHERE lease_owner IS NOT NULL
          GROUP BY 1, 2, 3) AS r
-  FULL JOIN (SELECT * FROM lease.stream_workers WHERE leases <> 0 OR weighed <> 0 OR load <> 0) AS w
+  FULL JOIN (SELECT * FROM lease.worker_holdings WHERE leases <> 0 OR weighed <> 0 OR load <> 0) AS w
        USING (app_name, stream_name, worker)
  WHERE r.leases IS DISTINCT FROM w.leases
     OR w.expires_min IS NULL OR w.expires_min > r.expires_min

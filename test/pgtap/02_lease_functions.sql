@@ -111,7 +111,8 @@ SELECT lives_ok($$SELECT lease.take_lease('a', 's', 'no-such-shard', 'w')$$, 'an
 
 -- every function whose C depends on the schema version is bound to the
 -- entry point of the newest schema that changed it (src/common/version.h):
--- 0.4.0's, or 0.5.0's for the stream functions (the placement check); the
+-- 0.4.0's, or 0.5.0's for the stream functions (the placement check) and
+-- the owners trigger (the bookkeeping in lease.worker_holdings); the
 -- plain and older symbols serve the released schemas only
 SELECT is(array_agg(p.oid::regprocedure::text || ' ' || p.prosrc ORDER BY p.oid::regprocedure::text),
           ARRAY['lease.admit_turn(bigint) lease_admit_turn_0_4',
@@ -134,6 +135,7 @@ SELECT is(array_agg(p.oid::regprocedure::text || ' ' || p.prosrc ORDER BY p.oid:
                 'lease.rotate_channel(text,text,text,text,text,bigint) lease_rotate_channel_0_4',
                 'lease.set_balance_tolerance(text,text,double precision) lease_set_balance_tolerance_0_5',
                 'lease.set_weight(text,text,text,double precision) lease_set_weight_0_5',
+                'lease.shard_leases_owners_changed() lease_shard_leases_owners_changed_0_5',
                 'lease.start_conversation(text,text,text,text,text) lease_start_conversation_0_4',
                 'lease.sync_shards(text,text,text[],text[]) lease_sync_shards_0_5',
                 'lease.take_lease(text,text,text,text,bigint,interval,interval) lease_take_lease_0_5',

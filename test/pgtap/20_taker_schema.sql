@@ -1,7 +1,7 @@
 -- pgTAP: the taker's schema and signatures: indexes, the events table, the
 -- views, and every new function's arguments and return type.
 BEGIN;
-SELECT plan(30);
+SELECT plan(37);
 
 SELECT has_index('lease', 'shard_leases', 'shard_leases_handoff_idx',
                  ARRAY['app_name', 'stream_name', 'handoff_to'], 'the handoff index exists');
@@ -17,6 +17,30 @@ SELECT is((SELECT count(*)::int FROM pg_index i, unnest(i.indkey) k
                                'checkpointed_at')),
           0, 'no index on a column renewals or checkpoints change');
 SELECT has_check('lease', 'shard_leases', 'shard_leases has its handoff CHECK');
+
+-- the bookkeeping and the heartbeat rows (0.5.0): apart, so a transfer to
+-- a worker does not hold the row its heartbeat writes
+SELECT columns_are('lease', 'worker_holdings', ARRAY['app_name', 'stream_name', 'worker', 'leases',
+                                                      'expires_min', 'version', 'load', 'weighed'],
+                   'worker_holdings columns: the bookkeeping');
+SELECT columns_are('lease', 'stream_workers', ARRAY['app_name', 'stream_name', 'worker', 'renewed_until',
+                                                     'renewed_at', 'renew_every', 'session_pid',
+                                                     'session_start', 'server_incarnation'],
+                   'stream_workers columns: the heartbeat and liveness record only');
+SELECT col_is_pk('lease', 'worker_holdings', ARRAY['app_name', 'stream_name', 'worker'],
+                 'worker_holdings is keyed by worker and stream');
+SELECT has_index('lease', 'worker_holdings', 'worker_holdings_holding_idx', ARRAY['app_name', 'stream_name'],
+                 'the workers holding leases are an index scan');
+SELECT has_trigger('lease', 'worker_holdings', 'worker_holdings_added',
+                   'a worker''s first holdings row brings its heartbeat row');
+-- a heartbeat is a HOT update: no index but the key on stream_workers
+SELECT is((SELECT count(*)::int FROM pg_index WHERE indrelid = 'lease.stream_workers'::regclass AND NOT indisprimary),
+          0, 'stream_workers has no index but its key');
+SELECT is((SELECT array_agg(c.relid::regclass::text || ' ' || c.cond ORDER BY 1)
+             FROM pg_extension AS e, unnest(e.extconfig, e.extcondition) AS c(relid, cond)
+            WHERE e.extname = 'pg_lease' AND c.relid IN ('lease.stream_workers'::regclass, 'lease.worker_holdings'::regclass)),
+          ARRAY['lease.stream_workers WHERE false', 'lease.worker_holdings WHERE false'],
+          'the bookkeeping and the heartbeat rows are rebuilt after a restore, not dumped');
 
 SELECT has_table('lease', 'lease_events', 'lease.lease_events exists');
 SELECT col_is_pk('lease', 'lease_events', 'event_id', 'lease_events is keyed by event_id');

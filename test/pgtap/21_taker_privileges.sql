@@ -2,11 +2,13 @@
 -- PUBLIC; import_kcl_ex, import_kcl_ex_rows and import_kcl_dynamodb run with the
 -- caller's privileges, and PUBLIC may not run the last.
 BEGIN;
-SELECT plan(15);
+SELECT plan(17);
 
 SELECT table_privs_are('lease', 'lease_events', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on lease_events');
 SELECT table_privs_are('lease', 'lease_status', 'public', ARRAY[]::text[], 'PUBLIC cannot read lease_status');
 SELECT table_privs_are('lease', 'worker_loads', 'public', ARRAY[]::text[], 'PUBLIC cannot read worker_loads');
+SELECT table_privs_are('lease', 'worker_holdings', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on worker_holdings');
+SELECT table_privs_are('lease', 'stream_workers', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on stream_workers');
 SELECT is((SELECT prosecdef FROM pg_proc WHERE oid = 'lease.import_kcl_ex(regclass)'::regprocedure), false,
           'import_kcl_ex is SECURITY INVOKER');
 SELECT is((SELECT prosecdef FROM pg_proc WHERE oid = 'lease.import_kcl_ex_rows(text[],text[],text[],text[],text[],bigint[],boolean[])'::regprocedure), false,

@@ -1,4 +1,4 @@
--- The taker's bookkeeping (lease.stream_workers, lease.stream_takeable,
+-- The taker's bookkeeping (lease.worker_holdings, lease.stream_takeable,
 -- lease.lineage_changes) equals a recount from the leases after every
 -- function that changes who holds a lease or what is takeable.  taker_disagreements
 -- lists every disagreement (test/lib/taker_state_check.sql): no row is the
@@ -8,7 +8,7 @@ CREATE VIEW lease_test.counted AS
 SELECT w.worker, w.leases, w.expires_min IS NOT NULL AS bounded,
        (SELECT t.takeable FROM lease.stream_takeable t WHERE t.app_name = 'ts' AND t.stream_name = 's') AS takeable,
        (SELECT count(*) FROM lease.lineage_changes g WHERE g.app_name = 'ts' AND g.stream_name = 's') AS stale
-  FROM lease.stream_workers w WHERE w.app_name = 'ts' AND w.stream_name = 's' AND w.leases > 0
+  FROM lease.worker_holdings w WHERE w.app_name = 'ts' AND w.stream_name = 's' AND w.leases > 0
  ORDER BY w.worker;
 
 -- create_lease: the stream gets its takeable row (no count yet)
@@ -31,7 +31,7 @@ SELECT * FROM lease_test.counted;
 -- renew_leases sets the bound to the exact expiry of the worker's leases
 SELECT w.expires_min = (SELECT min(lease_expires_at) FROM lease.shard_leases
                          WHERE app_name = 'ts' AND lease_owner = 'w1') AS bound_is_exact
-  FROM lease.stream_workers w WHERE w.app_name = 'ts' AND w.worker = 'w1';
+  FROM lease.worker_holdings w WHERE w.app_name = 'ts' AND w.worker = 'w1';
 -- a shorter duration moves expiries earlier: the trigger lowers the bound
 SELECT lease.renew_lease('ts', 's', 'a5', 'w2', 2, '5 seconds');
 SELECT count(*) FROM lease.renew_leases('ts', 's', 'w1', '6 seconds');

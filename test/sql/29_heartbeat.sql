@@ -1,7 +1,8 @@
--- lease.heartbeat (docs/shard-leases.md): renew_leases' one write, answered
--- from the worker's lease.stream_workers row (how many leases it holds, the
--- row's version, how many of them have a pending handoff) instead of a list
--- of its leases, so its cost does not grow with them.
+-- lease.heartbeat (docs/shard-leases.md): renew_leases' one write (the
+-- worker's lease.stream_workers row), answered from its lease.worker_holdings
+-- row (how many leases it holds, the row's version, how many of them have a
+-- pending handoff) instead of a list of its leases, so its cost does not
+-- grow with them.
 \ir test/lib/taker_state_check.sql
 SELECT count(*) FROM (SELECT lease.create_lease('hb', 's', 'l' || i) FROM generate_series(1, 4) i) AS c;
 
@@ -22,7 +23,8 @@ SELECT :leases AS leases, :handoffs_pending AS handoffs_pending;
 SELECT md5(string_agg(l::text, '|' ORDER BY shard_id)) = :'leases_before' AS leases_unwritten
   FROM lease.shard_leases AS l WHERE app_name = 'hb';
 SELECT renewed_until - renewed_at = interval '2 hours' AS heartbeat, renew_every, version = :v1 AS version
-  FROM lease.stream_workers WHERE app_name = 'hb' AND worker = 'w1';
+  FROM lease.stream_workers JOIN lease.worker_holdings USING (app_name, stream_name, worker)
+ WHERE app_name = 'hb' AND worker = 'w1';
 SELECT shard_id, expires_in > interval '1 hour 59 minutes' AS renewed FROM lease.my_leases('hb', 's', 'w1');
 
 -- the version stays through what does not change w1's leases: another
@@ -58,7 +60,7 @@ UPDATE lease.shard_leases SET lease_expires_at = clock_timestamp() - interval '1
  WHERE app_name = 'hb' AND lease_owner = 'w1';
 UPDATE lease.stream_workers SET renewed_until = clock_timestamp() - interval '1 s'
  WHERE app_name = 'hb' AND worker = 'w1';
-SELECT version AS v2 FROM lease.stream_workers WHERE app_name = 'hb' AND worker = 'w1' \gset
+SELECT version AS v2 FROM lease.worker_holdings WHERE app_name = 'hb' AND worker = 'w1' \gset
 SELECT lease.take_lease('hb', 's', 'l2', 'w3') IS NOT NULL AS taken_over;
 SELECT leases, leases_version > :v2 AS moved FROM lease.heartbeat('hb', 's', 'w1');
 SELECT leases, leases_version AS v3 FROM lease.heartbeat('hb', 's', 'w1') \gset

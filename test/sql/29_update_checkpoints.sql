@@ -31,7 +31,7 @@ SELECT * FROM lease.update_checkpoints('ucs', 's', 'w1', ARRAY['c1', 'c3'], ARRA
     ARRAY[0, 0]::bigint[], ARRAY[1, 1]::bigint[], ARRAY[600, NULL]::bigint[]);
 SELECT shard_id, work_rate > 0 AS measured FROM lease.shard_leases
  WHERE app_name = 'ucs' AND shard_id IN ('c1', 'c3') ORDER BY 1;
-SELECT worker, weighed, load > 0 AS loaded FROM lease.stream_workers WHERE app_name = 'ucs' ORDER BY 1;
+SELECT worker, weighed, load > 0 AS loaded FROM lease.worker_holdings WHERE app_name = 'ucs' ORDER BY 1;
 \ir test/lib/taker_state_check.sql
 
 -- the same as N single calls in a row, whatever the order: two streams
@@ -59,9 +59,9 @@ SELECT count(*) AS differing_leases FROM (
             owner_switches_since_checkpoint, work_rate IS NULL
        FROM lease.shard_leases WHERE app_name = 'ucs-n') AS d;
 SELECT count(*) AS differing_workers FROM (
-    SELECT worker, leases, weighed FROM lease.stream_workers WHERE app_name = 'ucs-1'
+    SELECT worker, leases, weighed FROM lease.worker_holdings WHERE app_name = 'ucs-1'
     EXCEPT
-    SELECT worker, leases, weighed FROM lease.stream_workers WHERE app_name = 'ucs-n') AS d;
+    SELECT worker, leases, weighed FROM lease.worker_holdings WHERE app_name = 'ucs-n') AS d;
 
 -- a renewal never makes a batch fail (it is guarded on owner and token,
 -- never on lease_count), and an owner whose lease expired but was not

@@ -3,7 +3,7 @@
 -- moves are handoff requests that narrow the spread by more than the
 -- tolerance, a lease heavier than a share stays alone, plan_rebalance shows
 -- what the next rounds do and changes nothing, the bookkeeping
--- (stream_workers.load, weighed) equals a recount after every change.
+-- (worker_holdings.load, weighed) equals a recount after every change.
 \ir test/lib/taker_state_check.sql
 CREATE VIEW lease_test.loads AS
 SELECT lease_owner, live_leases, round(load::numeric, 3) AS load, capacity,
@@ -130,7 +130,7 @@ SELECT * FROM taker_disagreements;
 SELECT lease.update_checkpoint('tol', 's', 't10', 'w2', '5', 0, lease_epoch, 600)
   FROM lease.shard_leases WHERE app_name = 'tol' AND shard_id = 't10';
 SELECT lease.set_weight('tol', 's', 't10', NULL);
-SELECT worker, leases, weighed, round(load::numeric) AS load FROM lease.stream_workers
+SELECT worker, leases, weighed, round(load::numeric) AS load FROM lease.worker_holdings
  WHERE app_name = 'tol' ORDER BY worker;
 SELECT lease.delete_lease('tol', 's', 't9');
 SELECT lease.close_shard('tol', 's', 't8', 'w2');

@@ -2273,7 +2273,7 @@ check_taker_state(Conn *c)
 		  "               min(lease_expires_at) AS e, count(coalesce(weight, work_rate)) AS k,"
 		  "               coalesce(sum(coalesce(weight, work_rate)), 0) AS l FROM lease.shard_leases"
 		  "         WHERE lease_owner IS NOT NULL GROUP BY 1, 2, 3) r"
-		  "  FULL JOIN (SELECT * FROM lease.stream_workers WHERE leases <> 0 OR weighed <> 0 OR load <> 0) w"
+		  "  FULL JOIN (SELECT * FROM lease.worker_holdings WHERE leases <> 0 OR weighed <> 0 OR load <> 0) w"
 		  "       USING (app_name, stream_name, worker)"
 		  " WHERE r.n IS DISTINCT FROM w.leases OR w.expires_min IS NULL OR w.expires_min > r.e"
 		  "    OR coalesce(r.k, 0) <> coalesce(w.weighed, 0)"

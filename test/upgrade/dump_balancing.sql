@@ -1,7 +1,7 @@
 -- 0.4.0 and later: the balancing inputs (docs/shard-leases.md, "Balancing"):
 -- a lease's weight and measured work rate, a worker's capacity and a
 -- stream's tolerance survive the dump, and the restore rebuilds the owners'
--- loads in lease.stream_workers (the recount of taker_state_check.sql, run by
+-- loads in lease.worker_holdings (the recount of taker_state_check.sql, run by
 -- test/upgrade/dump.sh on both sides).
 \set ON_ERROR_STOP 1
 SELECT lease.set_weight('dump', 's', 'c', 4.5);

@@ -16,7 +16,7 @@ SELECT pg_catalog.format('SELECT %L || '' '' || t::text FROM %s AS t %s ORDER BY
  WHERE c.relnamespace = 'lease'::regnamespace AND c.relkind IN ('r', 'p')
    -- derived from shard_leases and rebuilt by a restore, not copied
    -- (test/lib/taker_state_check.sql checks them against a recount)
-   AND c.relname NOT IN ('stream_workers', 'stream_takeable', 'lineage_changes')
+   AND c.relname NOT IN ('stream_workers', 'worker_holdings', 'stream_takeable', 'lineage_changes')
  ORDER BY c.oid::regclass::text
 \gexec
 SELECT pg_catalog.format('SELECT %L || '' last_value='' || last_value || '' is_called='' || is_called FROM %s',
