@@ -606,3 +606,56 @@ COMMENT ON TABLE lease.stream_workers IS
 SELECT pg_catalog.pg_extension_config_dump('lease.worker_holdings', 'WHERE false');
 REVOKE ALL ON lease.worker_holdings FROM PUBLIC;
 REVOKE ALL ON FUNCTION lease.worker_holdings_added() FROM PUBLIC;
+
+----------------------------------------------------------------------------
+-- Server incarnations and the restart grace (src/leases/incarnation.c;
+-- docs/worker-guide.md, "After a restart")
+----------------------------------------------------------------------------
+
+-- One row per server incarnation (a run of this partition's server as a
+-- primary: a restart, a crash reinitialisation and a promotion each begin
+-- one), recorded by its first pg_lease call: when it was first seen, the
+-- incarnation it follows (NULL for the first one pg_lease saw) and how many
+-- leases the restart grace extended in it.  A take within one lease
+-- duration of first_seen extends the leases that would expire before then
+-- (lease.restart_grace).  Written by the lease functions only; replicated
+-- with the leases, so a promoted standby knows what came before it.
+CREATE TABLE lease.server_incarnations (
+    incarnation     text        PRIMARY KEY,
+    first_seen      timestamptz NOT NULL,
+    follows         text,
+    leases_extended bigint      NOT NULL DEFAULT 0
+);
+
+COMMENT ON TABLE lease.server_incarnations IS
+    'One row per server incarnation (restart, crash reinitialisation, promotion): when pg_lease first saw it, and the leases its restart grace extended.';
+
+-- Metrics: the server incarnations (src/leases/incarnation.c), newest
+-- first: when each was first seen, what it follows, how many leases its
+-- restart grace extended, and how long ago it began (its grace runs for one
+-- lease duration of each take from then).
+CREATE FUNCTION lease.monitoring_incarnations()
+RETURNS TABLE(incarnation text, first_seen timestamptz, follows text,
+              leases_extended bigint, seconds_since_first_seen double precision)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+SELECT i.incarnation, i.first_seen, i.follows, i.leases_extended,
+       pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) i.first_seen)
+  FROM lease.server_incarnations AS i
+ ORDER BY i.first_seen DESC
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_incarnations() IS
+    'Metrics: the server incarnations pg_lease has seen, newest first, with the leases each one''s restart grace extended.';
+
+SELECT pg_catalog.pg_extension_config_dump('lease.server_incarnations', '');
+REVOKE ALL ON lease.server_incarnations FROM PUBLIC;
+REVOKE ALL ON FUNCTION lease.monitoring_incarnations() FROM PUBLIC;
+
+-- The grace's event: restart_grace (a lease extended, its owner unchanged).
+ALTER TABLE lease.lease_events DROP CONSTRAINT lease_events_event_check;
+ALTER TABLE lease.lease_events ADD CONSTRAINT lease_events_event_check CHECK (event OPERATOR(pg_catalog.=) ANY (ARRAY[
+        'take', 'expiry_takeover', 'steal', 'transfer', 'release', 'close',
+        'handoff_request', 'session_ended', 'restart_grace']));
