@@ -595,7 +595,7 @@ REVOKE ALL ON FUNCTION lease.update_checkpoints(text, text, text, text[], text[]
 -- The restart grace's monitoring function (the server incarnations of
 -- every partition), as src/router/generate.sql writes it.
 CREATE FUNCTION lease.monitoring_incarnations()
-RETURNS TABLE(incarnation text, first_seen timestamp with time zone, follows text, leases_extended bigint, seconds_since_first_seen double precision)
+RETURNS TABLE(incarnation text, first_seen timestamp with time zone, follows text, seconds_since_first_seen double precision, leases_extended_total bigint)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON ALL;

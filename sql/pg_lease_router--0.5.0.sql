@@ -895,7 +895,7 @@ LANGUAGE plproxy AS $$
 $$;
 
 CREATE FUNCTION lease.monitoring_incarnations()
-RETURNS TABLE(incarnation text, first_seen timestamp with time zone, follows text, leases_extended bigint, seconds_since_first_seen double precision)
+RETURNS TABLE(incarnation text, first_seen timestamp with time zone, follows text, seconds_since_first_seen double precision, leases_extended_total bigint)
 LANGUAGE plproxy AS $$
     CLUSTER 'pg_lease';
     RUN ON ALL;

@@ -49,6 +49,9 @@ SELECT pg_catalog.pg_extension_config_dump('lease.worker_holdings', 'WHERE false
 -- database knows a restart happened (its first call is a new incarnation,
 -- and the restart grace follows).
 SELECT pg_catalog.pg_extension_config_dump('lease.server_incarnations', '');
+-- and the count of leases the grace extended, carried on like the count of
+-- skipped notifications
+SELECT pg_catalog.pg_extension_config_dump('lease.restart_grace_extended', '');
 
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

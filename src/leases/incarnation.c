@@ -95,50 +95,61 @@ static LeaseStatement incarnation_insert_stmt = {
  * ended whose expiry, its own or its holder's heartbeat (the effective
  * expiry without the fast-failover cutoff, which still applies to the
  * result), comes before $3 is extended to $3, locked in shard order, with
- * an event `restart_grace` when $4 (lease.record_events); then the
- * incarnation $5's count of extended leases.  A lease_expires_at that only
- * grows keeps the holder's worker_holdings.expires_min a lower bound.
+ * an event `restart_grace` when $4 (lease.record_events), each counted in
+ * the sequence lease.restart_grace_extended (a nextval never waits, where
+ * a counter row would make every take of every app wait for one another).
+ * A lease_expires_at that only grows keeps the holder's
+ * worker_holdings.expires_min a lower bound.
  */
-static LeaseStatement restart_grace_stmt = {
-	.name = "restart grace: extend the stream's leases",
-	.sql = "WITH t AS (SELECT l.shard_id FROM lease.shard_leases AS l"
-	"            WHERE l.app_name OPERATOR(pg_catalog.=) $1"
-	"              AND l.stream_name OPERATOR(pg_catalog.=) $2"
-	"              AND l.lease_owner IS NOT NULL"
-	"              AND " LEASE_SQL_NOT_ENDED("l")
-	"              AND COALESCE((SELECT pg_catalog.max(hw.renewed_until) FROM lease.stream_workers AS hw"
-	"                             WHERE hw.app_name OPERATOR(pg_catalog.=) l.app_name"
-	"                               AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name"
-	"                               AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner"
-	"                               AND hw.renewed_until OPERATOR(pg_catalog.>) l.lease_expires_at),"
-	"                           l.lease_expires_at) OPERATOR(pg_catalog.<) $3"
-	"            ORDER BY l.shard_id COLLATE pg_catalog.\"C\""
-	"              FOR NO KEY UPDATE OF l),"
-	"      c AS (UPDATE lease.shard_leases AS l SET lease_expires_at = $3"
-	"              FROM t"
-	"             WHERE l.app_name OPERATOR(pg_catalog.=) $1"
-	"               AND l.stream_name OPERATOR(pg_catalog.=) $2"
-	"               AND l.shard_id OPERATOR(pg_catalog.=) t.shard_id"
-	"               AND l.lease_expires_at OPERATOR(pg_catalog.<) $3"
-	"            RETURNING l.app_name, l.stream_name, l.shard_id,"
-	"                      CAST('restart_grace' AS pg_catalog.text) AS event,"
-	"                      l.lease_owner AS from_owner, l.lease_owner AS to_owner,"
-	"                      l.lease_count, l.lease_epoch)"
-	LEASE_SQL_RECORD_EVENTS("$4")
-	", counted AS (UPDATE lease.server_incarnations AS i"
-	"                 SET leases_extended = i.leases_extended OPERATOR(pg_catalog.+) n.n"
-	"                FROM (SELECT pg_catalog.count(*) AS n FROM c) AS n"
-	"               WHERE i.incarnation OPERATOR(pg_catalog.=) $5"
-	"                 AND n.n OPERATOR(pg_catalog.>) 0)"
-	" SELECT pg_catalog.count(*) FROM c",
-	.nargs = 5,
-	.argtypes = {TEXTOID, TEXTOID, TIMESTAMPTZOID, BOOLOID, TEXTOID},
-	.expected = SPI_OK_SELECT,
+#define RESTART_GRACE_SQL(lock) \
+	"WITH t AS (SELECT l.shard_id FROM lease.shard_leases AS l" \
+	"            WHERE l.app_name OPERATOR(pg_catalog.=) $1" \
+	"              AND l.stream_name OPERATOR(pg_catalog.=) $2" \
+	"              AND l.lease_owner IS NOT NULL" \
+	"              AND " LEASE_SQL_NOT_ENDED("l") \
+	"              AND COALESCE((SELECT pg_catalog.max(hw.renewed_until) FROM lease.stream_workers AS hw" \
+	"                             WHERE hw.app_name OPERATOR(pg_catalog.=) l.app_name" \
+	"                               AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name" \
+	"                               AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner" \
+	"                               AND hw.renewed_until OPERATOR(pg_catalog.>) l.lease_expires_at)," \
+	"                           l.lease_expires_at) OPERATOR(pg_catalog.<) $3" \
+	"            ORDER BY l.shard_id COLLATE pg_catalog.\"C\"" \
+	"              FOR NO KEY UPDATE OF l" lock ")," \
+	"      c AS (UPDATE lease.shard_leases AS l SET lease_expires_at = $3" \
+	"              FROM t" \
+	"             WHERE l.app_name OPERATOR(pg_catalog.=) $1" \
+	"               AND l.stream_name OPERATOR(pg_catalog.=) $2" \
+	"               AND l.shard_id OPERATOR(pg_catalog.=) t.shard_id" \
+	"               AND l.lease_expires_at OPERATOR(pg_catalog.<) $3" \
+	"            RETURNING l.app_name, l.stream_name, l.shard_id," \
+	"                      CAST('restart_grace' AS pg_catalog.text) AS event," \
+	"                      l.lease_owner AS from_owner, l.lease_owner AS to_owner," \
+	"                      l.lease_count, l.lease_epoch)" \
+	LEASE_SQL_RECORD_EVENTS("$4") \
+	" SELECT pg_catalog.count(pg_catalog.nextval('lease.restart_grace_extended')) FROM c"
+
+#define RESTART_GRACE_STMT(stmt_name, lock) \
+	{ \
+		.name = (stmt_name), .sql = RESTART_GRACE_SQL(lock), .nargs = 4, \
+		.argtypes = {TEXTOID, TEXTOID, TIMESTAMPTZOID, BOOLOID}, .expected = SPI_OK_SELECT \
+	}
+
+/*
+ * [0] for take_lease, which waits for a lease another transaction holds
+ * and then judges it, so it must extend it first; [1] for a take_leases
+ * round, which passes such a lease by (its statements skip locked rows),
+ * so it passes it by here too and waits for no other take.
+ */
+static LeaseStatement restart_grace_stmts[2] = {
+	RESTART_GRACE_STMT("restart grace: extend the stream's leases", ""),
+	RESTART_GRACE_STMT("restart grace: extend the stream's unlocked leases", " SKIP LOCKED"),
 };
 
 /*
- * Looks the incarnation up unless this session knows it already, and
- * records it when it is new; returns it, or NULL on a standby.
+ * Looks the incarnation up (unless `known_ok` and this session knows it
+ * already: a renewal only needs it recorded), and records it when it is
+ * new; returns it, or NULL on a standby.  A take always reads the row: what
+ * it decides on is the row, not what this session remembers of it.
  *
  * Recording never waits for another session: the first sessions of a new
  * incarnation may all try at once, and one of them may be a transaction
@@ -151,7 +162,7 @@ static LeaseStatement restart_grace_stmt = {
  * and looks again at its next call.
  */
 static text *
-incarnation_lookup(void)
+incarnation_lookup(bool known_ok)
 {
 	text	   *incarnation = lease_server_incarnation();
 	char	   *name;
@@ -163,7 +174,7 @@ incarnation_lookup(void)
 	if (incarnation == NULL)
 		return NULL;
 	name = text_to_cstring(incarnation);
-	if (known_incarnation != NULL && strcmp(known_incarnation, name) == 0)
+	if (known_ok && known_incarnation != NULL && strcmp(known_incarnation, name) == 0)
 		return incarnation;
 
 	args[0] = PointerGetDatum(incarnation);
@@ -203,16 +214,16 @@ incarnation_lookup(void)
 void
 lease_incarnation_note(void)
 {
-	(void) incarnation_lookup();
+	(void) incarnation_lookup(true);
 }
 
 /* See incarnation.h. */
 void
-lease_restart_grace(Datum *stream, Datum duration)
+lease_restart_grace(Datum *stream, Datum duration, bool round)
 {
-	text	   *incarnation = incarnation_lookup();
+	text	   *incarnation = incarnation_lookup(false);
 	TimestampTz until;
-	Datum		values[5];
+	Datum		values[4];
 
 	if (incarnation == NULL || !known_follows || !lease_restart_grace_on)
 		return;
@@ -225,6 +236,5 @@ lease_restart_grace(Datum *stream, Datum duration)
 	values[1] = stream[1];
 	values[2] = TimestampTzGetDatum(until);
 	values[3] = BoolGetDatum(lease_record_events);
-	values[4] = PointerGetDatum(incarnation);
-	lease_spi_run(&restart_grace_stmt, values, NULL, 0);
+	lease_spi_run(&restart_grace_stmts[round ? 1 : 0], values, NULL, 0);
 }

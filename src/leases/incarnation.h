@@ -33,7 +33,7 @@ extern text *lease_server_incarnation(void);
  * Records the current incarnation in lease.server_incarnations if it is
  * not there yet (first seen now).  SPI connected as the owner, 0.5.0
  * schema; a no-op on a standby.  Looked up once per session and
- * incarnation.
+ * incarnation (a take, lease_restart_grace, reads the row each time).
  */
 extern void lease_incarnation_note(void);
 
@@ -44,8 +44,10 @@ extern void lease_incarnation_note(void);
  * on), extends every owned lease of the stream whose expiry (its own or
  * its holder's heartbeat) comes before first seen + duration to exactly
  * then, each with an event `restart_grace`.  So the take itself, run next,
- * finds them live.  SPI connected as the owner, 0.5.0 schema.
+ * finds them live.  `round`: a take_leases round, which skips the leases
+ * another transaction holds (as its own statements do) instead of waiting
+ * for them.  SPI connected as the owner, 0.5.0 schema.
  */
-extern void lease_restart_grace(Datum *stream, Datum duration);
+extern void lease_restart_grace(Datum *stream, Datum duration, bool round);
 
 #endif							/* LEASE_INCARNATION_H */

@@ -1133,7 +1133,7 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	r.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	lease_stream_begin(fcinfo, schema, r.stream[0], r.stream[1], &caller);
 	if (schema >= LEASE_SCHEMA_0_5)
-		lease_restart_grace(r.stream, r.duration);
+		lease_restart_grace(r.stream, r.duration, true);
 
 	read_loads(&r);
 	if (schema >= LEASE_SCHEMA_0_4 && capacity != r.stored_capacity)

@@ -52,7 +52,7 @@ got=$(q "SELECT count(*) FROM lease.lease_events WHERE app_name = 'rs' AND event
 [ "$got" = 6 ]
 ok $? "each of the six leases has a restart_grace event, its owner unchanged (got $got)"
 got=$(q "SELECT count(*) || '|' || bool_and(m.follows IS NOT NULL OR m.first_seen = (SELECT min(first_seen) FROM lease.server_incarnations))
-           || '|' || (SELECT leases_extended FROM lease.monitoring_incarnations() LIMIT 1) FROM lease.monitoring_incarnations() AS m")
+           || '|' || (SELECT leases_extended_total FROM lease.monitoring_incarnations() LIMIT 1) FROM lease.monitoring_incarnations() AS m")
 [ "$got" = "2|true|6" ]
 ok $? "monitoring_incarnations: a second incarnation that follows the first, with 6 leases extended (got $got)"
 w1=$(q "SELECT string_agg(shard_id, ',' ORDER BY shard_id) FROM lease.renew_leases('rs', 's', 'w1', '4 s')")

@@ -189,7 +189,7 @@ SELECT ok((SELECT unresolved = 2 AND max_attempts = 3
 SELECT is((SELECT skipped FROM lease.monitoring_notifications()), 0::bigint,
           'monitoring_notifications: no notification skipped');
 SELECT is((SELECT count(*)::int FROM lease.monitoring_incarnations()
-            WHERE seconds_since_first_seen >= 0 AND leases_extended = 0),
+            WHERE seconds_since_first_seen >= 0 AND leases_extended_total = 0),
           (SELECT count(*)::int FROM lease.server_incarnations),
           'monitoring_incarnations: every incarnation recorded, no lease extended without a restart');
 -- a full queue, as lease.notify_queue_limit 0 pretends: the take changes the
@@ -215,7 +215,7 @@ SELECT lives_ok($$SELECT * FROM lease.monitoring_sandboxes()$$, 'and pg_lease_sa
 SELECT lives_ok($$SELECT * FROM lease.monitoring_fleet()$$, 'and pg_lease_fleet');
 SELECT lives_ok($$SELECT * FROM lease.monitoring_compensation_failures()$$,
                 'and pg_lease_compensation_failures');
-SELECT lives_ok($$SELECT seconds_since_first_seen, leases_extended AS leases_extended_total,
+SELECT lives_ok($$SELECT seconds_since_first_seen, leases_extended_total,
                         CASE WHEN follows IS NULL THEN 0 ELSE 1 END AS follows
                    FROM lease.monitoring_incarnations() LIMIT 1$$,
                 'and pg_lease_server_incarnation');
