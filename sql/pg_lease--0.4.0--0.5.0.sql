@@ -662,7 +662,6 @@ COMMENT ON FUNCTION lease.monitoring_incarnations() IS
 
 SELECT pg_catalog.pg_extension_config_dump('lease.server_incarnations', '');
 SELECT pg_catalog.pg_extension_config_dump('lease.restart_grace_extended', '');
-REVOKE ALL ON SEQUENCE lease.restart_grace_extended FROM PUBLIC;
 REVOKE ALL ON lease.server_incarnations FROM PUBLIC;
 REVOKE ALL ON FUNCTION lease.monitoring_incarnations() FROM PUBLIC;
 
