@@ -606,3 +606,67 @@ COMMENT ON TABLE lease.stream_workers IS
 SELECT pg_catalog.pg_extension_config_dump('lease.worker_holdings', 'WHERE false');
 REVOKE ALL ON lease.worker_holdings FROM PUBLIC;
 REVOKE ALL ON FUNCTION lease.worker_holdings_added() FROM PUBLIC;
+
+----------------------------------------------------------------------------
+-- Server incarnations and the restart grace (src/leases/incarnation.c;
+-- docs/worker-guide.md, "After a restart")
+----------------------------------------------------------------------------
+
+-- One row per server incarnation (a run of this partition's server as a
+-- primary: a restart, a crash reinitialisation and a promotion each begin
+-- one), recorded by its first pg_lease call: when it was first seen and the
+-- incarnation it follows (NULL for the first one pg_lease saw).  A take
+-- within one lease duration of first_seen extends the leases that would
+-- expire before then (lease.restart_grace).  Written by the lease functions
+-- only, once per incarnation (never by a take: every take of every app
+-- would contend for the row); replicated with the leases, so a promoted
+-- standby knows what came before it.
+CREATE TABLE lease.server_incarnations (
+    incarnation text        PRIMARY KEY,
+    first_seen  timestamptz NOT NULL,
+    follows     text
+);
+
+COMMENT ON TABLE lease.server_incarnations IS
+    'One row per server incarnation (restart, crash reinitialisation, promotion): when pg_lease first saw it and what it follows.';
+
+-- The leases any restart grace extended, counted by a sequence: takes of
+-- different apps never wait for one another to count (a nextval never
+-- waits); reported by lease.monitoring_incarnations().
+CREATE SEQUENCE lease.restart_grace_extended;
+
+COMMENT ON SEQUENCE lease.restart_grace_extended IS
+    'Leases extended by the restart grace since the install (lease.monitoring_incarnations).';
+
+-- Metrics: the server incarnations (src/leases/incarnation.c), newest
+-- first: when each was first seen, what it follows and how long ago it
+-- began (its grace runs for one lease duration of each take from then);
+-- and, on every row, the leases any restart grace extended since the
+-- install (a counter).
+CREATE FUNCTION lease.monitoring_incarnations()
+RETURNS TABLE(incarnation text, first_seen timestamptz, follows text,
+              seconds_since_first_seen double precision, leases_extended_total bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+SELECT i.incarnation, i.first_seen, i.follows,
+       pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) i.first_seen),
+       (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END FROM lease.restart_grace_extended AS s)
+  FROM lease.server_incarnations AS i
+ ORDER BY i.first_seen DESC
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_incarnations() IS
+    'Metrics: the server incarnations pg_lease has seen, newest first, and the leases restart graces extended since the install (a counter).';
+
+SELECT pg_catalog.pg_extension_config_dump('lease.server_incarnations', '');
+SELECT pg_catalog.pg_extension_config_dump('lease.restart_grace_extended', '');
+REVOKE ALL ON lease.server_incarnations FROM PUBLIC;
+REVOKE ALL ON FUNCTION lease.monitoring_incarnations() FROM PUBLIC;
+
+-- The grace's event: restart_grace (a lease extended, its owner unchanged).
+ALTER TABLE lease.lease_events DROP CONSTRAINT lease_events_event_check;
+ALTER TABLE lease.lease_events ADD CONSTRAINT lease_events_event_check CHECK (event OPERATOR(pg_catalog.=) ANY (ARRAY[
+        'take', 'expiry_takeover', 'steal', 'transfer', 'release', 'close',
+        'handoff_request', 'session_ended', 'restart_grace']));

@@ -591,3 +591,14 @@ LANGUAGE plproxy AS $$
     RUN ON lease_router.stream_partition(app_name, stream_name);
 $$;
 REVOKE ALL ON FUNCTION lease.update_checkpoints(text, text, text, text[], text[], bigint[], bigint[], bigint[]) FROM PUBLIC;
+
+-- The restart grace's monitoring function (the server incarnations of
+-- every partition), as src/router/generate.sql writes it.
+CREATE FUNCTION lease.monitoring_incarnations()
+RETURNS TABLE(incarnation text, first_seen timestamp with time zone, follows text, seconds_since_first_seen double precision, leases_extended_total bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+REVOKE ALL ON FUNCTION lease.monitoring_incarnations() FROM PUBLIC;

@@ -894,6 +894,13 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
 $$;
 
+CREATE FUNCTION lease.monitoring_incarnations()
+RETURNS TABLE(incarnation text, first_seen timestamp with time zone, follows text, seconds_since_first_seen double precision, leases_extended_total bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
 CREATE FUNCTION lease.monitoring_leases()
 RETURNS TABLE(app_name text, stream_name text, state text, leases bigint)
 LANGUAGE plproxy AS $$

@@ -26,7 +26,7 @@ fi
 # install other builds of pg_lease (the archive's into PG_BINDIR's
 # PostgreSQL, the package into the system one) and put the installed files
 # back afterwards; they run last all the same.
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale grow dist deb}
+SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale grow coordinator dist deb}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"
@@ -276,6 +276,10 @@ for suite in $SUITES; do
         router) suite_script "router (pg_lease_router)" test/router/router_test.sh ;;
         scale) suite_scale ;;
         grow) suite_grow ;;
+        # the coordinator's own outage: a restart longer than the leases, a
+        # crash reinitialisation (test/coordinator/restart.sh, its own cluster)
+        coordinator) suite_tap "coordinator (restart, crash reinitialisation: the restart grace)" \
+            coordinator "" bash test/coordinator/restart.sh ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
 done

@@ -7,6 +7,8 @@
  */
 #include "pg_lease.h"
 
+#include "access/xact.h"
+
 #include <limits.h>
 
 #include "fmgr.h"
@@ -23,10 +25,35 @@ int			lease_rotation_lock_timeout_ms = 250;
 int			lease_admission_lock_timeout_ms = 1000;
 int			lease_handoff_timeout_ms = 30000;
 int			lease_liveness_grace_ms = 1000;
+bool		lease_restart_grace_on = true;
+int			lease_min_synchronous_commit = SYNCHRONOUS_COMMIT_REMOTE_FLUSH;
 int			lease_move_lock_timeout_ms = 2000;
 bool		lease_record_events = true;
 char	   *lease_notify_channel = NULL;
 double		lease_notify_queue_limit = 0.5;
+
+/*
+ * lease.min_synchronous_commit's values: synchronous_commit's, weakest
+ * first (remote_apply is stronger than any lease write needs).
+ */
+static const struct config_enum_entry synchronous_commit_levels[] = {
+	{"off", SYNCHRONOUS_COMMIT_OFF, false},
+	{"local", SYNCHRONOUS_COMMIT_LOCAL_FLUSH, false},
+	{"remote_write", SYNCHRONOUS_COMMIT_REMOTE_WRITE, false},
+	{"on", SYNCHRONOUS_COMMIT_REMOTE_FLUSH, false},
+	{NULL, 0, false}
+};
+
+/* See config.h. */
+const char *
+lease_synchronous_commit_name(int level)
+{
+	for (const struct config_enum_entry *e = synchronous_commit_levels; e->name; e++)
+		if (e->val == level)
+			return e->name;
+	elog(ERROR, "pg_lease: no synchronous_commit level %d", level);
+	return NULL;				/* keep the compiler quiet */
+}
 
 /* lease.notify_channel must be usable as a LISTEN channel name. */
 static bool
@@ -173,6 +200,34 @@ lease_define_gucs(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: off, a restart that outlasts a lease hands every lease to
+	 * the first taker back; a worker must not be able to choose that for
+	 * the fleet.
+	 */
+	DefineCustomBoolVariable("lease.restart_grace",
+							 "Gives every lease holder one lease duration to renew after a server restart, crash or promotion.",
+							 "Until then a take extends the leases that would expire instead of taking them.",
+							 &lease_restart_grace_on,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: weaker commits give up the promise that no acknowledged
+	 * renewal or checkpoint is lost; a worker must not choose that.
+	 */
+	DefineCustomEnumVariable("lease.min_synchronous_commit",
+							 "Weakest synchronous_commit the transaction of a lease function commits with.",
+							 "A session's weaker synchronous_commit is raised to it for the rest of the transaction; below on, an acknowledged lease write can be lost in a crash or a failover.",
+							 &lease_min_synchronous_commit,
+							 SYNCHRONOUS_COMMIT_REMOTE_FLUSH,
+							 synchronous_commit_levels,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("lease.record_events",
 							 "Records every change of a lease's ownership in lease.lease_events.",

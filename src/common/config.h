@@ -37,6 +37,18 @@ extern int	lease_liveness_grace_ms;
 /* lease.move_lock_timeout: a stream move's longest wait for the stream's lock (ms). */
 extern int	lease_move_lock_timeout_ms;
 
+/* lease.restart_grace: a new server incarnation gives every holder one lease duration */
+extern bool lease_restart_grace_on;
+
+/*
+ * lease.min_synchronous_commit: the weakest synchronous_commit a lease
+ * function's transaction commits with (a SYNCHRONOUS_COMMIT_* level)
+ */
+extern int	lease_min_synchronous_commit;
+
+/* The synchronous_commit value of a SYNCHRONOUS_COMMIT_* level. */
+extern const char *lease_synchronous_commit_name(int level);
+
 /* lease.record_events: write ownership changes to lease.lease_events */
 extern bool lease_record_events;
 

@@ -44,5 +44,14 @@ SELECT pg_catalog.pg_extension_config_dump('lease.stream_lineage', 'WHERE false'
 -- Added by the 0.4.0--0.5.0 upgrade after stream_lineage, so marked last.
 SELECT pg_catalog.pg_extension_config_dump('lease.worker_holdings', 'WHERE false');
 
+-- The server incarnations (src/leases/leases.sql, 0.5.0), added by the
+-- 0.4.0--0.5.0 upgrade after worker_holdings: dumped whole, so a restored
+-- database knows a restart happened (its first call is a new incarnation,
+-- and the restart grace follows).
+SELECT pg_catalog.pg_extension_config_dump('lease.server_incarnations', '');
+-- and the count of leases the grace extended, carried on like the count of
+-- skipped notifications
+SELECT pg_catalog.pg_extension_config_dump('lease.restart_grace_extended', '');
+
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA lease FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA lease FROM PUBLIC;

@@ -30,6 +30,7 @@
 #include "common/args.h"
 #include "leases/balancing.h"
 #include "leases/events.h"
+#include "leases/incarnation.h"
 #include "leases/leases.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
@@ -385,6 +386,8 @@ take_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	lease_event_params(&values[6]);
 
 	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
+	if (schema >= LEASE_SCHEMA_0_5)
+		lease_restart_grace(values, values[5], false);
 	if (lease_spi_run(LEASE_SCHEMA_STMT(take_stmts, schema), values, nulls, 0) > 0)
 		count = DatumGetInt64(lease_spi_value(0, 1, &isnull));
 	if (!isnull && have_every)

@@ -783,6 +783,37 @@ LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 ----------------------------------------------------------------------------
+-- Server incarnations and the restart grace (src/leases/incarnation.c;
+-- docs/worker-guide.md, "After a restart")
+----------------------------------------------------------------------------
+
+-- One row per server incarnation (a run of this partition's server as a
+-- primary: a restart, a crash reinitialisation and a promotion each begin
+-- one), recorded by its first pg_lease call: when it was first seen and the
+-- incarnation it follows (NULL for the first one pg_lease saw).  A take
+-- within one lease duration of first_seen extends the leases that would
+-- expire before then (lease.restart_grace).  Written by the lease functions
+-- only, once per incarnation (never by a take: every take of every app
+-- would contend for the row); replicated with the leases, so a promoted
+-- standby knows what came before it.
+CREATE TABLE lease.server_incarnations (
+    incarnation text        PRIMARY KEY,
+    first_seen  timestamptz NOT NULL,
+    follows     text
+);
+
+COMMENT ON TABLE lease.server_incarnations IS
+    'One row per server incarnation (restart, crash reinitialisation, promotion): when pg_lease first saw it and what it follows.';
+
+-- The leases any restart grace extended, counted by a sequence: takes of
+-- different apps never wait for one another to count (a nextval never
+-- waits); reported by lease.monitoring_incarnations().
+CREATE SEQUENCE lease.restart_grace_extended;
+
+COMMENT ON SEQUENCE lease.restart_grace_extended IS
+    'Leases extended by the restart grace since the install (lease.monitoring_incarnations).';
+
+----------------------------------------------------------------------------
 -- Ownership events (src/leases/events.c)
 ----------------------------------------------------------------------------
 
@@ -802,7 +833,7 @@ CREATE TABLE lease.lease_events (
     reason      text,
     CONSTRAINT lease_events_event_check CHECK (event OPERATOR(pg_catalog.=) ANY (ARRAY[
         'take', 'expiry_takeover', 'steal', 'transfer', 'release', 'close',
-        'handoff_request', 'session_ended']))
+        'handoff_request', 'session_ended', 'restart_grace']))
 );
 
 COMMENT ON TABLE lease.lease_events IS

@@ -297,3 +297,25 @@ $$;
 
 COMMENT ON FUNCTION lease.monitoring_notifications() IS
     'Metrics: ownership-change notifications skipped because the NOTIFY queue was at lease.notify_queue_limit or fuller (a counter), and the queue''s fill.';
+
+-- Metrics: the server incarnations (src/leases/incarnation.c), newest
+-- first: when each was first seen, what it follows and how long ago it
+-- began (its grace runs for one lease duration of each take from then);
+-- and, on every row, the leases any restart grace extended since the
+-- install (a counter).
+CREATE FUNCTION lease.monitoring_incarnations()
+RETURNS TABLE(incarnation text, first_seen timestamptz, follows text,
+              seconds_since_first_seen double precision, leases_extended_total bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+SELECT i.incarnation, i.first_seen, i.follows,
+       pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) i.first_seen),
+       (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END FROM lease.restart_grace_extended AS s)
+  FROM lease.server_incarnations AS i
+ ORDER BY i.first_seen DESC
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_incarnations() IS
+    'Metrics: the server incarnations pg_lease has seen, newest first, and the leases restart graces extended since the install (a counter).';

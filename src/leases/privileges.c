@@ -18,6 +18,7 @@
 #include "utils/syscache.h"
 
 #include "common/args.h"
+#include "common/durability.h"
 #include "leases/privileges.h"
 #include "common/spi_util.h"
 
@@ -160,6 +161,7 @@ lease_app_begin(FunctionCallInfo fcinfo, LeaseSchema schema, Datum app_name,
 						   GetUserNameFromId(caller->userid, false)),
 				 errhint("An operator of the app grants it with lease.grant_app().")));
 	}
+	lease_commit_durably();
 }
 
 /* Raises 42501 unless the caller may act for the app (privileges.h). */

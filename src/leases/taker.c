@@ -53,6 +53,7 @@
 #include "common/config.h"
 #include "leases/balancing.h"
 #include "leases/events.h"
+#include "leases/incarnation.h"
 #include "leases/leases.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
@@ -1131,6 +1132,8 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	InitMaterializedSRF(fcinfo, 0);
 	r.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	lease_stream_begin(fcinfo, schema, r.stream[0], r.stream[1], &caller);
+	if (schema >= LEASE_SCHEMA_0_5)
+		lease_restart_grace(r.stream, r.duration, true);
 
 	read_loads(&r);
 	if (schema >= LEASE_SCHEMA_0_4 && capacity != r.stored_capacity)
@@ -1193,6 +1196,8 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
+	if (schema >= LEASE_SCHEMA_0_5)
+		lease_incarnation_note();
 	if (schema >= LEASE_SCHEMA_0_4)
 		lease_record_session(schema, values, have_every, renew_every, &values[3]);
 	if (schema >= LEASE_SCHEMA_0_5)

@@ -43,6 +43,7 @@
 #include "common/args.h"
 #include "common/config.h"
 #include "common/spi_util.h"
+#include "leases/incarnation.h"
 #include "leases/leases.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
@@ -124,27 +125,11 @@ Datum lease_shard_leases_owners_changed(PG_FUNCTION_ARGS) { return shard_leases_
 PG_FUNCTION_INFO_V1(lease_shard_leases_owners_changed_0_5);
 Datum lease_shard_leases_owners_changed_0_5(PG_FUNCTION_ARGS) { return shard_leases_owners_changed(fcinfo, LEASE_SCHEMA_0_5); }
 
-/*
- * The server incarnation a session lives in: the postmaster's start time
- * and the WAL timeline.  A restart changes the first, a promotion (a
- * failover or switchover) both, so a session recorded before either is
- * never judged by this server's list of backends.  NULL on a standby (it
- * records nothing, and judges no session).
- */
-static text *
-server_incarnation(void)
-{
-	if (RecoveryInProgress())
-		return NULL;
-	return cstring_to_text(psprintf(INT64_FORMAT "/%u", (int64) PgStartTime,
-									GetWALInsertionTimeLine()));
-}
-
 /* See workers.h. */
 void
 lease_session_params(Datum *values, char *nulls)
 {
-	text	   *incarnation = server_incarnation();
+	text	   *incarnation = lease_server_incarnation();
 
 	values[0] = Int32GetDatum(MyProcPid);
 	values[1] = TimestampTzGetDatum(MyStartTimestamp);
@@ -393,6 +378,7 @@ heartbeat(FunctionCallInfo fcinfo, LeaseSchema schema)
 	lease_stream_begin(fcinfo, schema, stream[0], stream[1], &caller);
 	if (schema >= LEASE_SCHEMA_0_5)
 	{
+		lease_incarnation_note();
 		lease_spi_run(&record_session_stmts[1][1], values, nulls, 0);
 		lease_check_holdings_current(stream);
 		lease_spi_run(&heartbeat_holdings_stmt, values, nulls, 0);
@@ -462,7 +448,7 @@ lease_liveness_cutoff(PG_FUNCTION_ARGS)
 								 lease_interval_from_ms(lease_liveness_grace_ms));
 	if (PG_GETARG_TIMESTAMPTZ(5) < DatumGetTimestampTz(cutoff))
 		PG_RETURN_NULL();
-	current = server_incarnation();
+	current = lease_server_incarnation();
 	if (current == NULL ||
 		!DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, PointerGetDatum(current),
 											  PointerGetDatum(incarnation))))

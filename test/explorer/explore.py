@@ -5,7 +5,7 @@ function, on a real server, and every state checked is read back from its
 tables.
 
   explore.py --dsn DSN --protocol bindings|leases [--clients N] [--calls K]
-             [--roles] [--shards 2|3] [--advances N] [--weights] [--progress]
+             [--roles] [--shards 2|3] [--advances N] [--restarts N] [--weights] [--progress]
              [--restore-function F] [--retry-function F] [--checkpoint-function F]
              [--turn-function F] [--heartbeat-function F] [--renew-function F]
              [--hold-function F] [--batch-function F] [--fast-failover] [--heartbeat] [--seed]
@@ -150,7 +150,13 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
   interleave anywhere, and moves only while no open transaction holds one
   of those rows (time cannot move a row a transaction has changed and not
   committed): a lease held or changed in an open transaction expires by a
-  clock step taken before it.  --seed starts from w1 holding p and w2 holding
+  clock step taken before it (the step also moves the server incarnation's
+  first_seen back, so a restart grace is over after it).  With --restarts N
+  the world has a second step, S: the server restarts, while no
+  transaction is open (a restart would end them), as a new server
+  incarnation first seen now and following the old one (its row of
+  lease.server_incarnations, which takes judge the grace by); the world's
+  steps share one budget, --advances + --restarts.  --seed starts from w1 holding p and w2 holding
   s (--shards 3), each having taken it, sent a heartbeat and listed its
   leases, so three steps reach further.  A worker's alphabet:
     T  take_leases(w, '1 day')            (learns the epochs of what it took)
@@ -252,6 +258,13 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
                       that raced a takeover never both stands and loses
                       (none of the alphabet's letters steals a live lease or
                       claims one past a handoff deadline, which would)
+    restart-grace     a lease a worker held when the server restarted (the
+                      world's step S, --restarts: a new server incarnation,
+                      docs/worker-guide.md "After a restart") never passes to
+                      another worker but by its holder's own call (a release,
+                      a handoff) before the clock moves again (3 days, more
+                      than the 1-day lease): the holder has one lease
+                      duration in the new incarnation to renew
     hold-respected    while a worker's transaction holds a lease
                       (hold_lease or E answered), no other worker's call
                       changes that lease's owner or epoch, in what it sees or
@@ -810,7 +823,7 @@ class Leases(Protocol):
     ROW_KEYS = {"lease.shard_leases": "shard_id", "lease.stream_workers": "worker",
                 "lease.worker_holdings": "worker", "lease.stream_takeable": "stream_name"}
     WORLD = "A"
-    NSNAP = 5
+    NSNAP = 6
 
     # --roles: every worker calls T N C U R; besides, w1 closes shards (X),
     # w2 takes single leases (K), w3 requests handoffs (H).  The batch (W)
@@ -824,7 +837,7 @@ class Leases(Protocol):
     def __init__(self, db, clients, calls, shards, advances, checkpoint_function, roles=False,
                  weights=False, fast_failover=False, heartbeat=False, alphabets=None, seed=False,
                  heartbeat_function="lease.heartbeat", renew_function="lease.renew_leases",
-                 hold_function="lease.hold_lease", batch_function="lease.update_checkpoints"):
+                 hold_function="lease.hold_lease", batch_function="lease.update_checkpoints", restarts=0):
         self.db, self.nclients, self.ncalls = db, clients, calls
         self.weights = weights
         self.capacities = [2.0 if i == 0 else 1.0 for i in range(clients)]
@@ -841,6 +854,12 @@ class Leases(Protocol):
         self.transactions = self.txn_letters(self.alphabets) or any("E" in a for a in self.alphabets)
         self.shards = ["p", "c", "s"][:shards]
         self.advances = advances
+        # --restarts: the world's step S, a server restart (a new server
+        # incarnation), besides the clock's A; the world's steps share one
+        # budget, advances + restarts
+        self.restarts = restarts
+        if restarts:
+            self.WORLD = "AS"
         self.checkpoint_function = checkpoint_function
         self.heartbeat_function = heartbeat_function
         self.renew_function = renew_function
@@ -860,6 +879,8 @@ class Leases(Protocol):
         return self.workers[actor] if actor < self.nclients else "clock"
 
     def world_label(self, letter):
+        if letter == "S":
+            return "S the server restarts (a new incarnation)"
         return "A advance the clock 3 days"
 
     def reset(self):
@@ -871,6 +892,10 @@ class Leases(Protocol):
                          "DELETE FROM lease.lineage_changes WHERE app_name = %s",
                          (APP, APP, APP, APP, APP))
         self.db.ctl_rows("DELETE FROM lease.worker_capacities WHERE app_name = %s", (APP,))
+        # the server incarnation, recorded afresh (a heartbeat of a worker
+        # with no leases writes nothing else): the first one, no grace
+        self.db.ctl_rows("DELETE FROM lease.server_incarnations;"
+                         "SELECT count(*) FROM lease.heartbeat(%s, %s, 'w0', %s)", (APP, STREAM, DAY))
         for s in self.shards:
             self.db.ctl_rows("SELECT lease.create_lease(%s, %s, %s, %s)", (APP, STREAM, s, ["p"] if s == "c" else []))
             if self.weights:
@@ -900,7 +925,8 @@ class Leases(Protocol):
             "       (SELECT coalesce(array_agg(t::text), '{}') FROM lease.stream_takeable AS t"
             "         WHERE t.app_name = 'explore'),"
             "       (SELECT coalesce(array_agg(t::text), '{}') FROM lease.lineage_changes AS t"
-            "         WHERE t.app_name = 'explore')")
+            "         WHERE t.app_name = 'explore'),"
+            "       (SELECT coalesce(array_agg(t::text), '{}') FROM lease.server_incarnations AS t)")
 
     VIEW_SQL = (
             "SELECT (SELECT coalesce(array_agg(ARRAY[l.shard_id, l.lease_owner, l.lease_count::text, l.checkpoint,"
@@ -932,7 +958,10 @@ class Leases(Protocol):
             "       (SELECT count(*) FROM lease.lineage_changes AS g WHERE g.app_name = 'explore') AS changes,"
             "       (SELECT coalesce(array_agg(disagreement ORDER BY 1), '{}') FROM taker_disagreements) AS recount,"
             "       (SELECT coalesce(array_agg(ARRAY[w.worker, w.version::text]), '{}')"
-            "          FROM lease.worker_holdings AS w WHERE w.app_name = 'explore') AS versions")
+            "          FROM lease.worker_holdings AS w WHERE w.app_name = 'explore') AS versions,"
+            "       (SELECT concat_ws('/', floor(extract(epoch FROM i.first_seen - clock_timestamp()) / 21600),"
+            "                         i.follows IS NOT NULL)"
+            "          FROM lease.server_incarnations AS i ORDER BY i.first_seen DESC LIMIT 1) AS incarnation")
 
     def view(self, row, snapshot):
         """What the invariants and the key read: timestamps as 6-hour buckets
@@ -943,7 +972,7 @@ class Leases(Protocol):
             shards[r[0]] = {"owner": r[1], "checkpoint": r[3], "epoch": int(r[5]), "row": tuple(r)}
         return {"shards": shards, "workers": tuple(tuple(w) for w in row[1]),
                 "takeable": tuple(row[2]), "lineage_changes": row[3], "disagreements": list(row[4]),
-                "versions": {w: int(v) for w, v in row[5]}}
+                "versions": {w: int(v) for w, v in row[5]}, "incarnation": row[6]}
 
     def restore(self, snapshot):
         self.db.ctl_rows(
@@ -952,13 +981,15 @@ class Leases(Protocol):
             "DELETE FROM lease.worker_holdings WHERE app_name = %(a)s;"
             "DELETE FROM lease.stream_takeable WHERE app_name = %(a)s;"
             "DELETE FROM lease.lineage_changes WHERE app_name = %(a)s;"
+            "DELETE FROM lease.server_incarnations;"
+            "INSERT INTO lease.server_incarnations SELECT (r::lease.server_incarnations).* FROM unnest(%(i)s::text[]) AS r;"
             "INSERT INTO lease.shard_leases SELECT (r::lease.shard_leases).* FROM unnest(%(l)s::text[]) AS r;"
             "INSERT INTO lease.stream_workers SELECT (r::lease.stream_workers).* FROM unnest(%(w)s::text[]) AS r;"
             "INSERT INTO lease.worker_holdings SELECT (r::lease.worker_holdings).* FROM unnest(%(h)s::text[]) AS r;"
             "INSERT INTO lease.stream_takeable SELECT (r::lease.stream_takeable).* FROM unnest(%(t)s::text[]) AS r;"
             "INSERT INTO lease.lineage_changes SELECT (r::lease.lineage_changes).* FROM unnest(%(g)s::text[]) AS r",
             {"a": APP, "l": list(snapshot[0]), "w": list(snapshot[1]), "h": list(snapshot[2]),
-             "t": list(snapshot[3]), "g": list(snapshot[4])})
+             "t": list(snapshot[3]), "g": list(snapshot[4]), "i": list(snapshot[5])})
 
     def initial_locals(self):
         # held: shard -> epoch known (None: held, epoch not told); writes: n;
@@ -977,7 +1008,9 @@ class Leases(Protocol):
                 listed, version = self.seeded[i]
                 me.update(held=listed, hb=version, lv=version, fresh=tuple(s for s, _ in listed), beat=True)
             locals_.append(me)
-        locals_.append({"advances": 0})    # the clock
+        # the world: the clock's advances, the restarts, and the grace: the
+        # (shard, owner) pairs of the last restart until the clock moves
+        locals_.append({"advances": 0, "restarts": 0, "grace": ()})
         return locals_
 
     def initial_glob(self):
@@ -990,7 +1023,7 @@ class Leases(Protocol):
         return {"acked": frozenset(), "max_told": frozenset(mx.items())}
 
     def initial_left(self):
-        return tuple([self.ncalls] * self.nclients + [self.advances])
+        return tuple([self.ncalls] * self.nclients + [self.advances + self.restarts])
 
     def key(self, view, locals_, glob):
         """Left out, as no call of the alphabet decides on them: lease_count
@@ -1008,7 +1041,7 @@ class Leases(Protocol):
                 "acked" if acked.get(shard) == r[3] else "other")
             rows.append((r[0], r[1], cp, r[5], r[6], r[7]) + r[10:])
         skip = ("writes",) if self.transactions else ("writes", "fresh", "beat", "session")
-        return (tuple(rows), view["workers"], view["takeable"], view["lineage_changes"],
+        return (tuple(rows), view["workers"], view["takeable"], view["lineage_changes"], view["incarnation"],
                 tuple(tuple(sorted((k, self.version_key(view, i, k, v)) for k, v in l.items() if k not in skip))
                       for i, l in enumerate(locals_)),
                 glob["max_told"])
@@ -1108,6 +1141,44 @@ class Leases(Protocol):
         glob["max_told"] = frozenset(mx.items())
 
     def world(self, ctx, letter, sim):
+        if letter == "S":
+            return self.restart(ctx, sim)
+        return self.advance(ctx, sim)
+
+    def restart(self, ctx, sim):
+        """S: the server restarts, with no transaction open (a restart ends
+        every session; the explorer's clients then reconnect, and what they
+        were told stands): the server incarnation is new, first seen now and
+        following the old one.  The incarnation's row is what the functions
+        judge the grace by (a take reads it each time), so the step writes
+        it on the control connection, as the new incarnation's first call
+        would.  The leases held at that moment are the grace's: until the
+        clock moves (3 days, more than the 1-day leases), none of them may
+        pass to another worker but by its holder's own call."""
+        world = ctx.locals[self.nclients]
+        if world["restarts"] >= self.restarts or any(ctx.txn) or any(ctx.flight):
+            return None
+        self.db.ctl_rows(
+            "BEGIN;"
+            "UPDATE lease.server_incarnations SET first_seen = clock_timestamp(), follows = incarnation"
+            " WHERE first_seen = (SELECT max(first_seen) FROM lease.server_incarnations)")
+        world["restarts"] += 1
+        world["grace"] = tuple(sorted((s, v["owner"]) for s, v in ctx.view["shards"].items()
+                                      if v["owner"] is not None))
+        return self.world_done(ctx, sim, "restarted")
+
+    def world_done(self, ctx, sim, told):
+        """The end of a world's step begun on the control connection."""
+        if not self.replaying:
+            snap, view = self.read_ctl()
+            self.check_state(ctx, ctx.view, view, self.nclients)
+            ctx.view, ctx.snapshot = view, snap
+        if sim:
+            return told, lambda: self.db.ctl_rows("ROLLBACK")
+        self.db.ctl_rows("COMMIT")
+        return told, None
+
+    def advance(self, ctx, sim):
         """A: the clock moves 3 days, on the control connection
         (session_replication_role = replica: no trigger fires, as time
         passing fires none), unless an open transaction holds one of the
@@ -1130,18 +1201,13 @@ class Leases(Protocol):
             " WHERE app_name = %(a)s;"
             "UPDATE lease.stream_workers SET renewed_until = renewed_until - interval '3 days',"
             "       renewed_at = renewed_at - interval '3 days'"
-            " WHERE app_name = %(a)s", {"a": APP})
+            " WHERE app_name = %(a)s;"
+            "UPDATE lease.server_incarnations SET first_seen = first_seen - interval '3 days'", {"a": APP})
         ctx.locals[self.nclients]["advances"] += 1
+        ctx.locals[self.nclients]["grace"] = ()
         for me in ctx.locals[:self.nclients]:
             me["fresh"], me["beat"] = (), False
-        if not self.replaying:
-            snap, view = self.read_ctl()
-            self.check_state(ctx, ctx.view, view, self.nclients)
-            ctx.view, ctx.snapshot = view, snap
-        if sim:
-            return "advanced", lambda: self.db.ctl_rows("ROLLBACK")
-        self.db.ctl_rows("COMMIT")
-        return "advanced", None
+        return self.world_done(ctx, sim, "advanced")
 
     RENEW_SQL = "SELECT shard_id, lease_epoch, handoff_to FROM lease.renew_leases(%s, %s, %s, %s, %s)"
 
@@ -1454,6 +1520,10 @@ class Leases(Protocol):
                       or not ctx.locals[loser]["session"], "renewal-honoured",
                       "%s was told it holds %s since the clock last moved, and %s took it"
                       % (b["owner"], shard, self.who(actor)))
+                check(loser == actor or a["owner"] is None
+                      or (shard, b["owner"]) not in ctx.locals[self.nclients]["grace"], "restart-grace",
+                      "%s held %s when the server restarted, and %s took it within one lease duration"
+                      % (b["owner"], shard, self.who(actor)))
         self.check_holds(ctx, after, actor, "the committed state")
 
     def check_wait(self, ctx, wait):
@@ -1523,6 +1593,7 @@ def main():
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--shards", type=int, default=2, choices=(2, 3))
     ap.add_argument("--advances", type=int, default=1)
+    ap.add_argument("--restarts", type=int, default=0)
     ap.add_argument("--restore-function", default="lease.restore_rotated_channel")
     ap.add_argument("--retry-function", default="lease.retry_failed_compensations",
                     help="bindings: the function Q calls (a mutant restore's own retry)")
@@ -1566,8 +1637,9 @@ def main():
     else:
         proto = Leases(db, args.clients, args.calls, args.shards, args.advances, args.checkpoint_function,
                        args.roles, args.weights, args.fast_failover, args.heartbeat, args.alphabets, args.seed,
-                       args.heartbeat_function, args.renew_function, args.hold_function, args.batch_function)
-        extra = args.advances
+                       args.heartbeat_function, args.renew_function, args.hold_function, args.batch_function,
+                       restarts=args.restarts)
+        extra = args.advances + args.restarts
     stats, violations, waits = Engine(proto, args.progress).run()
     report(proto, stats, violations, waits, args.clients, args.calls, extra)
     return 1 if violations else 0

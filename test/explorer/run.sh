@@ -50,7 +50,15 @@
 #  13. leases against a renewal that locks the lease rows it renews
 #      (explore_mutant.renew_leases): own-call-waits;
 #  14. leases against a takeover that ignores hold_lease (a hold without
-#      its row lock, explore_mutant.hold_lease): hold-respected.
+#      its row lock, explore_mutant.hold_lease): hold-respected;
+#  15. leases with the server's restart (the world's step S, a new server
+#      incarnation) among the workers' calls and the clock: 2 workers x 3
+#      steps, per-worker alphabets (--roles), and 2 x 3 of take_lease in
+#      transactions ([K]) against rounds and take_lease: no violation of
+#      restart-grace (no lease held at the restart passes to another worker
+#      within one lease duration but by its holder's own call);
+#      --long: 2 x 3 with heartbeats and transactions (TNR[]B TKHB);
+#  16. the same restart with lease.restart_grace off: restart-grace.
 # Sizes (clients x steps per client; the alphabets are in explore.py's
 # header): make test 2 x 3 bindings, every letter for both clients; 3 x 3
 # leases + 1 clock step, per-worker alphabets (--roles), and 3 x 2 of them
@@ -94,6 +102,7 @@ if [ "$LONG" -eq 1 ]; then
     BATCH=(--alphabets "EC]~,[]KT" --clients 2 --calls 4 --progress)
     BTXN=(--alphabets "[ST]~,RSTE" --clients 2 --calls 4 --progress)
     CKPTS=(--clients 3 --calls 3 --shards 3 --advances 1 --progress)
+    RESTART=(--heartbeat --alphabets "TNR[],TKH" --clients 2 --calls 3 --shards 2 --advances 1 --restarts 1 --progress)
 else
     BINDINGS=(--clients 2 --calls 3)
     LEASES=(--clients 3 --calls 3 --roles --shards 2 --advances 1)
@@ -104,6 +113,7 @@ else
     BATCH=(--alphabets "EC],[KT" --clients 2 --calls 3)
     BTXN=(--alphabets "[ST],RST" --clients 2 --calls 3)
     CKPTS=(--clients 3 --calls 3 --shards 2 --advances 1)
+    RESTART=(--alphabets "K[],TK" --clients 2 --calls 3 --shards 2 --advances 1 --restarts 1)
 fi
 SEEDED=(--seed --shards 3 --advances 1)
 BOUNDS=(--setting lease.rotation_lock_timeout=20 --setting lease.admission_lock_timeout=20)
@@ -183,6 +193,12 @@ run own-call-waits --protocol leases --seed --shards 3 --advances 0 --alphabets 
     --renew-function explore_mutant.renew_leases
 run hold-respected --protocol leases --seed --shards 3 --advances 1 --alphabets "[L,K" --clients 2 --calls 2 \
     --hold-function explore_mutant.hold_lease
+# The server's restart (15, 16): the clock, w1 holds p, the restart, w2
+# takes it (4 steps) once the grace is off
+run clean --protocol leases --roles --clients 2 --calls 3 --shards 2 --advances 1 --restarts 1
+run clean --protocol leases "${RESTART[@]}"
+run restart-grace --protocol leases --alphabets TN,TK --clients 2 --calls 2 --shards 2 --advances 1 --restarts 1 \
+    --setting lease.restart_grace=off
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

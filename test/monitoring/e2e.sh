@@ -132,7 +132,8 @@ GRANT EXECUTE ON FUNCTION
     lease.monitoring_sandboxes(),
     lease.monitoring_fleet(),
     lease.monitoring_compensation_failures(),
-    lease.monitoring_notifications()
+    lease.monitoring_notifications(),
+    lease.monitoring_incarnations()
     TO $MONITOR;
 CREATE ROLE $SCRAPER LOGIN IN ROLE $MONITOR;
 SELECT lease.create_lease('e2e', 'orders', 'shard-' || i) FROM generate_series(0, 5) AS i;
@@ -185,7 +186,8 @@ for m in pg_lease_leases_count pg_lease_stream_open_leases pg_lease_stream_live_
     pg_lease_fleet_tenants_near_limit pg_lease_compensation_failures_unresolved \
     pg_lease_compensation_failures_oldest_unresolved_age_seconds \
     pg_lease_compensation_failures_max_attempts pg_lease_notifications_skipped_total \
-    pg_lease_notifications_queue_usage; do
+    pg_lease_notifications_queue_usage pg_lease_server_incarnation_seconds_since_first_seen \
+    pg_lease_server_incarnation_leases_extended_total pg_lease_server_incarnation_follows; do
     grep -q "^$m[{ ]" "$WORK/scrape" || missing="$missing $m"
 done
 [ -z "$missing" ]

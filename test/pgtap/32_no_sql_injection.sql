@@ -49,7 +49,7 @@ SELECT tables_are('lease', ARRAY['shard_leases', 'lease_events', 'sandboxes', 'c
                                  'conversation_id_partition', 'admission_gate',
                                  'stream_workers', 'stream_takeable', 'lineage_changes',
                                  'worker_capacities', 'stream_balancing', 'stream_placements',
-                                 'stream_lineage', 'worker_holdings'],
+                                 'stream_lineage', 'worker_holdings', 'server_incarnations'],
                   'every table of the extension is still there');
 
 SELECT * FROM finish();

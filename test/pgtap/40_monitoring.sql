@@ -6,7 +6,7 @@
 -- the tables say; checkpointed_at moves with checkpoints, not renewals; the
 -- ownership counters survive prune_events.
 BEGIN;
-SELECT plan(50);
+SELECT plan(52);
 
 -- docs/monitoring.md, "Installing": the recipe (the docs-coverage suite
 -- checks that the page shows these lines as they are here)
@@ -23,7 +23,8 @@ GRANT EXECUTE ON FUNCTION
     lease.monitoring_sandboxes(),
     lease.monitoring_fleet(),
     lease.monitoring_compensation_failures(),
-    lease.monitoring_notifications()
+    lease.monitoring_notifications(),
+    lease.monitoring_incarnations()
     TO lease_monitor;
 -- end of recipe
 CREATE ROLE tap_mon_exporter LOGIN IN ROLE lease_monitor;
@@ -35,7 +36,7 @@ SELECT is((SELECT count(*)::int FROM pg_proc
             WHERE pronamespace = 'lease'::regnamespace AND proname LIKE 'monitoring\_%'
               AND prosecdef AND pronargs = 0
               AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp']),
-          10, 'ten monitoring functions, SECURITY DEFINER, no arguments, search_path pinned');
+          11, 'eleven monitoring functions, SECURITY DEFINER, no arguments, search_path pinned');
 SELECT is_empty($$SELECT p.oid::regprocedure FROM pg_proc p
                    WHERE p.pronamespace = 'lease'::regnamespace
                      AND has_function_privilege('tap_mon_nobody', p.oid, 'EXECUTE')$$,
@@ -187,6 +188,10 @@ SELECT ok((SELECT unresolved = 2 AND max_attempts = 3
           'monitoring_compensation_failures: 2 unresolved, the oldest 10 minutes old, 3 attempts');
 SELECT is((SELECT skipped FROM lease.monitoring_notifications()), 0::bigint,
           'monitoring_notifications: no notification skipped');
+SELECT is((SELECT count(*)::int FROM lease.monitoring_incarnations()
+            WHERE seconds_since_first_seen >= 0 AND leases_extended_total = 0),
+          (SELECT count(*)::int FROM lease.server_incarnations),
+          'monitoring_incarnations: every incarnation recorded, no lease extended without a restart');
 -- a full queue, as lease.notify_queue_limit 0 pretends: the take changes the
 -- owner and skips its notification, counted
 SELECT lease.create_lease('mon-n', 's', 'n1');
@@ -210,6 +215,10 @@ SELECT lives_ok($$SELECT * FROM lease.monitoring_sandboxes()$$, 'and pg_lease_sa
 SELECT lives_ok($$SELECT * FROM lease.monitoring_fleet()$$, 'and pg_lease_fleet');
 SELECT lives_ok($$SELECT * FROM lease.monitoring_compensation_failures()$$,
                 'and pg_lease_compensation_failures');
+SELECT lives_ok($$SELECT seconds_since_first_seen, leases_extended_total,
+                        CASE WHEN follows IS NULL THEN 0 ELSE 1 END AS follows
+                   FROM lease.monitoring_incarnations() LIMIT 1$$,
+                'and pg_lease_server_incarnation');
 SELECT lives_ok($$SELECT skipped AS skipped_total, queue_usage FROM lease.monitoring_notifications()$$,
                 'and pg_lease_notifications');
 -- ... and sees every app, as the exporter must

@@ -35,6 +35,8 @@ SETTINGS=(
     "lease.liveness_grace|'1500ms'|1500ms"
     "lease.move_lock_timeout|'2500ms'|2500ms"
     "lease.record_events|off|off"
+    "lease.restart_grace|off|off"
+    "lease.min_synchronous_commit|local|local"
     "lease.notify_channel|'lease_settings_x'|lease_settings_x"
     "lease.notify_queue_limit|0.25|0.25"
 )
