@@ -320,27 +320,11 @@ $$;
 COMMENT ON FUNCTION lease.monitoring_incarnations() IS
     'Metrics: the server incarnations pg_lease has seen, newest first, and the leases restart graces extended since the install (a counter).';
 
--- How many synchronous standbys a synchronous_standby_names value asks
--- for: ANY n (...), FIRST n (...) and n (...) ask for n, a plain list (or
--- '*') for 1, '' for none.  Used by lease.monitoring_replication().
-CREATE FUNCTION lease.sync_standbys_named(names text)
-RETURNS integer
-LANGUAGE sql IMMUTABLE STRICT
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT CASE WHEN pg_catalog.btrim(names) OPERATOR(pg_catalog.=) '' THEN 0
-            WHEN names OPERATOR(pg_catalog.~*) '^\s*((any|first)\s+)?[0-9]+\s*\('
-            THEN CAST(pg_catalog.substring(names, '([0-9]+)') AS integer)
-            ELSE 1 END
-$$;
-
-COMMENT ON FUNCTION lease.sync_standbys_named(text) IS
-    'How many synchronous standbys a synchronous_standby_names value asks for (lease.monitoring_replication).';
-
 -- Metrics: this server's synchronous replication against what the
 -- operator expects of it (lease.expected_sync_standbys, the formation's
 -- number_sync_standbys): the synchronous standbys synchronous_standby_names
--- asks for now (lease.sync_standbys_named), how many standbys are
+-- asks for now (ANY n (...), FIRST n (...) and n (...) ask for n, a plain
+-- list or '*' for 1, '' for none), how many standbys are
 -- streaming and how many of them count as synchronous (pg_stat_replication's
 -- sync_state sync or quorum), and the shortfall: expected minus
 -- synchronous, 0 on a standby.  A primary that pg_auto_failover moved to
@@ -353,7 +337,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-WITH c AS (SELECT lease.sync_standbys_named(pg_catalog.current_setting('synchronous_standby_names')) AS named,
+WITH c AS (SELECT pg_catalog.current_setting('synchronous_standby_names') AS names,
                   COALESCE(CAST(NULLIF(pg_catalog.current_setting('lease.expected_sync_standbys', true), '')
                                 AS integer), 0) AS expected,
                   pg_catalog.pg_is_in_recovery() AS standby),
@@ -361,7 +345,12 @@ WITH c AS (SELECT lease.sync_standbys_named(pg_catalog.current_setting('synchron
                   pg_catalog.count(*) FILTER (WHERE s.sync_state OPERATOR(pg_catalog.=) ANY (ARRAY['sync', 'quorum']))
                       AS sync
              FROM pg_catalog.pg_stat_replication AS s)
-SELECT c.expected, c.named, r.standbys, r.sync,
+SELECT c.expected,
+       CASE WHEN pg_catalog.btrim(c.names) OPERATOR(pg_catalog.=) '' THEN 0
+            WHEN c.names OPERATOR(pg_catalog.~*) '^\s*((any|first)\s+)?[0-9]+\s*\('
+            THEN CAST(pg_catalog.substring(c.names, '([0-9]+)') AS integer)
+            ELSE 1 END,
+       r.standbys, r.sync,
        CASE WHEN c.standby THEN 0 ELSE GREATEST(c.expected OPERATOR(pg_catalog.-) r.sync, 0) END
   FROM c, r
 $$;

@@ -48,8 +48,6 @@ WITH fn AS (
        -- called by pg_lease's own statements on a partition, about that
        -- partition's sessions; no client calls it
        AND p.proname OPERATOR(pg_catalog.<>) 'liveness_cutoff'
-       -- monitoring_replication's parser of a partition's own setting
-       AND p.proname OPERATOR(pg_catalog.<>) 'sync_standbys_named'
        -- the steps of a stream move: the router's move_stream calls each
        -- on a named partition (src/router/placement.sql)
        AND p.proname NOT LIKE 'move\_stream\_%'

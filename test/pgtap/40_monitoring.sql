@@ -6,7 +6,7 @@
 -- the tables say; checkpointed_at moves with checkpoints, not renewals; the
 -- ownership counters survive prune_events.
 BEGIN;
-SELECT plan(55);
+SELECT plan(54);
 
 -- docs/monitoring.md, "Installing": the recipe (the docs-coverage suite
 -- checks that the page shows these lines as they are here)
@@ -197,10 +197,6 @@ SELECT is((SELECT ARRAY[sync_standbys_expected, sync_standbys_configured, standb
              FROM lease.monitoring_replication()),
           ARRAY[0, 0, 0, 0, 0]::bigint[],
           'monitoring_replication: a lone server that expects no synchronous standby misses none');
-SELECT is(ARRAY(SELECT lease.sync_standbys_named(n) FROM unnest(ARRAY['', 'ANY 2 (a, b, c)', 'first 1 (a, b)',
-                                                                     '3 (a, b, c)', 'a, b', '*']) AS n),
-          ARRAY[0, 2, 1, 3, 1, 1],
-          'sync_standbys_named: ANY n, FIRST n and n (...) ask for n, a plain list or * for 1, empty for none');
 -- a full queue, as lease.notify_queue_limit 0 pretends: the take changes the
 -- owner and skips its notification, counted
 SELECT lease.create_lease('mon-n', 's', 'n1');

@@ -122,8 +122,6 @@ SELECT 'function lease.' || p.proname || '(' || pg_catalog.pg_get_function_argum
    AND p.prorettype OPERATOR(pg_catalog.<>) 'pg_catalog.trigger'::pg_catalog.regtype
    -- nor pg_lease's internal liveness test (src/router/generate.sql)
    AND p.proname OPERATOR(pg_catalog.<>) 'liveness_cutoff'
-   -- nor monitoring_replication's parser of a partition's own setting
-   AND p.proname OPERATOR(pg_catalog.<>) 'sync_standbys_named'
    -- nor the steps of a stream move, which the router calls on named partitions
    AND p.proname NOT LIKE 'move\_stream\_%'
 UNION ALL
