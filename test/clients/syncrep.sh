@@ -5,7 +5,9 @@
 # Elixir clients, not success (docs/client-rules.md).  The cluster is made to
 # wait for a standby that is not there (synchronous_standby_names), only in
 # sessions that ask for it (synchronous_commit on; the throwaway cluster runs
-# with it off), and test/clients/syncrep_cancel.py cancels each backend that
+# with it off, and the database lets lease functions commit with local
+# flushes, lease.min_synchronous_commit = local, so that the workers'
+# renewals and takes do not wait too), and test/clients/syncrep_cancel.py cancels each backend that
 # waits (pg_cancel_backend), as a failover manager does when it gives up on
 # its standby:
 #   1. each client's session: a checkpoint sent as not safe to repeat raises
@@ -25,6 +27,8 @@ CREATE DATABASE $SR_DB;
 \c $SR_DB
 SET client_min_messages = warning;
 CREATE EXTENSION pg_lease;
+LOAD 'pg_lease';
+ALTER DATABASE $SR_DB SET lease.min_synchronous_commit = 'local';
 GRANT USAGE ON SCHEMA lease TO clients_worker;
 GRANT EXECUTE ON FUNCTION $FLEET_WORKER_FUNCTIONS TO clients_worker;
 GRANT EXECUTE ON FUNCTION lease.hold_lease(text, text, text, text, bigint) TO clients_worker;
