@@ -670,3 +670,48 @@ ALTER TABLE lease.lease_events DROP CONSTRAINT lease_events_event_check;
 ALTER TABLE lease.lease_events ADD CONSTRAINT lease_events_event_check CHECK (event OPERATOR(pg_catalog.=) ANY (ARRAY[
         'take', 'expiry_takeover', 'steal', 'transfer', 'release', 'close',
         'handoff_request', 'session_ended', 'restart_grace']));
+
+----------------------------------------------------------------------------
+-- Synchronous replication against what the partition should have
+-- (src/leases/monitoring.sql; docs/monitoring.md, PgLeaseSyncStandbysMissing)
+----------------------------------------------------------------------------
+
+-- Metrics: this server's synchronous replication against what the
+-- operator expects of it (lease.expected_sync_standbys, the formation's
+-- number_sync_standbys): the synchronous standbys synchronous_standby_names
+-- asks for now (ANY n (...), FIRST n (...) and n (...) ask for n, a plain
+-- list or '*' for 1, '' for none), how many standbys are
+-- streaming and how many of them count as synchronous (pg_stat_replication's
+-- sync_state sync or quorum), and the shortfall: expected minus
+-- synchronous, 0 on a standby.  A primary that pg_auto_failover moved to
+-- wait_primary has synchronous_standby_names = '' and acknowledges commits
+-- no standby has: its shortfall is the expected number.
+CREATE FUNCTION lease.monitoring_replication()
+RETURNS TABLE (sync_standbys_expected integer, sync_standbys_configured integer,
+               standbys bigint, sync_standbys bigint, sync_standbys_missing bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+WITH c AS (SELECT pg_catalog.current_setting('synchronous_standby_names') AS names,
+                  COALESCE(CAST(NULLIF(pg_catalog.current_setting('lease.expected_sync_standbys', true), '')
+                                AS integer), 0) AS expected,
+                  pg_catalog.pg_is_in_recovery() AS standby),
+     r AS (SELECT pg_catalog.count(*) AS standbys,
+                  pg_catalog.count(*) FILTER (WHERE s.sync_state OPERATOR(pg_catalog.=) ANY (ARRAY['sync', 'quorum']))
+                      AS sync
+             FROM pg_catalog.pg_stat_replication AS s)
+SELECT c.expected,
+       CASE WHEN pg_catalog.btrim(c.names) OPERATOR(pg_catalog.=) '' THEN 0
+            WHEN c.names OPERATOR(pg_catalog.~*) '^\s*((any|first)\s+)?[0-9]+\s*\('
+            THEN CAST(pg_catalog.substring(c.names, '([0-9]+)') AS integer)
+            ELSE 1 END,
+       r.standbys, r.sync,
+       CASE WHEN c.standby THEN 0 ELSE GREATEST(c.expected OPERATOR(pg_catalog.-) r.sync, 0) END
+  FROM c, r
+$$;
+
+COMMENT ON FUNCTION lease.monitoring_replication() IS
+    'Metrics: synchronous standbys expected (lease.expected_sync_standbys), asked for (synchronous_standby_names) and streaming, and the shortfall (0 on a standby).';
+
+REVOKE ALL ON FUNCTION lease.monitoring_replication() FROM PUBLIC;

@@ -602,3 +602,14 @@ LANGUAGE plproxy AS $$
 $$;
 
 REVOKE ALL ON FUNCTION lease.monitoring_incarnations() FROM PUBLIC;
+
+-- Synchronous replication per partition (PgLeaseSyncStandbysMissing), as
+-- src/router/generate.sql writes it.
+CREATE FUNCTION lease.monitoring_replication()
+RETURNS TABLE(sync_standbys_expected integer, sync_standbys_configured integer, standbys bigint, sync_standbys bigint, sync_standbys_missing bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
+REVOKE ALL ON FUNCTION lease.monitoring_replication() FROM PUBLIC;

@@ -922,6 +922,13 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
 $$;
 
+CREATE FUNCTION lease.monitoring_replication()
+RETURNS TABLE(sync_standbys_expected integer, sync_standbys_configured integer, standbys bigint, sync_standbys bigint, sync_standbys_missing bigint)
+LANGUAGE plproxy AS $$
+    CLUSTER 'pg_lease';
+    RUN ON ALL;
+$$;
+
 CREATE FUNCTION lease.monitoring_sandboxes()
 RETURNS TABLE(status text, sandboxes bigint)
 LANGUAGE plproxy AS $$

@@ -27,6 +27,7 @@ int			lease_handoff_timeout_ms = 30000;
 int			lease_liveness_grace_ms = 1000;
 bool		lease_restart_grace_on = true;
 int			lease_min_synchronous_commit = SYNCHRONOUS_COMMIT_REMOTE_FLUSH;
+int			lease_expected_sync_standbys = 0;
 int			lease_move_lock_timeout_ms = 2000;
 bool		lease_record_events = true;
 char	   *lease_notify_channel = NULL;
@@ -228,6 +229,23 @@ lease_define_gucs(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: a fact about the partition's topology (its formation's
+	 * number_sync_standbys), set fleet-wide (ALTER SYSTEM); only the metric
+	 * lease.monitoring_replication() and its alert read it, and a role that
+	 * may only call the functions must not silence that alert.
+	 */
+	DefineCustomIntVariable("lease.expected_sync_standbys",
+							"Synchronous standbys this server should have while it is a primary.",
+							"lease.monitoring_replication() reports the shortfall, which the alert PgLeaseSyncStandbysMissing watches; 0 expects none.",
+							&lease_expected_sync_standbys,
+							0,
+							0,
+							64,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("lease.record_events",
 							 "Records every change of a lease's ownership in lease.lease_events.",

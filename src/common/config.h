@@ -49,6 +49,9 @@ extern int	lease_min_synchronous_commit;
 /* The synchronous_commit value of a SYNCHRONOUS_COMMIT_* level. */
 extern const char *lease_synchronous_commit_name(int level);
 
+/* lease.expected_sync_standbys: synchronous standbys the partition should have (monitoring) */
+extern int	lease_expected_sync_standbys;
+
 /* lease.record_events: write ownership changes to lease.lease_events */
 extern bool lease_record_events;
 

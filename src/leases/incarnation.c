@@ -50,12 +50,25 @@ lease_server_incarnation(void)
 
 /*
  * The incarnation this session last looked up (in TopMemoryContext), when
- * it was first seen and whether it follows an earlier one.  A session
- * lives in one incarnation, except a standby's that sees a promotion.
+ * it was first seen and whether it follows an earlier one; provisional
+ * while another session is recording it (first seen when this session
+ * first saw it, until the row is there).  A session lives in one
+ * incarnation, except a standby's that sees a promotion.
  */
 static char *known_incarnation = NULL;
 static TimestampTz known_first_seen;
 static bool known_follows;
+static bool known_provisional = false;
+
+/* Remembers `name` as this session's incarnation. */
+static void
+incarnation_remember(const char *name, bool provisional)
+{
+	if (known_incarnation != NULL)
+		pfree(known_incarnation);
+	known_incarnation = MemoryContextStrdup(TopMemoryContext, name);
+	known_provisional = provisional;
+}
 
 /*
  * The incarnation $1's row, and the latest incarnation recorded: read in a
@@ -158,8 +171,9 @@ static LeaseStatement restart_grace_stmts[2] = {
  * taken without waiting until its transaction ends, and reads again
  * under it: the inserts are one at a time, and none meets another's
  * uncommitted row.  A session that does not get the lock goes on as if the
- * incarnation were first seen now (the grace it gives is then no shorter),
- * and looks again at its next call.
+ * incarnation were first seen when it first saw it (the grace it gives is
+ * then no shorter, and does not slide on while the other transaction stays
+ * open), and looks again at its next call.
  */
 static text *
 incarnation_lookup(bool known_ok)
@@ -174,7 +188,8 @@ incarnation_lookup(bool known_ok)
 	if (incarnation == NULL)
 		return NULL;
 	name = text_to_cstring(incarnation);
-	if (known_ok && known_incarnation != NULL && strcmp(known_incarnation, name) == 0)
+	if (known_ok && !known_provisional && known_incarnation != NULL &&
+		strcmp(known_incarnation, name) == 0)
 		return incarnation;
 
 	args[0] = PointerGetDatum(incarnation);
@@ -195,8 +210,12 @@ incarnation_lookup(bool known_ok)
 	else if (SPI_processed == 0)
 	{
 		/* new, and another session is recording it right now */
-		known_first_seen = GetCurrentTimestamp();
-		known_follows = lease_spi_run_latest(&incarnation_latest_stmt, NULL, NULL, 1) > 0;
+		if (!known_provisional || known_incarnation == NULL || strcmp(known_incarnation, name) != 0)
+		{
+			known_first_seen = GetCurrentTimestamp();
+			known_follows = lease_spi_run_latest(&incarnation_latest_stmt, NULL, NULL, 1) > 0;
+			incarnation_remember(name, true);
+		}
 		return incarnation;
 	}
 	else
@@ -204,9 +223,7 @@ incarnation_lookup(bool known_ok)
 		known_first_seen = DatumGetTimestampTz(lease_spi_value(0, 1, &isnull));
 		known_follows = DatumGetBool(lease_spi_value(0, 2, &isnull));
 	}
-	if (known_incarnation != NULL)
-		pfree(known_incarnation);
-	known_incarnation = MemoryContextStrdup(TopMemoryContext, name);
+	incarnation_remember(name, false);
 	return incarnation;
 }
 

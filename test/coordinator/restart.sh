@@ -153,5 +153,25 @@ got=$(PGOPTIONS="-c synchronous_commit=off" psql -X -q -At -d "$DB" -c "BEGIN" \
 ok $? "inside a lease function's transaction synchronous_commit is on, after it the session's own again (got $got)"
 psql -X -q -d postgres -c "ALTER SYSTEM RESET wal_writer_delay" -c "SELECT pg_reload_conf()" >/dev/null
 
+# 5. The synchronous replication this server reports against what it
+# should have (lease.monitoring_replication, PgLeaseSyncStandbysMissing):
+# what synchronous_standby_names asks for, and the shortfall, here with no
+# standby at all.
+repl() {
+    psql -X -q -d postgres -c "ALTER SYSTEM SET synchronous_standby_names = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
+    sleep 0.3
+    q "SELECT sync_standbys_configured || '/' || sync_standbys_missing FROM lease.monitoring_replication()"
+}
+psql -X -q -d postgres -c "LOAD 'pg_lease'" -c "ALTER SYSTEM SET lease.expected_sync_standbys = 1" >/dev/null
+got="$(repl '') $(repl 'ANY 2 (node_2, node_3)') $(repl 'FIRST 1 (node_2)') $(repl '3 (a, b, c)') $(repl 'node_2, node_3') $(repl '*')"
+[ "$got" = "0/1 2/1 1/1 3/1 1/1 1/1" ]
+ok $? "monitoring_replication: what synchronous_standby_names asks for, and one expected standby missing (got $got)"
+psql -X -q -d postgres -c "ALTER SYSTEM RESET synchronous_standby_names" -c "ALTER SYSTEM RESET lease.expected_sync_standbys" \
+    -c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.3
+got=$(q "SELECT sync_standbys_expected || '/' || sync_standbys_missing FROM lease.monitoring_replication()")
+[ "$got" = "0/0" ]
+ok $? "monitoring_replication: expecting none, none is missing (got $got)"
+
 echo "1..$n"
 [ "$fails" -eq 0 ]

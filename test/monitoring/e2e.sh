@@ -133,7 +133,8 @@ GRANT EXECUTE ON FUNCTION
     lease.monitoring_fleet(),
     lease.monitoring_compensation_failures(),
     lease.monitoring_notifications(),
-    lease.monitoring_incarnations()
+    lease.monitoring_incarnations(),
+    lease.monitoring_replication()
     TO $MONITOR;
 CREATE ROLE $SCRAPER LOGIN IN ROLE $MONITOR;
 SELECT lease.create_lease('e2e', 'orders', 'shard-' || i) FROM generate_series(0, 5) AS i;
@@ -187,7 +188,9 @@ for m in pg_lease_leases_count pg_lease_stream_open_leases pg_lease_stream_live_
     pg_lease_compensation_failures_oldest_unresolved_age_seconds \
     pg_lease_compensation_failures_max_attempts pg_lease_notifications_skipped_total \
     pg_lease_notifications_queue_usage pg_lease_server_incarnation_seconds_since_first_seen \
-    pg_lease_server_incarnation_leases_extended_total pg_lease_server_incarnation_follows; do
+    pg_lease_server_incarnation_leases_extended_total pg_lease_server_incarnation_follows \
+    pg_lease_replication_sync_standbys_expected pg_lease_replication_sync_standbys_configured \
+    pg_lease_replication_standbys pg_lease_replication_sync_standbys pg_lease_replication_sync_standbys_missing; do
     grep -q "^$m[{ ]" "$WORK/scrape" || missing="$missing $m"
 done
 [ -z "$missing" ]

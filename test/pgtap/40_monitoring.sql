@@ -6,7 +6,7 @@
 -- the tables say; checkpointed_at moves with checkpoints, not renewals; the
 -- ownership counters survive prune_events.
 BEGIN;
-SELECT plan(52);
+SELECT plan(54);
 
 -- docs/monitoring.md, "Installing": the recipe (the docs-coverage suite
 -- checks that the page shows these lines as they are here)
@@ -24,7 +24,8 @@ GRANT EXECUTE ON FUNCTION
     lease.monitoring_fleet(),
     lease.monitoring_compensation_failures(),
     lease.monitoring_notifications(),
-    lease.monitoring_incarnations()
+    lease.monitoring_incarnations(),
+    lease.monitoring_replication()
     TO lease_monitor;
 -- end of recipe
 CREATE ROLE tap_mon_exporter LOGIN IN ROLE lease_monitor;
@@ -36,7 +37,7 @@ SELECT is((SELECT count(*)::int FROM pg_proc
             WHERE pronamespace = 'lease'::regnamespace AND proname LIKE 'monitoring\_%'
               AND prosecdef AND pronargs = 0
               AND proconfig @> ARRAY['search_path=pg_catalog, pg_temp']),
-          11, 'eleven monitoring functions, SECURITY DEFINER, no arguments, search_path pinned');
+          12, 'twelve monitoring functions, SECURITY DEFINER, no arguments, search_path pinned');
 SELECT is_empty($$SELECT p.oid::regprocedure FROM pg_proc p
                    WHERE p.pronamespace = 'lease'::regnamespace
                      AND has_function_privilege('tap_mon_nobody', p.oid, 'EXECUTE')$$,
@@ -192,6 +193,10 @@ SELECT is((SELECT count(*)::int FROM lease.monitoring_incarnations()
             WHERE seconds_since_first_seen >= 0 AND leases_extended_total = 0),
           (SELECT count(*)::int FROM lease.server_incarnations),
           'monitoring_incarnations: every incarnation recorded, no lease extended without a restart');
+SELECT is((SELECT ARRAY[sync_standbys_expected, sync_standbys_configured, standbys, sync_standbys, sync_standbys_missing]::bigint[]
+             FROM lease.monitoring_replication()),
+          ARRAY[0, 0, 0, 0, 0]::bigint[],
+          'monitoring_replication: a lone server that expects no synchronous standby misses none');
 -- a full queue, as lease.notify_queue_limit 0 pretends: the take changes the
 -- owner and skips its notification, counted
 SELECT lease.create_lease('mon-n', 's', 'n1');
@@ -219,6 +224,9 @@ SELECT lives_ok($$SELECT seconds_since_first_seen, leases_extended_total,
                         CASE WHEN follows IS NULL THEN 0 ELSE 1 END AS follows
                    FROM lease.monitoring_incarnations() LIMIT 1$$,
                 'and pg_lease_server_incarnation');
+SELECT lives_ok($$SELECT sync_standbys_expected, sync_standbys_configured, standbys, sync_standbys,
+                        sync_standbys_missing FROM lease.monitoring_replication()$$,
+                'and pg_lease_replication');
 SELECT lives_ok($$SELECT skipped AS skipped_total, queue_usage FROM lease.monitoring_notifications()$$,
                 'and pg_lease_notifications');
 -- ... and sees every app, as the exporter must

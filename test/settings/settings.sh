@@ -37,6 +37,7 @@ SETTINGS=(
     "lease.record_events|off|off"
     "lease.restart_grace|off|off"
     "lease.min_synchronous_commit|local|local"
+    "lease.expected_sync_standbys|1|1"
     "lease.notify_channel|'lease_settings_x'|lease_settings_x"
     "lease.notify_queue_limit|0.25|0.25"
 )
