@@ -9,8 +9,9 @@
 # Entry points, each one verb of test/make.sh (which says what it runs;
 # ARGS='...' passes arguments on): test (everything, from scratch:
 # dependencies, build, install, a throwaway cluster, every suite, a "N passed,
-# N failed" line), demo, bench, sanitize, lint, scale, torture, explore,
-# router-sql, deb, dist, deps.  CONTRIBUTING.md describes each.
+# N failed" line), check (the fast loop: build, pg_regress, isolation and
+# pgTAP on a throwaway cluster), demo, bench, sanitize, lint, scale, torture,
+# explore, router-sql, deb, dist, deps.  CONTRIBUTING.md describes each.
 
 # pg_lease_router (pg_lease_router.control) is the second extension: the
 # same lease.* API as PL/Proxy functions on a router in front of pg_lease
@@ -82,6 +83,15 @@ else
 PG_CONFIG ?= pg_config
 endif
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+# `make check` is pg_lease's fast loop (test/make.sh check), not PGXS's
+# (which refuses it for an extension): when it is the goal, PGXS is not
+# read, and the loop's own make calls build and install as usual.
+ifeq ($(MAKECMDGOALS),check)
+PGXS :=
+.PHONY: check
+check:
+	bash test/make.sh check $(ARGS)
+endif
 # pgxs.mk comes with Debian's postgresql-client-15, the server headers with
 # postgresql-server-dev-15: a build needs both.
 PG_SERVER_HEADERS := $(wildcard $(shell $(PG_CONFIG) --includedir-server 2>/dev/null)/postgres.h)

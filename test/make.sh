@@ -5,6 +5,8 @@
 #
 #   test        test/run.sh: dependencies, build, install, a throwaway
 #               cluster, every suite (PG_LEASE_SUITES), "N passed, N failed"
+#   check       the fast loop: test/run.sh with pg_regress, isolation and
+#               pgTAP only, then the suites it skipped
 #   demo        test/demo.sh: the fleet on a throwaway cluster, then a report
 #   bench       test/bench/run.sh [--quick]: BENCHMARKS.md
 #   sanitize    test/sanitize.sh: pg_regress + isolation, UBSan and valgrind
@@ -47,10 +49,25 @@ lint() {
     echo "pg_lease: lint clean (cppcheck $(cppcheck --version | cut -d' ' -f2), $(clang-tidy --version | grep -o 'version [0-9.]*'))"
 }
 
+# make check: the suites a change to the C or the SQL needs first, in a few
+# minutes, then which of make test's suites it left out.
+check() {
+    local status all skipped=()
+    PG_LEASE_SUITES="regress isolation pgtap" bash test/run.sh "$@"
+    status=$?
+    all=$(sed -n 's/^SUITES=${PG_LEASE_SUITES:-\(.*\)}$/\1/p' test/run.sh)
+    for s in $all; do
+        case " regress isolation pgtap " in *" $s "*) ;; *) skipped+=("$s") ;; esac
+    done
+    echo "pg_lease: make check ran regress, isolation and pgtap; skipped ${skipped[*]} (make test runs them all)"
+    return "$status"
+}
+
 verb=${1:-}
 shift
 case $verb in
     test) exec bash test/run.sh "$@" ;;
+    check) check "$@" ;;
     demo) exec bash test/demo.sh "$@" ;;
     bench) exec bash test/bench/run.sh "$@" ;;
     sanitize) exec bash test/sanitize.sh "$@" ;;
@@ -63,6 +80,6 @@ case $verb in
     dist) exec bash test/packaging/make_dist.sh "$@" ;;
     deps) exec bash test/lib/deps.sh "$@" ;;
     *)
-        echo "usage: test/make.sh {test|demo|bench|sanitize|lint|scale|torture|explore|router-sql|deb|dist|deps} [args...]" >&2
+        echo "usage: test/make.sh {test|check|demo|bench|sanitize|lint|scale|torture|explore|router-sql|deb|dist|deps} [args...]" >&2
         exit 2 ;;
 esac

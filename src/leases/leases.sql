@@ -828,7 +828,7 @@ CREATE TABLE lease.lease_events (
     to_owner    text,
     lease_count bigint      NOT NULL,
     lease_epoch bigint      NOT NULL,
-    -- why a balancing round moved the lease (issue 22): the loads and
+    -- why a balancing round moved the lease: the loads and
     -- targets it saw.  Last, so a fresh table equals one upgraded from 0.3.0.
     reason      text,
     CONSTRAINT lease_events_event_check CHECK (event OPERATOR(pg_catalog.=) ANY (ARRAY[
@@ -942,7 +942,7 @@ SELECT g.app_name, g.stream_name, g.lease_owner, g.live_leases,
            AND w.worker OPERATOR(pg_catalog.=) l.lease_owner
          WHERE l.lease_owner IS NOT NULL
            AND lease.has_app_access(l.app_name)
-           -- the effective expiry, as lease.lease_status (issue 23)
+           -- the effective expiry, as lease.lease_status
            AND GREATEST(l.lease_expires_at, w.renewed_until)
                OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
          GROUP BY l.app_name, l.stream_name, l.lease_owner) AS g

@@ -233,7 +233,7 @@ $$;
 COMMENT ON FUNCTION lease.monitoring_workers() IS
     'Metrics: live (unexpired) leases per app, stream and owner.';
 
--- Load against target per owner (issue 22): lease.worker_loads' load,
+-- Load against target per owner: lease.worker_loads' load,
 -- capacity and target, for every app.
 CREATE FUNCTION lease.monitoring_worker_loads()
 RETURNS TABLE (app_name text, stream_name text, lease_owner text, load double precision,

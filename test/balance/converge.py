@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Convergence driver for weighted balancing (issue 22), run against the real
+"""Convergence driver for weighted balancing, run against the real
 extension: every round is lease.take_leases, every check reads the tables.
 
   converge.py --dsn DSN [--shards 64] [--zipf 1.1] [--steady 50] [--seed 22]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench, section 9 (issue 23): how long a SIGKILLed worker's shards sit
+# make bench, section 9: how long a SIGKILLed worker's shards sit
 # idle, in the normal mode and in the fast-failover mode (renew_every), with
 # 10 s leases; then how the surviving workers find freed leases, short rounds
 # against LISTEN (test/bench/find_freed.py).  Prints a Markdown fragment.

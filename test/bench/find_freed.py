@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""make bench, section 9 (issue 23): how surviving workers find freed leases.
+"""make bench, section 9: how surviving workers find freed leases.
 
     find_freed.py DSN LEASE_SECONDS CYCLES          prints a Markdown fragment
     find_freed.py worker DSN STREAM OWNER VARIANT LEASE_SECONDS

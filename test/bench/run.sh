@@ -199,7 +199,7 @@ bench_renewal_flat() {
         -c "SET check_function_bodies = off" -f test/bench/setup.sql >/dev/null
     {
         echo
-        echo "### 3b. One renewal's cost by the number of leases held (issue 23)"
+        echo "### 3b. One renewal's cost by the number of leases held"
         echo
         echo "One client. \`lease.heartbeat(...)\` (0.4.0): one heartbeat row written per worker and stream, answered from that row; what a worker calls on every tick while its leases have not changed hands. \`SELECT count(*) FROM lease.renew_leases(...)\`: 0.4.0 makes the same write, then lists a row per lease (the pinned result); 0.3.0 (same module, a database on the 0.3.0 schema) wrote every lease. Ratios against 10 leases of the same call; the goal is 1,000 within 1.5× of 10."
         echo
@@ -237,7 +237,7 @@ bench_renewal_flat() {
 bench_failover() {
     {
         echo
-        echo "### 9. Fast failover (issue 23): a SIGKILLed worker's shards, and what the mode costs"
+        echo "### 9. Fast failover: a SIGKILLed worker's shards, and what the mode costs"
         echo
     } >>"$REPORT"
     step "fast failover: SIGKILLs in both modes"

@@ -6,7 +6,7 @@
 CREATE SCHEMA explore_mutant;
 
 -- Bindings: a PL/pgSQL replica of restore_rotated_channel as released in
--- 0.3.0 (src/bindings/rotation.c, restore_step, before issue 18): lock the
+-- 0.3.0 (src/bindings/rotation.c, restore_step, as 0.3.0 had it): lock the
 -- previous conversation, then the failed one; a pending replacement is
 -- marked failed and unbound (its sandbox failed); the previous conversation
 -- is rebound only if the replacement had failed and still held the channel
@@ -113,7 +113,7 @@ $$;
 -- Bindings: admit_turn as released up to 0.3.0, the module's plain symbol
 -- (src/bindings/conversations.c, LEASE_VERSIONED_ENTRY_POINTS): a turn and
 -- nothing else, so a replacement's first turn leaves the conversation it
--- replaced live and holding its sandbox slot (issue 20).
+-- replaced live and holding its sandbox slot.
 CREATE FUNCTION explore_mutant.admit_turn(conversation_id bigint)
 RETURNS bigint
 AS '$libdir/pg_lease', 'lease_admit_turn'

@@ -153,9 +153,9 @@ run() {
 run clean --protocol bindings "${BINDINGS[@]}"
 run clean --protocol leases "${LEASES[@]}"
 run clean --protocol leases "${WEIGHTED[@]}"
-# (issue 23) the fast-failover mode: sessions end (D), the clock moves
+# the fast-failover mode: sessions end (D), the clock moves
 run clean --protocol leases --fast-failover --roles --clients 2 --calls 3 --shards 2 --advances 1
-# (issue 23) renewing by lease.heartbeat (B), in both modes
+# renewing by lease.heartbeat (B), in both modes
 run clean --protocol leases --heartbeat --alphabets TNRX,TNKH "${HEARTBEAT[@]}"
 run clean --protocol leases --heartbeat --fast-failover --alphabets TNR,TKH "${HEARTBEAT[@]}"
 # batched checkpoints (W) among takes (T, K), renewals (N), closes (X) and
@@ -171,10 +171,10 @@ run checkpoint-owner --protocol leases --clients 2 --calls 2 --advances 1 \
 # takeover, the batch (4 steps)
 run batch-judged --protocol leases --alphabets TW --clients 2 --calls 2 --advances 1 \
     --batch-function explore_mutant.update_checkpoints
-# (issue 20) a replacement's first turn that ends nothing: 2 calls long
+# a replacement's first turn that ends nothing: 2 calls long
 run lifecycle --protocol bindings --clients 1 --calls 2 \
     --turn-function explore_mutant.admit_turn
-# (issue 23) a takeover that leaves the loser's leases_version: 5 steps long
+# a takeover that leaves the loser's leases_version: 5 steps long
 # (take, heartbeat and list, the clock, the takeover, a heartbeat)
 run heartbeat-list --protocol leases --heartbeat --alphabets T --clients 2 --calls 3 --advances 1 \
     --setting explore_mutant.keep_version=on

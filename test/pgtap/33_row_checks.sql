@@ -1,5 +1,5 @@
 -- pgTAP: no write can store a row the lease and binding functions cannot go
--- on with (issue 27, item 5): non-finite times (monitoring and renewals
+-- on with: non-finite times (monitoring and renewals
 -- compute with them) and counters at the end of their range (every take
 -- increments them) are refused with 23514, whether an operator INSERTs them
 -- or import_kcl_ex brings them in; import refuses the whole source cleanly.

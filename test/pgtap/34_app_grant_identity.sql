@@ -1,5 +1,5 @@
 -- pgTAP: an app grant belongs to the role it was granted to, by OID and by
--- the name it had then (lease.app_grants.grantee_name, issue 27 item 4): a
+-- the name it had then (lease.app_grants.grantee_name): a
 -- role given a dropped grantee's OID, or a grantee renamed since, does not
 -- act for the app, and the dump filter leaves such grants out.
 BEGIN;

@@ -62,7 +62,7 @@ SELECT outcome, previous_conversation_id = :conv AS from_conv, conversation_id A
 SELECT :'outcome' AS outcome, :'from_conv' AS from_conv, :rotated % 2 = :conv % 2 AS same_partition;
 SELECT lease.restore_rotated_channel(:conv, :rotated) AS restore;
 SELECT lease.find_channel_conversation('ro-u1', 'agent', NULL, NULL, 'c1') = :conv AS restored_binding;
--- the lifecycle (issue 20): a rotation confirmed through the router ends
+-- the lifecycle: a rotation confirmed through the router ends
 -- the previous conversation on its partition; the tenant's list and quota
 SELECT outcome, conversation_id AS rotated
   FROM lease.rotate_channel('ro-u1', 'agent', NULL, NULL, 'c1', :conv) \gset

@@ -1,4 +1,4 @@
--- lease.restore_rotated_channel along rotation chains (issue 18): a restore
+-- lease.restore_rotated_channel along rotation chains: a restore
 -- never leaves a channel unbound.  While the failed replacement still holds
 -- the channel, it goes back to the previous conversation if that is live and
 -- unbound, else to the nearest live, unbound ancestor up the rotated_from

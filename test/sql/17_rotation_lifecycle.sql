@@ -1,4 +1,4 @@
--- The lifecycle of a rotation (issue 20): a restore is meaningful only while
+-- The lifecycle of a rotation: a restore is meaningful only while
 -- the replacement is pending, so the previous conversation is ended, and its
 -- sandbox slot freed, exactly when the replacement starts: its first turn
 -- (admit_turn) or lease.confirm_rotation.  That ends the live, unbound

@@ -1,4 +1,4 @@
--- Tenant quotas as functions (issue 20): set_tenant_limit,
+-- Tenant quotas as functions: set_tenant_limit,
 -- clear_tenant_limit, tenant_limit, list_tenant_limits.  A tenant without
 -- a limit of its own gets lease.default_sandbox_limit.  Lowering a limit
 -- below the tenant's current use refuses new admissions and ends nothing.

@@ -16,7 +16,7 @@
  * pg_terminate_backend while they are held mid-rotation and mid-restore by a
  * lock it owns, and checks that nothing partial is left.
  *
- * Lease clients renew with renew_leases and with lease.heartbeat (issue 23):
+ * Lease clients renew with renew_leases and with lease.heartbeat:
  * a client keeps its last renew_leases list under the leases_version of the
  * heartbeat before it, lists again when the version moved or a handoff is
  * pending, and otherwise checks that the heartbeat counts the leases its
@@ -24,7 +24,7 @@
  *
  * Beside them, --txn-clients N (3 by default) transactional clients commit
  * one output row per record together with hold_lease and the fenced
- * checkpoint (issue 21); the checker proves each record up to each shard's
+ * checkpoint; the checker proves each record up to each shard's
  * checkpoint is in their output exactly once, and --omit-hold shows that
  * check failing without hold_lease.
  *
@@ -459,7 +459,7 @@ static Client clients[MAX_CLIENTS];
 static const char *durations[] = {"300 ms", "800 ms", "2 s"};
 
 /*
- * The fast-failover mode (issue 23): clients with an odd id declare
+ * The fast-failover mode: clients with an odd id declare
  * renew_every on their renewals and balancing rounds, so a killed one's
  * leases are taken before their expiry ('session_ended' events).
  */
@@ -1371,7 +1371,7 @@ restore(Client *cl, const char *op, long long prev, long long failed)
 }
 
 /*
- * The replacement `id` of a rotation from `prev` started (issue 20): its
+ * The replacement `id` of a rotation from `prev` started: its
  * worker runs, so confirm_rotation or, with `turn`, its first admit_turn
  * ends the previous conversation (check_lifecycle checks that).  Tallied
  * under op: the confirmation's outcome, "admitted", or "55000 ended" when
@@ -2052,7 +2052,7 @@ static const char *inv_names[NINV] = {
 	"backend killed mid-restore leaves nothing partial",
 	"the taker's bookkeeping equals a recount (test/lib/taker_state_check.sql)",
 	"no shared channel unbound while a failed chain leads back to a live unbound conversation",
-	"no live conversation whose replacement runs (its start ended it: issue 20's lifecycle)",
+	"no live conversation whose replacement runs (its start ended it: the rotation lifecycle)",
 	"transactional clients: every record up to each shard's checkpoint in torture_output exactly once",
 };
 static int	inv_failures[NINV];
@@ -2366,7 +2366,7 @@ check_quota(Conn *c)
 }
 
 /*
- * The lifecycle of a rotation (issue 20): a replacement's start (its first
+ * The lifecycle of a rotation: a replacement's start (its first
  * turn or confirm_rotation) ends, in its transaction, the conversation it
  * was rotated from, which can never be live again; so no running or idle
  * conversation has a live rotated_from, in any state between whole calls.
@@ -2767,7 +2767,7 @@ checker_main(void *arg)
 /* ------------------------------------------------- transactional clients */
 
 /*
- * Transactional clients (issue 21, docs/exactly-once.md): on a stream of
+ * Transactional clients (docs/exactly-once.md): on a stream of
  * their own, each batch is one transaction: one output row per record into
  * public.torture_output, hold_lease (its checkpoint must be where the batch
  * starts, else a commit was lost: roll back and resume from it), the fenced

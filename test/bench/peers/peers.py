@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""pg_lease side by side with etcd, ZooKeeper and Redis (issue 26).
+"""pg_lease side by side with etcd, ZooKeeper and Redis.
 
     peers.py bench [--rounds N] [--seconds S] [--out DIR]     make bench, section 8
     peers.py test                                              make test, suite `peers`

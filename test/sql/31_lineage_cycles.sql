@@ -3,7 +3,7 @@
 -- the table's own are checked against the leases already there, not only
 -- against their own list; a lease never gets more than 32 parents.  Each
 -- refusal writes nothing.  Two transactions at once:
--- test/specs/lineage_cycle_race.spec; the importers: 29_import_kcl_dynamodb.
+-- test/specs/lineage_cycle_race.spec; the importers: 30_import_kcl_dynamodb.
 \set VERBOSITY terse
 SELECT lease.create_lease('lin', 's', 'x', ARRAY['y']);
 SELECT lease_test.digest() AS before \gset

@@ -3,145 +3,36 @@
 -- a worker's capacity (take_leases' capacity) and a stream's
 -- tolerance (lease.set_balance_tolerance).  Bad input writes nothing.
 SELECT lease.create_lease('wt', 's', 'a');
- create_lease 
---------------
- t
-(1 row)
-
 SELECT lease.create_lease('wt', 's', 'b');
- create_lease 
---------------
- t
-(1 row)
-
 SELECT shard_id, weight, work_rate FROM lease.shard_leases WHERE app_name = 'wt' ORDER BY shard_id;
- shard_id | weight | work_rate 
-----------+--------+-----------
- a        |        |          
- b        |        |          
-(2 rows)
 
 -- set_weight: true for an existing lease, false for none; null clears it
 SELECT lease.set_weight('wt', 's', 'a', 5);
- set_weight 
-------------
- t
-(1 row)
-
 SELECT lease.set_weight('wt', 's', 'b', 0);
- set_weight 
-------------
- t
-(1 row)
-
 SELECT lease.set_weight('wt', 's', 'nope', 1);
- set_weight 
-------------
- f
-(1 row)
-
 SELECT shard_id, weight FROM lease.shard_leases WHERE app_name = 'wt' ORDER BY shard_id;
- shard_id | weight 
-----------+--------
- a        |      5
- b        |      0
-(2 rows)
-
 SELECT lease.set_weight('wt', 's', 'b', NULL);
- set_weight 
-------------
- t
-(1 row)
-
 SELECT shard_id, weight FROM lease.shard_leases WHERE app_name = 'wt' ORDER BY shard_id;
- shard_id | weight 
-----------+--------
- a        |      5
- b        |       
-(2 rows)
 
 -- bad weights: 22023 / 22004, nothing written
 SELECT lease_test.digest() AS before \gset
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', 'a', -1)$$);
-                try                 
-------------------------------------
- 22023: weight must not be negative
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', 'a', 'NaN')$$);
-                  try                  
----------------------------------------
- 22023: weight must be a finite number
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', 'a', 'Infinity')$$);
-                  try                  
----------------------------------------
- 22023: weight must be a finite number
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', NULL, 1)$$);
-               try                
-----------------------------------
- 22004: shard_id must not be null
-(1 row)
-
 -- weights are bounded (1e15): no sum of them can overflow
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', 'a', 1e308)$$);
-                 try                 
--------------------------------------
- 22023: weight must be at most 1e+15
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', 'a', 1.000001e15)$$);
-                 try                 
--------------------------------------
- 22023: weight must be at most 1e+15
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.set_weight('wt', 's', '', 1)$$);
-                    try                     
---------------------------------------------
- 22023: shard_id must not be empty or blank
-(1 row)
-
 SELECT lease_test.digest() = :'before' AS nothing_written;
- nothing_written 
------------------
- t
-(1 row)
 
 -- update_checkpoint without work (five, six or seven arguments) resolves as
 -- before and leaves the work rate alone
 SELECT lease.take_lease('wt', 's', 'a', 'w1');
- take_lease 
-------------
-          1
-(1 row)
-
 SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '1');
- update_checkpoint 
--------------------
- t
-(1 row)
-
 SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '2', 0);
- update_checkpoint 
--------------------
- t
-(1 row)
-
 SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '3', 0, 1);
- update_checkpoint 
--------------------
- t
-(1 row)
-
 SELECT checkpoint, work_rate FROM lease.shard_leases WHERE app_name = 'wt' AND shard_id = 'a';
- checkpoint | work_rate 
-------------+-----------
- 3          |          
-(1 row)
 
 -- with work: 60 records reported 60 s after the previous checkpoint
 -- move the rate (from 0) 1 - 1/e of the way to 1 record/s (the clock runs
@@ -149,414 +40,105 @@ SELECT checkpoint, work_rate FROM lease.shard_leases WHERE app_name = 'wt' AND s
 UPDATE lease.shard_leases SET checkpointed_at = pg_catalog.now() - interval '60 s'
  WHERE app_name = 'wt' AND shard_id = 'a';
 SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '4', 0, 1, 60);
- update_checkpoint 
--------------------
- t
-(1 row)
-
 SELECT checkpoint, round(work_rate::numeric, 2) AS work_rate,
        abs(work_rate - (1 - exp(-1.0))) < 0.01 AS near_expected
   FROM lease.shard_leases WHERE app_name = 'wt' AND shard_id = 'a';
- checkpoint | work_rate | near_expected 
-------------+-----------+---------------
- 4          |      0.63 | t
-(1 row)
-
 -- again, 120 s later with 240 records: a step toward 2 records/s
 UPDATE lease.shard_leases SET checkpointed_at = pg_catalog.now() - interval '120 s'
  WHERE app_name = 'wt' AND shard_id = 'a';
 SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '5', 0, 1, 240);
- update_checkpoint 
--------------------
- t
-(1 row)
-
 SELECT checkpoint, round(work_rate::numeric, 2) AS work_rate,
        abs(work_rate - (1 - exp(-1.0) + (1 - exp(-2.0)) * (2 - (1 - exp(-1.0))))) < 0.01 AS near_expected
   FROM lease.shard_leases WHERE app_name = 'wt' AND shard_id = 'a';
- checkpoint | work_rate | near_expected 
-------------+-----------+---------------
- 5          |      1.81 | t
-(1 row)
-
 -- back-to-back checkpoints (no time between them) move it by about records / 60
 SELECT work_rate AS rate_before FROM lease.shard_leases WHERE app_name = 'wt' AND shard_id = 'a' \gset
 BEGIN;
 SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '6', 0, 1, 6);
- update_checkpoint 
--------------------
- t
-(1 row)
-
 SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '7', 0, 1, 6);
- update_checkpoint 
--------------------
- t
-(1 row)
-
 SELECT round((work_rate - :rate_before)::numeric, 2) AS step FROM lease.shard_leases WHERE app_name = 'wt' AND shard_id = 'a';
- step 
-------
- 0.20
-(1 row)
-
 ROLLBACK;
 -- a stale token or another owner: false, the checkpoint stays
 SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '8', 0, 7, 10);
- update_checkpoint 
--------------------
- f
-(1 row)
-
 SELECT lease.update_checkpoint('wt', 's', 'a', 'w2', '8', 0, 1, 10);
- update_checkpoint 
--------------------
- f
-(1 row)
-
 SELECT checkpoint FROM lease.shard_leases WHERE app_name = 'wt' AND shard_id = 'a';
- checkpoint 
-------------
- 5
-(1 row)
-
 -- bad work or token: nothing written (a null work is no report: a plain
 -- fenced checkpoint)
 SELECT lease_test.digest() AS before \gset
 SELECT lease_test.try($$SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '9', 0, 1, -1)$$);
-               try                
-----------------------------------
- 22023: work must not be negative
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '9', 0, NULL, 1)$$);
-                  try                  
----------------------------------------
- 22004: fencing_token must not be null
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', '9', 0, -1, 1)$$);
-                    try                    
--------------------------------------------
- 22023: fencing_token must not be negative
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.update_checkpoint('wt', 's', 'a', 'w1', 'SHARD_END', 0, 1, 1)$$);
-                              try                               
-----------------------------------------------------------------
- 22023: checkpoint SHARD_END can only be written by close_shard
-(1 row)
-
 SELECT lease_test.digest() = :'before' AS nothing_written;
- nothing_written 
------------------
- t
-(1 row)
 
 -- capacity: take_leases records it, and only a change writes.  The stream
--- has weights, so it is balanced by load (30_balancing): w2, roomier than
+-- has weights, so it is balanced by load (36_balancing): w2, roomier than
 -- w1, asks for the lease heavier than w1's share
 SELECT shard_id, action FROM lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 2);
- shard_id |      action       
-----------+-------------------
- a        | handoff_requested
-(1 row)
-
 SELECT worker, capacity FROM lease.worker_capacities WHERE app_name = 'wt' ORDER BY worker;
- worker | capacity 
---------+----------
- w2     |        2
-(1 row)
-
 SELECT xmin AS capacity_xmin FROM lease.worker_capacities WHERE app_name = 'wt' AND worker = 'w2' \gset
 SELECT count(*) FROM lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 2);
- count 
--------
-     0
-(1 row)
-
 SELECT xmin = :'capacity_xmin' AS unchanged FROM lease.worker_capacities WHERE app_name = 'wt' AND worker = 'w2';
- unchanged 
------------
- t
-(1 row)
-
 SELECT count(*) FROM lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 0.5);
- count 
--------
-     1
-(1 row)
-
 SELECT worker, capacity FROM lease.worker_capacities WHERE app_name = 'wt' ORDER BY worker;
- worker | capacity 
---------+----------
- w2     |      0.5
-(1 row)
-
 -- capacity 1 is the default: stored as no row, so declaring it writes nothing
 -- for a new worker and removes a declared one; a call without it declares 1
 SELECT count(*) FROM lease.take_leases('wt', 's', 'w3', NULL, NULL, 1, 1);
- count 
--------
-     0
-(1 row)
-
 SELECT count(*) FROM lease.take_leases('wt', 's', 'w4');
- count 
--------
-     0
-(1 row)
-
 SELECT count(*) FROM lease.take_leases('wt', 's', 'w5', NULL, NULL, 1, 3);
- count 
--------
-     1
-(1 row)
-
 SELECT worker, capacity FROM lease.worker_capacities WHERE app_name = 'wt' ORDER BY worker;
- worker | capacity 
---------+----------
- w2     |      0.5
- w5     |        3
-(2 rows)
-
 SELECT count(*) FROM lease.take_leases('wt', 's', 'w5', NULL, NULL, 1, 1);
- count 
--------
-     0
-(1 row)
-
 SELECT worker, capacity FROM lease.worker_capacities WHERE app_name = 'wt' ORDER BY worker;
- worker | capacity 
---------+----------
- w2     |      0.5
-(1 row)
-
 -- bad capacities: nothing written
 SELECT lease_test.digest() AS before \gset
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 0)$$);
-                       try                        
---------------------------------------------------
- 22023: capacity must be a positive finite number
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, -2)$$);
-                       try                        
---------------------------------------------------
- 22023: capacity must be a positive finite number
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 'NaN')$$);
-                       try                        
---------------------------------------------------
- 22023: capacity must be a positive finite number
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 'Infinity')$$);
-                       try                        
---------------------------------------------------
- 22023: capacity must be a positive finite number
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, NULL)$$);
-               try                
-----------------------------------
- 22004: capacity must not be null
-(1 row)
-
 -- capacities are bounded (1e-6 to 1e6): capacity 1e308 made the fleet-wide
 -- lease.monitoring_worker_loads() fail (22003) for every app
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 1e308)$$);
-                       try                       
--------------------------------------------------
- 22023: capacity must be between 1e-06 and 1e+06
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 1000001)$$);
-                       try                       
--------------------------------------------------
- 22023: capacity must be between 1e-06 and 1e+06
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.take_leases('wt', 's', 'w2', NULL, NULL, 1, 1e-300)$$);
-                       try                       
--------------------------------------------------
- 22023: capacity must be between 1e-06 and 1e+06
-(1 row)
-
 SELECT lease_test.digest() = :'before' AS nothing_written;
- nothing_written 
------------------
- t
-(1 row)
 
 -- tolerance: set, replaced, reset to the default by null
 SELECT lease.set_balance_tolerance('wt', 's', 0.2);
- set_balance_tolerance 
------------------------
-                   0.2
-(1 row)
-
 SELECT lease.set_balance_tolerance('wt', 's', 0.05);
- set_balance_tolerance 
------------------------
-                  0.05
-(1 row)
-
 SELECT app_name, stream_name, tolerance FROM lease.stream_balancing;
- app_name | stream_name | tolerance 
-----------+-------------+-----------
- wt       | s           |      0.05
-(1 row)
-
 SELECT lease.set_balance_tolerance('wt', 's', NULL);
- set_balance_tolerance 
------------------------
-                   0.1
-(1 row)
-
 SELECT count(*) FROM lease.stream_balancing;
- count 
--------
-     0
-(1 row)
-
 SELECT lease.set_balance_tolerance('wt', 's', 0);
- set_balance_tolerance 
------------------------
-                     0
-(1 row)
-
 SELECT lease.set_balance_tolerance('wt', 's', 1);
- set_balance_tolerance 
------------------------
-                     1
-(1 row)
-
 SELECT lease_test.digest() AS before \gset
 SELECT lease_test.try($$SELECT lease.set_balance_tolerance('wt', 's', -0.1)$$);
-                   try                    
-------------------------------------------
- 22023: tolerance must be between 0 and 1
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.set_balance_tolerance('wt', 's', 1.5)$$);
-                   try                    
-------------------------------------------
- 22023: tolerance must be between 0 and 1
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.set_balance_tolerance('wt', 's', 'NaN')$$);
-                   try                    
-------------------------------------------
- 22023: tolerance must be a finite number
-(1 row)
-
 SELECT lease_test.try($$SELECT lease.set_balance_tolerance('wt', NULL, 0.1)$$);
-                 try                 
--------------------------------------
- 22004: stream_name must not be null
-(1 row)
-
 SELECT lease_test.digest() = :'before' AS nothing_written;
- nothing_written 
------------------
- t
-(1 row)
-
 SELECT lease.set_balance_tolerance('wt', 's', NULL);
- set_balance_tolerance 
------------------------
-                   0.1
-(1 row)
 
 -- worker_loads: load (weight, else measured rate, else the mean of the
 -- stream's known weights, else 1), capacity, target
 -- (the stream's load in proportion to the listed owners' capacities)
 SELECT lease_owner, live_leases, load, capacity, target
   FROM lease.worker_loads WHERE app_name = 'wt' ORDER BY lease_owner;
- lease_owner | live_leases | load | capacity |       target       
--------------+-------------+------+----------+--------------------
- w1          |           1 |    5 |        1 |  6.666666666666667
- w2          |           1 |    5 |      0.5 | 3.3333333333333335
-(2 rows)
-
 SELECT lease.set_weight('wt', 's', 'a', NULL);
- set_weight 
-------------
- t
-(1 row)
-
 SELECT lease_owner, live_leases, round(load::numeric, 2) AS load, capacity, round(target::numeric, 2) AS target
   FROM lease.worker_loads WHERE app_name = 'wt' ORDER BY lease_owner;
- lease_owner | live_leases | load | capacity | target 
--------------+-------------+------+----------+--------
- w1          |           1 | 1.81 |        1 |   2.42
- w2          |           1 | 1.81 |      0.5 |   1.21
-(2 rows)
 
 -- one app's extreme inputs, at the bounds, leave the fleet-wide views working
 -- for every app: two workers at the largest capacity, two leases at the
 -- largest weight, next to an ordinary app
 SELECT lease.create_lease('wt-max', 's', shard) FROM unnest(ARRAY['a', 'b', 'c']) AS shard;
- create_lease 
---------------
- t
- t
- t
-(3 rows)
-
 SELECT lease.set_weight('wt-max', 's', shard, 1e15) FROM unnest(ARRAY['a', 'b']) AS shard;
- set_weight 
-------------
- t
- t
-(2 rows)
-
 SELECT count(*) FROM lease.take_leases('wt-max', 's', 'big1', '1 hour', NULL, 1, 1e6);
- count 
--------
-     3
-(1 row)
-
 SELECT count(*) FROM lease.take_leases('wt-max', 's', 'big2', '1 hour', NULL, 1, 1e6);
- count 
--------
-     1
-(1 row)
-
 SELECT count(*) FROM lease.take_leases('wt-max', 's', 'small', '1 hour', NULL, 1, 1e-6);
- count 
--------
-     0
-(1 row)
-
 SELECT app_name, count(*) AS owners, bool_and(target >= 0 AND target < 'Infinity') AS finite
   FROM lease.monitoring_worker_loads() WHERE app_name IN ('wt', 'wt-max') GROUP BY app_name ORDER BY app_name;
- app_name | owners | finite 
-----------+--------+--------
- wt       |      2 | t
- wt-max   |      1 | t
-(2 rows)
-
 SELECT app_name, count(*) > 0 AS streams FROM lease.monitoring_streams()
  WHERE app_name IN ('wt', 'wt-max') GROUP BY app_name ORDER BY app_name;
- app_name | streams 
-----------+---------
- wt       | t
- wt-max   | t
-(2 rows)
-
 -- the bounds hold against a direct write too (the CHECK constraints)
 SELECT lease_test.try($$UPDATE lease.worker_capacities SET capacity = 1e308 WHERE app_name = 'wt-max'$$);
-                                                     try                                                      
---------------------------------------------------------------------------------------------------------------
- 23514: new row for relation "worker_capacities" violates check constraint "worker_capacities_capacity_check"
-(1 row)
-
 SELECT lease_test.try($$UPDATE lease.shard_leases SET weight = 1e308 WHERE app_name = 'wt-max'$$);
-                                              try                                               
-------------------------------------------------------------------------------------------------
- 23514: new row for relation "shard_leases" violates check constraint "shard_leases_load_check"
-(1 row)
-
