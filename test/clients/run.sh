@@ -294,7 +294,7 @@ t_java=$SECONDS
 # helper (as the Python and Node ones above).  One TAP line per test, from
 # the XML report.
 $JAVA -Dpglease.dsn="$WORKER_DSN" -Dpglease.app="$APP_DSN" -Dpglease.admin="$ADMIN_DSN" \
-    -Dpglease.rules=test/clients/rules_cases.json \
+    -Dpglease.rules=test/clients/rules_cases.json -Dpglease.notices=test/clients/notice_cases.json \
     -jar $JUNIT -cp "clients/java/build/test-classes:$JAR:$JDBC" --select-package org.pglease \
     --config junit.jupiter.execution.parallel.enabled=true \
     --config junit.jupiter.execution.parallel.mode.default=concurrent \

@@ -9,6 +9,7 @@ import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.SQLWarning;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -17,6 +18,7 @@ import java.util.Properties;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import org.postgresql.util.PSQLException;
+import org.postgresql.util.PSQLWarning;
 import org.postgresql.util.ServerErrorMessage;
 
 /** One autocommit JDBC connection that follows docs/client-rules.md. */
@@ -32,7 +34,10 @@ public final class Session implements AutoCloseable {
         }
     }
 
-    /** The connection was lost after the call was sent: it may or may not have committed. */
+    /**
+     * The connection was lost after the call was sent, or its answer came with the WARNING
+     * of a cancelled wait for synchronous replication: it may or may not have committed.
+     */
     public static final class Ambiguous extends CallFailed {
         private static final long serialVersionUID = 1L;
 
@@ -237,21 +242,35 @@ public final class Session implements AutoCloseable {
                         ps.setObject(i + 1, p);
                     }
                 }
+                c.clearWarnings();
                 List<Object[]> rows = new ArrayList<>();
-                if (!ps.execute()) {
-                    return rows;                // a statement without a result (GRANT, ...)
-                }
-                try (ResultSet rs = ps.getResultSet()) {
-                    int n = rs.getMetaData().getColumnCount();
-                    while (rs.next()) {
-                        Object[] row = new Object[n];
-                        for (int i = 0; i < n; i++) {
-                            row[i] = rs.getObject(i + 1);
+                if (ps.execute()) {             // else a statement without a result (GRANT, ...)
+                    try (ResultSet rs = ps.getResultSet()) {
+                        int n = rs.getMetaData().getColumnCount();
+                        while (rs.next()) {
+                            Object[] row = new Object[n];
+                            for (int i = 0; i < n; i++) {
+                                row[i] = rs.getObject(i + 1);
+                            }
+                            rows.add(row);
                         }
-                        rows.add(row);
                     }
                 }
-                return rows;
+                // the notices of the call: on the statement (pgjdbc's), or on the connection
+                String warning = ambiguousWarning(ps.getWarnings());
+                if (warning == null) {
+                    warning = ambiguousWarning(c.getWarnings());
+                }
+                if (warning == null) {
+                    return rows;
+                }
+                // committed locally, perhaps only here: ambiguous, not success
+                last = "WARNING " + warning;
+                if (!repeatSafe) {
+                    throw new Ambiguous(warning);
+                }
+                LOG.warning(name(sql) + " answered with a warning (ambiguous, try " + (attempt + 1) + " of "
+                    + Rules.TRIES + "), retrying: " + warning);
             } catch (SQLException e) {
                 last = describe(e);
                 Rules.Kind kind = kind(e);
@@ -272,6 +291,32 @@ public final class Session implements AutoCloseable {
             throw refused;
         }
         throw new Unavailable(name(sql) + ": " + last);
+    }
+
+    /**
+     * The primary message of a notice in a JDBC warning chain (a statement's or a
+     * connection's {@code getWarnings()}) that makes its call ambiguous by
+     * docs/client-rules.md (the WARNING of a cancelled wait for synchronous replication),
+     * or null.  call() checks it after every call; a caller that runs its own transaction
+     * checks {@code connection.getWarnings()} after its {@code commit()} (or the
+     * statement's, after an {@code execute("COMMIT")}): such a commit is an unknown outcome.
+     */
+    public static String ambiguousWarning(SQLWarning w) {
+        for (; w != null; w = w.getNextWarning()) {
+            String severity = null;
+            String message = w.getMessage();
+            if (w instanceof PSQLWarning) {
+                ServerErrorMessage m = ((PSQLWarning) w).getServerErrorMessage();
+                if (m != null) {
+                    severity = m.getSeverity();
+                    message = m.getMessage();
+                }
+            }
+            if (Rules.ambiguousNotice(severity, message)) {
+                return message;
+            }
+        }
+        return null;
     }
 
     /** The first column of the only row. */

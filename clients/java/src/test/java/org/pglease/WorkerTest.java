@@ -371,6 +371,54 @@ class WorkerTest {
         assertTrue(LOGGED.stream().anyMatch(l -> l.startsWith("SEVERE java-bad failed")), "the failure is logged");
     }
 
+    /**
+     * A call answered with the WARNING of a cancelled wait for synchronous replication is
+     * ambiguous, not success (docs/client-rules.md), as the server sends it (a function
+     * raises it the first times it is called): not safe to repeat, Ambiguous at once; safe
+     * to repeat, tried again, then Unavailable after the rules' tries; the same text at
+     * NOTICE is no warning at all.
+     */
+    @Test
+    void aCancelledSyncRepWaitIsAmbiguous() throws Exception {
+        sql("CREATE OR REPLACE FUNCTION public.java_syncrep_warn(seq regclass, severity text, times int)"
+            + " RETURNS text LANGUAGE plpgsql AS $$ BEGIN"
+            + " IF pg_catalog.nextval(seq) <= times THEN"
+            + "  IF severity = 'WARNING' THEN"
+            + "   RAISE WARNING 'canceling wait for synchronous replication due to user request'"
+            + "    USING DETAIL = 'The transaction has already committed locally, but might not have been replicated to the standby.';"
+            + "  ELSE RAISE NOTICE 'canceling wait for synchronous replication due to user request'; END IF;"
+            + " END IF; RETURN 'answered'; END $$");
+        String[][] cases = {
+            // severity, times, repeat safe, outcome, calls
+            {"WARNING", "1", "false", "ambiguous", "1"},
+            {"WARNING", "1", "true", "answered", "2"},
+            {"WARNING", "9", "true", "unavailable", String.valueOf(Rules.TRIES)},
+            {"NOTICE", "9", "false", "answered", "1"},
+        };
+        int i = 0;
+        for (String[] c : cases) {
+            String seq = "public.java_syncrep_" + (++i);
+            sql("DROP SEQUENCE IF EXISTS " + seq);
+            sql("CREATE SEQUENCE " + seq);
+            String got;
+            try (Session s = new Session(ADMIN, "java syncrep test", null)) {
+                Object v = s.one("SELECT public.java_syncrep_warn(?::regclass, ?, ?)",
+                                 new Object[] {seq, c[0], Integer.parseInt(c[1])}, Boolean.parseBoolean(c[2]), 0);
+                got = String.valueOf(v);
+            } catch (Session.Ambiguous e) {
+                got = e.getMessage().startsWith("canceling wait for synchronous replication") ? "ambiguous" : e.getMessage();
+            } catch (Session.Unavailable e) {
+                got = e.getMessage().contains("WARNING canceling wait for synchronous replication")
+                    ? "unavailable" : e.getMessage();
+            }
+            assertEquals(c[3] + " after " + c[4] + " calls",
+                         got + " after " + sql("SELECT last_value::text FROM " + seq) + " calls",
+                         String.join(" ", c));
+        }
+        assertTrue(LOGGED.stream().anyMatch(l -> l.contains("answered with a warning (ambiguous, try 1 of 5)")),
+                   "each warned answer is logged");
+    }
+
     @Test
     void textArraysReachTheServerAsOneAndTwoDimensions() throws Exception {
         assertEquals("[1:3] [1:2][1:2] {a,NULL,b}",
