@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -73,7 +74,9 @@ func (s *Session) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	cfg, err := pgx.ParseConfig(s.connString)
 	if err != nil {
-		return nil, err
+		// pgconn hides a URL's user:password@, but not a password=
+		// parameter, and net/url's own error quotes the whole URL
+		return nil, errors.New(redactPassword(err.Error()))
 	}
 	if s.applicationName != "" {
 		cfg.RuntimeParams["application_name"] = s.applicationName
@@ -90,6 +93,19 @@ func (s *Session) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	s.conn = conn
 	return conn, nil
+}
+
+var (
+	urlPassword   = regexp.MustCompile(`(://[^:/?#@\s]*:)[^@\n]*@`)
+	paramPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(\\.|[^'])*'|[^\s&]*)`)
+)
+
+// redactPassword is s (an error's text) with the password of every
+// connection string in it replaced by xxxxx: the user:password@ of a URL,
+// a password= parameter of a URL or of key=value settings.
+func redactPassword(s string) string {
+	s = urlPassword.ReplaceAllString(s, "${1}xxxxx@")
+	return paramPassword.ReplaceAllString(s, "${1}xxxxx")
 }
 
 // Close closes the connection; the next call opens another.

@@ -410,3 +410,42 @@ func TestRefusedRoleFailsLoudly(t *testing.T) {
 		t.Fatalf("Run returned %v, want the server's 28000 at once", err)
 	}
 }
+
+// TestPasswordWrittenNowhere: a connection string with a password the
+// worker cannot use (one pgconn cannot parse, in a URL's user:password@, a
+// password= parameter, or key=value settings) is in neither what Run
+// returns nor anything the worker logs, at every level.
+func TestPasswordWrittenNowhere(t *testing.T) {
+	workerDSN(t)
+	t.Parallel()
+	const secret = "s3cret-Pw-go"
+	for i, dsn := range []string{
+		"postgresql://u:" + secret + "@localhost:notaport/db",
+		"postgresql://u@localhost:notaport/db?password=" + secret,
+		"postgres://u:" + secret + "@[::1/db",
+		"host=localhost port=notaport user=u password=" + secret,
+	} {
+		var logged strings.Builder
+		w, err := pglease.NewWorker(pglease.Config{ConnString: dsn, App: app, Stream: "go-none",
+			Owner: "go-pw-w", NewProcessor: func(string) pglease.Processor { return nil },
+			LeaseDuration: time.Second, Logger: pglease.NewLogger(&logged, pglease.LevelDebug)})
+		if err != nil {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("case %d: NewWorker's error shows the password: %v", i+1, err)
+			}
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+		err = w.Run(ctx)
+		cancel()
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("case %d: Run returned the password: %v", i+1, err)
+		}
+		if strings.Contains(logged.String(), secret) {
+			t.Errorf("case %d: the log shows the password:\n%s", i+1, logged.String())
+		}
+		if !strings.Contains(logged.String(), "xxxxx") && !strings.Contains(logged.String(), "cannot parse") {
+			t.Errorf("case %d: nothing logged about the connection string:\n%s", i+1, logged.String())
+		}
+	}
+}
