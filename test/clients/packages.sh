@@ -6,14 +6,15 @@
 #      and the Node tarball of `npm pack` into an empty project (npm install
 #      --offline: node-postgres is bundled in it);
 #   2. bad credentials: the example worker of each, run from the installed
-#      package (Elixir's from its build, over TCP through the relay), exits 1
+#      package (Elixir's from its build, over TCP through the relay; Java's
+#      from the jar, every log record at every level; Go's), exits 1
 #      after the rules' tries, with the cause in its log, and the password
 #      appears nowhere in what it wrote; the Elixir client passes SCRAM over
 #      TCP with the right password (p1_pgsql with the stringprep application);
 #   3. shard discovery: a Python and a Node worker with a shard-list
 #      callback create a new stream's leases, then a merge's child with
 #      both parents, each lease exactly once.
-# Uses PY, NODE, PSQL, DB, OUT and url() of run.sh; sets PKG_PY (the venv's
+# Uses PY, NODE, JAVA, JAVA_CP, GO_WORKER, PSQL, DB, OUT and url() of run.sh; sets PKG_PY (the venv's
 # python) and PKG_NODE_PATH (the installed node_modules) for what follows;
 # uses EX_EBIN and EX_PORT of test/clients/elixir.sh.
 PKG=$OUT/packages
@@ -66,8 +67,27 @@ if [ -f "$HBA" ]; then
     [ "$status" -eq 1 ] && grep -q '\[error\] pg_lease: ex-bad: stopping the worker: password authentication failed for user "clients_pw" (SQLSTATE 28P01)' "$PKG/bad/ex.log"
     ok_show $? "bad credentials: the Elixir example worker exits 1 after $((SECONDS - t)) s, the cause logged at error, no retry forever (exit $status)" \
         "$PKG/bad/ex.log" 8
-    leaked=$(grep -l -- "$secret" "$PKG/bad/py.log" "$PKG/bad/node.log" "$PKG/bad/ex.log" "$PKG/bad"/*.journal 2>/dev/null)
-    ok $([ -z "$leaked" ] && echo 0 || echo 1) "bad credentials: the password is in no log, exception or journal of the Python, Node and Elixir workers${leaked:+: $leaked}"
+    # Java: every record of its logger, FINEST included (pgjdbc's own, which logs
+    # the URL it connects with), and the exception run() throws
+    t=$SECONDS
+    printf '%s\n' 'handlers = java.util.logging.ConsoleHandler' '.level = ALL' \
+        'java.util.logging.ConsoleHandler.level = ALL' >"$PKG/bad/java-all.properties"
+    timeout 60 $JAVA -Djava.util.logging.config.file="$PKG/bad/java-all.properties" -cp "$JAVA_CP" ExampleWorker \
+        "$bad_dsn" clients orders java-bad "$PKG/bad" 3 >"$PKG/bad/java.log" 2>&1
+    status=$?
+    [ "$status" -eq 1 ] && grep -q 'SEVERE: java-bad failed: .*28P01.*password authentication failed' "$PKG/bad/java.log" &&
+        grep -q 'FINE: Connecting with URL' "$PKG/bad/java.log"
+    ok_show $? "bad credentials: the Java example worker exits 1 after $((SECONDS - t)) s, the cause logged at SEVERE, pgjdbc's FINE records in the log (exit $status)" \
+        "$PKG/bad/java.log" 8
+    t=$SECONDS
+    PG_LEASE_LOG_LEVEL=debug timeout 60 "$GO_WORKER" "$bad_dsn" clients orders go-bad "$PKG/bad" 3 >"$PKG/bad/go.log" 2>&1
+    status=$?
+    [ "$status" -eq 1 ] && grep -q 'SQLSTATE 28P01' "$PKG/bad/go.log"
+    ok_show $? "bad credentials: the Go example worker exits 1 after $((SECONDS - t)) s, the cause logged at debug level and up (exit $status)" \
+        "$PKG/bad/go.log" 8
+    leaked=$(grep -l -- "$secret" "$PKG/bad/py.log" "$PKG/bad/node.log" "$PKG/bad/ex.log" "$PKG/bad/java.log" "$PKG/bad/go.log" \
+                 "$PKG/bad"/*.journal 2>/dev/null)
+    ok $([ -z "$leaked" ] && echo 0 || echo 1) "bad credentials: the password is in no log, exception or journal of the Python, Node, Elixir, Java and Go workers${leaked:+: $leaked}"
     elixir -pa "$EX_EBIN" -e '
 {:ok, conn} = PgLease.Pgsql.start_link(host: "127.0.0.1", port: String.to_integer(System.argv() |> hd()),
                                        user: "clients_pw", password: "right", database: System.argv() |> List.last())

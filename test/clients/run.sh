@@ -17,8 +17,9 @@
 #   TAP line per test.
 #   4. the Go client, built offline from Debian's packages (GOPATH mode, no
 #      module proxy): go vet, and its go test against this cluster, one TAP
-#      line per test (the rules cases, the local deadline, fenced checkpoints,
-#      handoff, shard end, rotation, sync_shards);
+#      line per test (the rules and notice cases, a sync-rep WARNING, the local
+#      deadline, fenced checkpoints, a 56-digit checkpoint, handoff, shard end,
+#      rotation, sync_shards, no password written);
 #   5. the fleet: Python, Node, Java, Go and Elixir workers on one stream at the
 #      same time, one of each killed (SIGKILL) mid-run, one of each joining
 #      later, then a checker over what the workers recorded
@@ -288,13 +289,14 @@ java_bad=$!
 t_java=$SECONDS
 # The Java client's JUnit 5 tests (clients/java/src/test), run offline by
 # Debian's console launcher against this database, concurrently (each test
-# its own streams): every case of rules_cases.json, the local deadline, a
+# its own streams): every case of rules_cases.json and notice_cases.json, a
+# sync-rep WARNING, no password written, a 56-digit checkpoint, the local deadline, a
 # refused checkpoint -> leaseLost, a handoff -> shutdownRequested, shard end
 # -> shardEnded, the stop, bad credentials, sync_shards, the channel-rotation
 # helper (as the Python and Node ones above).  One TAP line per test, from
 # the XML report.
 $JAVA -Dpglease.dsn="$WORKER_DSN" -Dpglease.app="$APP_DSN" -Dpglease.admin="$ADMIN_DSN" \
-    -Dpglease.rules=test/clients/rules_cases.json \
+    -Dpglease.rules=test/clients/rules_cases.json -Dpglease.notices=test/clients/notice_cases.json \
     -jar $JUNIT -cp "clients/java/build/test-classes:$JAR:$JDBC" --select-package org.pglease \
     --config junit.jupiter.execution.parallel.enabled=true \
     --config junit.jupiter.execution.parallel.mode.default=concurrent \

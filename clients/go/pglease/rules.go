@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// What to do when a call fails: docs/client-rules.md, as code.  Every client
-// implements the same table (clients/python/pg_lease/rules.py,
-// clients/node/rules.js); test/clients/run.sh checks that each names the same
-// SQLSTATEs, and the same PL/Proxy pattern, as the page.
+// What to do when a call fails: docs/client-rules.md, as code.  The table is
+// clients/rules.json's: test/clients/rules_table.py checks that these sets,
+// patterns and tries are exactly the ones there, and rules_test.go that
+// Classify and AmbiguousNotice answer every case of
+// test/clients/rules_cases.json and notice_cases.json as the page says.
 
 // Action is what the rules say to do after an error.
 type Action string
@@ -58,7 +59,21 @@ var (
 	// connectRefused: the same refusal from a driver that gives no SQLSTATE
 	// at connect, matched only when there is none
 	connectRefused = regexp.MustCompile(`(password authentication failed|Peer authentication failed|Ident authentication failed|no pg_hba\.conf entry|role "[^"]+" does not exist|database "[^"]+" does not exist)`)
+
+	// syncRepCancelled: a call, or the COMMIT of a transaction, that comes
+	// back with this WARNING committed locally but may not have been
+	// replicated (a waiting backend's synchronous replication wait was
+	// cancelled, by an operator or a failover manager): ambiguous, not success.
+	syncRepCancelled = regexp.MustCompile(`canceling (the )?wait for synchronous replication`)
 )
+
+// AmbiguousNotice reports whether a notice (its severity and primary message)
+// makes the call that raised it ambiguous: the cancelled wait for synchronous
+// replication.  A Session checks every call's notices; a caller running its
+// own transaction checks those of its COMMIT (pgconn.Config.OnNotice).
+func AmbiguousNotice(severity, message string) bool {
+	return severity == "WARNING" && syncRepCancelled.MatchString(message)
+}
 
 // Classify returns what to do after an error with the given SQLSTATE ("" when
 // the error carried none: the socket closed, the driver failed before an

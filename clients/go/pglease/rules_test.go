@@ -43,3 +43,31 @@ func TestClassifyRulesCases(t *testing.T) {
 		})
 	}
 }
+
+// TestAmbiguousNoticeCases answers every notice of
+// test/clients/notice_cases.json (severity, SQLSTATE, primary message, and
+// "ambiguous" or "ignore") as docs/client-rules.md says.
+func TestAmbiguousNoticeCases(t *testing.T) {
+	data, err := os.ReadFile("../../../test/clients/notice_cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases [][4]*string
+	if err := json.Unmarshal(data, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 5 {
+		t.Fatalf("%d notices, want at least 5", len(cases))
+	}
+	for i, c := range cases {
+		severity, message, want := *c[0], "", *c[3]
+		if c[2] != nil {
+			message = *c[2]
+		}
+		t.Run(fmt.Sprintf("%02d_%s_%s", i+1, severity, want), func(t *testing.T) {
+			if got := pglease.AmbiguousNotice(severity, message); got != (want == "ambiguous") {
+				t.Errorf("AmbiguousNotice(%q, %q) = %v, want %s", severity, message, got, want)
+			}
+		})
+	}
+}

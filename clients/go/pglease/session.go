@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -11,11 +12,19 @@ import (
 	"github.com/jackc/pgx/v4"
 )
 
-// AmbiguousError reports a call whose connection was lost after it was sent:
-// it may or may not have committed.  Only calls made with CallOnce return it.
+// AmbiguousError reports a call whose connection was lost after it was sent,
+// or whose answer came with the WARNING of a cancelled wait for synchronous
+// replication: it may or may not have committed.  Only calls made with
+// CallOnce return it.
 type AmbiguousError struct{ Err error }
 
-func (e *AmbiguousError) Error() string { return "outcome unknown (connection lost): " + e.Err.Error() }
+func (e *AmbiguousError) Error() string {
+	var n *noticeError
+	if errors.As(e.Err, &n) {
+		return "outcome unknown (answered with a warning): " + e.Err.Error()
+	}
+	return "outcome unknown (connection lost): " + e.Err.Error()
+}
 func (e *AmbiguousError) Unwrap() error { return e.Err }
 
 // UnavailableError reports a call that did not go through after its retries;
@@ -42,7 +51,15 @@ type Session struct {
 	connString      string
 	applicationName string
 	conn            *pgx.Conn
+	// the primary message of the first notice of the statement in progress
+	// that makes it ambiguous (AmbiguousNotice), "" when none came
+	warning string
 }
+
+// noticeError is an answer that came with a notice making it ambiguous.
+type noticeError struct{ message string }
+
+func (e *noticeError) Error() string { return "WARNING " + e.message }
 
 // NewSession returns a session on connString (a libpq URL or key=value
 // string; PG* environment variables fill in what it leaves out) that
@@ -57,10 +74,18 @@ func (s *Session) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	cfg, err := pgx.ParseConfig(s.connString)
 	if err != nil {
-		return nil, err
+		// pgconn hides a URL's user:password@, but not a password=
+		// parameter, and net/url's own error quotes the whole URL
+		return nil, errors.New(redactPassword(err.Error()))
 	}
 	if s.applicationName != "" {
 		cfg.RuntimeParams["application_name"] = s.applicationName
+	}
+	// pgx delivers notices here, on the goroutine reading the statement's answer
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if s.warning == "" && AmbiguousNotice(n.Severity, n.Message) {
+			s.warning = n.Message
+		}
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -68,6 +93,19 @@ func (s *Session) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	s.conn = conn
 	return conn, nil
+}
+
+var (
+	urlPassword   = regexp.MustCompile(`(://[^:/?#@\s]*:)[^@\n]*@`)
+	paramPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(\\.|[^'])*'|[^\s&]*)`)
+)
+
+// redactPassword is s (an error's text) with the password of every
+// connection string in it replaced by xxxxx: the user:password@ of a URL,
+// a password= parameter of a URL or of key=value settings.
+func redactPassword(s string) string {
+	s = urlPassword.ReplaceAllString(s, "${1}xxxxx@")
+	return paramPassword.ReplaceAllString(s, "${1}xxxxx")
 }
 
 // Close closes the connection; the next call opens another.
@@ -144,9 +182,19 @@ func (s *Session) call(ctx context.Context, repeatSafe bool, sql string, args ..
 			last = firstLine(err.Error())
 			continue
 		}
+		s.warning = ""
 		rows, err := s.query(ctx, conn, sql, args...)
-		if err == nil {
+		if err == nil && s.warning == "" {
 			return rows, nil
+		}
+		if err == nil {
+			// committed locally, perhaps only here: ambiguous, not success
+			warned := &noticeError{s.warning}
+			last = warned.Error()
+			if !repeatSafe {
+				return nil, &AmbiguousError{Err: warned}
+			}
+			continue
 		}
 		code, message := sqlState(err)
 		if code == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/pg-lease/pg_lease/clients/go/pglease"
@@ -88,6 +89,75 @@ func TestSessionFollowsRules(t *testing.T) {
 			if got != c.want || calls != fmt.Sprint(c.calls) {
 				t.Errorf("%s %q, failing %d times: %s after %s calls (%v), want %s after %d",
 					c.code, c.message, c.times, got, calls, err, c.want, c.calls)
+			}
+		})
+	}
+}
+
+// TestSessionSyncRepWarning: a call answered with the WARNING of a cancelled
+// wait for synchronous replication is ambiguous, not success
+// (docs/client-rules.md), as the server sends it (a function raises it the
+// first times it is called): CallOnce returns an *AmbiguousError at once;
+// Call tries again, then returns an *UnavailableError after the rules'
+// tries; the same text at NOTICE is no warning at all.
+func TestSessionSyncRepWarning(t *testing.T) {
+	workerDSN(t)
+	t.Parallel()
+	conn := admin(t)
+	exec(t, conn, `CREATE OR REPLACE FUNCTION public.go_syncrep_warn(seq regclass, severity text, times int)
+	    RETURNS text LANGUAGE plpgsql AS $$
+	    BEGIN
+	        IF pg_catalog.nextval(seq) <= times THEN
+	            IF severity = 'WARNING' THEN
+	                RAISE WARNING 'canceling wait for synchronous replication due to user request'
+	                    USING DETAIL = 'The transaction has already committed locally, but might not have been replicated to the standby.';
+	            ELSE
+	                RAISE NOTICE 'canceling wait for synchronous replication due to user request';
+	            END IF;
+	        END IF;
+	        RETURN 'answered';
+	    END $$`)
+	cases := []struct {
+		severity string
+		times    int
+		once     bool
+		want     string // "answered", "ambiguous", "unavailable"
+		calls    int
+	}{
+		{"WARNING", 1, true, "ambiguous", 1},
+		{"WARNING", 1, false, "answered", 2},
+		{"WARNING", 9, false, "unavailable", pglease.Tries},
+		{"NOTICE", 9, true, "answered", 1},
+	}
+	for i, c := range cases {
+		c := c
+		t.Run(fmt.Sprintf("%02d_%s_%s", i+1, c.severity, c.want), func(t *testing.T) {
+			seq := fmt.Sprintf("public.go_syncrep_%02d", i+1)
+			exec(t, conn, "DROP SEQUENCE IF EXISTS "+seq)
+			exec(t, conn, "CREATE SEQUENCE "+seq)
+			s := pglease.NewSession("", "go syncrep test")
+			defer s.Close()
+			call := s.Call
+			if c.once {
+				call = s.CallOnce
+			}
+			rows, err := call(context.Background(), "SELECT public.go_syncrep_warn($1::regclass, $2, $3)",
+				seq, c.severity, c.times)
+			var amb *pglease.AmbiguousError
+			var un *pglease.UnavailableError
+			got := fmt.Sprint(err)
+			const warned = "WARNING canceling wait for synchronous replication due to user request"
+			switch {
+			case err == nil && len(rows) == 1 && rows[0][0] == "answered":
+				got = "answered"
+			case errors.As(err, &amb) && strings.HasSuffix(err.Error(), "(answered with a warning): "+warned):
+				got = "ambiguous"
+			case errors.As(err, &un) && un.Last == warned:
+				got = "unavailable"
+			}
+			calls := scalar(t, conn, "SELECT last_value::text FROM "+seq)
+			if got != c.want || calls != fmt.Sprint(c.calls) {
+				t.Errorf("%s %d times: %s after %s calls, want %s after %d", c.severity, c.times, got, calls, c.want, c.calls)
 			}
 		})
 	}

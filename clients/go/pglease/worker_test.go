@@ -10,8 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -126,15 +126,18 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 type proc struct {
 	rec   *recorder
 	shard string
-	pos   int
-	end   int // 0: never ends
+	pos   *big.Int // the last record; checkpoints are opaque strings, these decimal of any length
+	end   int      // 0: never ends
 	hook  func(ctx context.Context, p *proc, cp pglease.Checkpointer) error
 }
 
 func (p *proc) Initialize(ctx context.Context, shard, checkpoint string) error {
 	p.rec.add("init %s %s", shard, checkpoint)
+	p.pos = new(big.Int)
 	if checkpoint != pglease.TrimHorizon {
-		p.pos, _ = strconv.Atoi(checkpoint)
+		if _, ok := p.pos.SetString(checkpoint, 10); !ok {
+			return fmt.Errorf("checkpoint %q is not a sequence number", checkpoint)
+		}
 	}
 	return nil
 }
@@ -146,15 +149,16 @@ func (p *proc) ProcessRecords(ctx context.Context, cp pglease.Checkpointer) erro
 			return err
 		}
 	}
-	if p.end > 0 && p.pos >= p.end {
+	end := big.NewInt(int64(p.end))
+	if p.end > 0 && p.pos.Cmp(end) >= 0 {
 		return pglease.ErrShardEnd
 	}
-	p.pos += 5
-	if p.end > 0 && p.pos > p.end {
-		p.pos = p.end
+	p.pos.Add(p.pos, big.NewInt(5))
+	if p.end > 0 && p.pos.Cmp(end) > 0 {
+		p.pos.Set(end)
 	}
 	time.Sleep(5 * time.Millisecond)
-	return cp.Checkpoint(ctx, strconv.Itoa(p.pos))
+	return cp.Checkpoint(ctx, p.pos.String())
 }
 
 func (p *proc) LeaseLost(ctx context.Context) { p.rec.add("lost %s", p.shard) }
@@ -166,8 +170,8 @@ func (p *proc) ShardEnded(ctx context.Context, cp pglease.Checkpointer) error {
 }
 
 func (p *proc) ShutdownRequested(ctx context.Context, cp pglease.Checkpointer) error {
-	err := cp.Checkpoint(ctx, strconv.Itoa(p.pos))
-	p.rec.add("shutdown %s at %d: %v", p.shard, p.pos, err)
+	err := cp.Checkpoint(ctx, p.pos.String())
+	p.rec.add("shutdown %s at %s: %v", p.shard, p.pos, err)
 	return err
 }
 
@@ -292,7 +296,7 @@ func TestCheckpointRefusedIsLeaseLost(t *testing.T) {
 	w := start(t, pglease.Config{ConnString: dsn, Stream: "go-fence", Owner: "go-fence-w", LeaseDuration: 3 * time.Second,
 		NewProcessor: func(shard string) pglease.Processor {
 			return &proc{rec: rec, shard: shard, hook: func(ctx context.Context, p *proc, cp pglease.Checkpointer) error {
-				if p.pos < 10 || stolen {
+				if p.pos.Cmp(big.NewInt(10)) < 0 || stolen {
 					return nil
 				}
 				stolen = true
@@ -409,4 +413,69 @@ func TestRefusedRoleFailsLoudly(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "28000") || ctx.Err() != nil {
 		t.Fatalf("Run returned %v, want the server's 28000 at once", err)
 	}
+}
+
+// TestPasswordWrittenNowhere: a connection string with a password the
+// worker cannot use (one pgconn cannot parse, in a URL's user:password@, a
+// password= parameter, or key=value settings) is in neither what Run
+// returns nor anything the worker logs, at every level.
+func TestPasswordWrittenNowhere(t *testing.T) {
+	workerDSN(t)
+	t.Parallel()
+	const secret = "s3cret-Pw-go"
+	for i, dsn := range []string{
+		"postgresql://u:" + secret + "@localhost:notaport/db",
+		"postgresql://u@localhost:notaport/db?password=" + secret,
+		"postgres://u:" + secret + "@[::1/db",
+		"host=localhost port=notaport user=u password=" + secret,
+	} {
+		var logged strings.Builder
+		w, err := pglease.NewWorker(pglease.Config{ConnString: dsn, App: app, Stream: "go-none",
+			Owner: "go-pw-w", NewProcessor: func(string) pglease.Processor { return nil },
+			LeaseDuration: time.Second, Logger: pglease.NewLogger(&logged, pglease.LevelDebug)})
+		if err != nil {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("case %d: NewWorker's error shows the password: %v", i+1, err)
+			}
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+		err = w.Run(ctx)
+		cancel()
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("case %d: Run returned the password: %v", i+1, err)
+		}
+		if strings.Contains(logged.String(), secret) {
+			t.Errorf("case %d: the log shows the password:\n%s", i+1, logged.String())
+		}
+		if !strings.Contains(logged.String(), "xxxxx") && !strings.Contains(logged.String(), "cannot parse") {
+			t.Errorf("case %d: nothing logged about the connection string:\n%s", i+1, logged.String())
+		}
+	}
+}
+
+// TestBigCheckpoint: checkpoints are opaque strings.  A shard whose
+// checkpoint is a 56-digit Kinesis sequence number (no machine integer holds
+// it) reaches Initialize verbatim, and the processor's next checkpoint, 5
+// records on, is written as it gave it: greater, compared as big integers.
+func TestBigCheckpoint(t *testing.T) {
+	const seq = "49590338271490256608559692538361571095921575989136588898"
+	dsn, conn, rec := begin(t, "go-big", "k1")
+	exec(t, conn, "SELECT lease.take_lease($1, 'go-big', 'k1', 'go-big-prev')", app)
+	exec(t, conn, "SELECT lease.update_checkpoint($1, 'go-big', 'k1', 'go-big-prev', $2)", app, seq)
+	exec(t, conn, "SELECT lease.release_lease($1, 'go-big', 'k1', 'go-big-prev')", app)
+	r := start(t, pglease.Config{ConnString: dsn, Stream: "go-big", Owner: "go-big-w",
+		NewProcessor: func(shard string) pglease.Processor { return &proc{rec: rec, shard: shard} }})
+	waitFor(t, "k1 processed", 10*time.Second, func() bool { return rec.has("process k1") })
+	if !rec.has("init k1 " + seq) {
+		t.Errorf("Initialize got %v, want the checkpoint %s verbatim", rec.all(), seq)
+	}
+	want, _ := new(big.Int).SetString(seq, 10)
+	want.Add(want, big.NewInt(5))
+	waitFor(t, "k1 checkpointed past "+seq, 10*time.Second, func() bool {
+		got, ok := new(big.Int).SetString(scalar(t, conn,
+			"SELECT checkpoint FROM lease.shard_leases WHERE app_name = $1 AND stream_name = 'go-big' AND shard_id = 'k1'", app), 10)
+		return ok && got.Cmp(want) >= 0
+	})
+	r.stop(t)
 }

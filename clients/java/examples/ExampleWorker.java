@@ -10,6 +10,7 @@
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -23,17 +24,20 @@ import org.pglease.Worker;
 public class ExampleWorker {
     static final int BATCH = 5;    // records per batch; each batch is checkpointed
 
-    // The stream: record i of a shard is i; "<name>-end<N>" ends after N.
+    // The stream: record i of a shard is i; "<name>-end<N>" ends after N.  Checkpoints are
+    // opaque strings: these are decimal sequence numbers of any length (BigInteger).
     static List<StreamRecord> getRecords(String shardId, String after) {
-        long first = after.equals("TRIM_HORIZON") ? 1 : Long.parseLong(after) + 1;
-        long last = first + BATCH - 1;
+        BigInteger first = after.equals("TRIM_HORIZON") ? BigInteger.ONE : new BigInteger(after).add(BigInteger.ONE);
+        BigInteger last = first.add(BigInteger.valueOf(BATCH - 1));
         if (shardId.contains("-end")) {
-            long end = Long.parseLong(shardId.substring(shardId.lastIndexOf("-end") + 4));
-            if (first > end) return null;        // the shard has ended
-            last = Math.min(last, end);
+            BigInteger end = new BigInteger(shardId.substring(shardId.lastIndexOf("-end") + 4));
+            if (first.compareTo(end) > 0) return null;        // the shard has ended
+            last = last.min(end);
         }
         List<StreamRecord> records = new ArrayList<>();
-        for (long seq = first; seq <= last; seq++) records.add(new StreamRecord(Long.toString(seq), null));
+        for (BigInteger seq = first; seq.compareTo(last) <= 0; seq = seq.add(BigInteger.ONE)) {
+            records.add(new StreamRecord(seq.toString(), null));
+        }
         return records;
     }
 

@@ -13,7 +13,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log"
+	"math/big"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,32 +34,36 @@ type appendToLog struct {
 	log      *os.File
 	owner    string
 	shard    string
-	position int // the last record processed
+	position *big.Int // the last record processed (checkpoints are opaque: these are decimal, of any length)
 }
+
+var one = big.NewInt(1)
 
 func (p *appendToLog) Initialize(ctx context.Context, shardID, checkpoint string) error {
 	// the checkpoint is the last record acknowledged, or TRIM_HORIZON at the start
+	p.position = new(big.Int)
 	if checkpoint == pglease.TrimHorizon {
 		return nil
 	}
-	var err error
-	p.position, err = strconv.Atoi(checkpoint)
-	return err
+	if _, ok := p.position.SetString(checkpoint, 10); !ok {
+		return fmt.Errorf("checkpoint %q is not a sequence number", checkpoint)
+	}
+	return nil
 }
 
 func (p *appendToLog) ProcessRecords(ctx context.Context, cp pglease.Checkpointer) error {
-	first := p.position + 1
-	last := first + batch - 1
+	first := new(big.Int).Add(p.position, one)
+	last := new(big.Int).Add(first, big.NewInt(batch-1))
 	if i := strings.LastIndex(p.shard, "-end"); i >= 0 {
-		end, _ := strconv.Atoi(p.shard[i+len("-end"):])
-		if first > end {
+		end, _ := new(big.Int).SetString(p.shard[i+len("-end"):], 10)
+		if first.Cmp(end) > 0 {
 			return pglease.ErrShardEnd // the worker calls ShardEnded
 		}
-		if last > end {
+		if last.Cmp(end) > 0 {
 			last = end
 		}
 	}
-	for seq := first; seq <= last; seq++ {
+	for seq := new(big.Int).Set(first); seq.Cmp(last) <= 0; seq.Add(seq, one) {
 		line, _ := json.Marshal(map[string]interface{}{
 			"w": p.owner, "shard": p.shard, "seq": seq, "t": pglease.Seconds(time.Now())})
 		if _, err := p.log.Write(append(line, '\n')); err != nil {
@@ -66,7 +72,7 @@ func (p *appendToLog) ProcessRecords(ctx context.Context, cp pglease.Checkpointe
 	}
 	time.Sleep(10 * time.Millisecond) // the work a real processor would do
 	p.position = last
-	return cp.Checkpoint(ctx, strconv.Itoa(last)) // fenced; ErrLeaseLost if refused
+	return cp.Checkpoint(ctx, last.String()) // fenced; ErrLeaseLost if refused
 }
 
 // LeaseLost: another worker has the shard now; forget it (nothing to checkpoint).

@@ -7,10 +7,10 @@ import java.util.regex.Pattern;
 /**
  * What to do when a call fails: docs/client-rules.md, as code.
  *
- * <p>The same table as the Python and Node clients (clients/python/pg_lease/rules.py,
- * clients/node/rules.js); test/clients/run.sh checks that each names the same SQLSTATEs,
- * and the same PL/Proxy pattern, as the page, and classifies every case of
- * test/clients/rules_cases.json as the page says (RulesTest).
+ * <p>The table is clients/rules.json's: test/clients/rules_table.py checks that these
+ * sets, patterns and tries are exactly the ones there, and RulesTest that classify() and
+ * ambiguousNotice() answer every case of test/clients/rules_cases.json and
+ * notice_cases.json as the page says.
  */
 public final class Rules {
     private Rules() {
@@ -70,6 +70,12 @@ public final class Rules {
     public static final Pattern CONNECT_REFUSED = Pattern.compile("""
             (password authentication failed|Peer authentication failed|Ident authentication failed|no pg_hba\\.conf entry|role "[^"]+" does not exist|database "[^"]+" does not exist)
             """.strip());
+    /**
+     * A call, or the COMMIT of a transaction, that comes back with this WARNING committed
+     * locally but may not have been replicated (a waiting backend's synchronous replication
+     * wait was cancelled, by an operator or a failover manager): ambiguous, not success.
+     */
+    public static final Pattern SYNC_REP_CANCELLED = Pattern.compile("canceling (the )?wait for synchronous replication");
     /** Tries of one call before it is treated as a connection problem. */
     public static final int TRIES = 5;
 
@@ -101,6 +107,14 @@ public final class Rules {
             return Kind.RECONNECT;
         }
         return Kind.RAISE;
+    }
+
+    /**
+     * True when a notice (its severity and primary message) makes the call that raised it
+     * ambiguous: the cancelled wait for synchronous replication.
+     */
+    public static boolean ambiguousNotice(String severity, String message) {
+        return "WARNING".equals(severity) && message != null && SYNC_REP_CANCELLED.matcher(message).find();
     }
 
     /** Milliseconds to wait before try number attempt + 1 (random, growing). */

@@ -1,6 +1,7 @@
 package org.pglease;
 
 import java.net.URI;
+import java.net.URISyntaxException;
 import java.net.URLDecoder;
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
@@ -9,6 +10,7 @@ import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.SQLWarning;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -16,7 +18,10 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.postgresql.util.PSQLException;
+import org.postgresql.util.PSQLWarning;
 import org.postgresql.util.ServerErrorMessage;
 
 /** One autocommit JDBC connection that follows docs/client-rules.md. */
@@ -32,7 +37,10 @@ public final class Session implements AutoCloseable {
         }
     }
 
-    /** The connection was lost after the call was sent: it may or may not have committed. */
+    /**
+     * The connection was lost after the call was sent, or its answer came with the WARNING
+     * of a cancelled wait for synchronous replication: it may or may not have committed.
+     */
     public static final class Ambiguous extends CallFailed {
         private static final long serialVersionUID = 1L;
 
@@ -50,7 +58,7 @@ public final class Session implements AutoCloseable {
         }
     }
 
-    private final String url;
+    private final String url;           // without the password, which is in props
     private final Properties props;
     private Connection conn;
 
@@ -60,8 +68,17 @@ public final class Session implements AutoCloseable {
      * options: e.g. {@code -c lock_timeout=1000}, or null.
      */
     public Session(String dsn, String applicationName, String options) {
-        this.url = jdbcUrl(dsn);
+        String jdbc = jdbcUrl(dsn);
         this.props = new Properties();
+        // the password goes to the driver as a property, never in the URL: pgjdbc logs the
+        // URL (Driver, FINE) and DriverManager's "No suitable driver found for" quotes it
+        Matcher pw = URL_PASSWORD_PARAM.matcher(jdbc);
+        if (pw.find()) {
+            props.setProperty("password", decode(pw.group(2)));
+            jdbc = jdbc.substring(0, pw.start()) + (pw.group(3).isEmpty() ? "" : pw.group(1))
+                + jdbc.substring(pw.end());
+        }
+        this.url = jdbc;
         props.setProperty("ApplicationName", applicationName);
         if (options != null) {
             props.setProperty("options", options);
@@ -80,9 +97,19 @@ public final class Session implements AutoCloseable {
             return dsn;
         }
         if (!dsn.startsWith("postgresql://") && !dsn.startsWith("postgres://")) {
-            throw new IllegalArgumentException("not a JDBC URL nor a postgresql:// URL: " + dsn);
+            throw new IllegalArgumentException("not a JDBC URL nor a postgresql:// URL: " + redactPassword(dsn));
         }
-        URI uri = URI.create(dsn);
+        try {
+            return libpqToJdbc(new URI(dsn));
+        } catch (URISyntaxException | IllegalArgumentException e) {    // their messages quote the URL
+            throw new IllegalArgumentException("not a valid postgresql:// URL: " + redactPassword(dsn)
+                + " (" + (e instanceof URISyntaxException ? ((URISyntaxException) e).getReason()
+                          : redactPassword(String.valueOf(e.getMessage()))) + ")");
+        }
+    }
+
+    /** jdbcUrl of a postgresql:// URL. */
+    private static String libpqToJdbc(URI uri) {
         Map<String, String> q = new LinkedHashMap<>();
         if (uri.getRawQuery() != null) {
             for (String kv : uri.getRawQuery().split("&")) {
@@ -136,6 +163,20 @@ public final class Session implements AutoCloseable {
         return sb.toString();
     }
 
+    /** A JDBC URL's password parameter: the separator before it, its encoded value. */
+    private static final Pattern URL_PASSWORD_PARAM = Pattern.compile("([?&])password=([^&]*)(&|$)");
+    private static final Pattern USERINFO_PASSWORD = Pattern.compile("(://[^:/?#@\\s]*:)[^@\\n]*@");
+    private static final Pattern PARAM_PASSWORD = Pattern.compile("(?i)(password\\s*=\\s*)('(\\\\.|[^'])*'|[^\\s&]*)");
+
+    /**
+     * s (a URL, or a message quoting one) with every password replaced by xxxxx: the
+     * user:password@ of a URL, a password= parameter of a URL or of key=value settings.
+     */
+    static String redactPassword(String s) {
+        s = USERINFO_PASSWORD.matcher(s).replaceAll("$1xxxxx@");
+        return PARAM_PASSWORD.matcher(s).replaceAll("$1xxxxx");
+    }
+
     private static String decode(String s) {
         return URLDecoder.decode(s, StandardCharsets.UTF_8);
     }
@@ -172,6 +213,16 @@ public final class Session implements AutoCloseable {
             conn.setAutoCommit(true);
         }
         return conn;
+    }
+
+    /** The URL the driver connects to (for the tests: it holds no password). */
+    String url() {
+        return url;
+    }
+
+    /** The password given to the driver as a property (null: none). */
+    String password() {
+        return props.getProperty("password");
     }
 
     /** The connection as it is (null when there is none). */
@@ -237,21 +288,35 @@ public final class Session implements AutoCloseable {
                         ps.setObject(i + 1, p);
                     }
                 }
+                c.clearWarnings();
                 List<Object[]> rows = new ArrayList<>();
-                if (!ps.execute()) {
-                    return rows;                // a statement without a result (GRANT, ...)
-                }
-                try (ResultSet rs = ps.getResultSet()) {
-                    int n = rs.getMetaData().getColumnCount();
-                    while (rs.next()) {
-                        Object[] row = new Object[n];
-                        for (int i = 0; i < n; i++) {
-                            row[i] = rs.getObject(i + 1);
+                if (ps.execute()) {             // else a statement without a result (GRANT, ...)
+                    try (ResultSet rs = ps.getResultSet()) {
+                        int n = rs.getMetaData().getColumnCount();
+                        while (rs.next()) {
+                            Object[] row = new Object[n];
+                            for (int i = 0; i < n; i++) {
+                                row[i] = rs.getObject(i + 1);
+                            }
+                            rows.add(row);
                         }
-                        rows.add(row);
                     }
                 }
-                return rows;
+                // the notices of the call: on the statement (pgjdbc's), or on the connection
+                String warning = ambiguousWarning(ps.getWarnings());
+                if (warning == null) {
+                    warning = ambiguousWarning(c.getWarnings());
+                }
+                if (warning == null) {
+                    return rows;
+                }
+                // committed locally, perhaps only here: ambiguous, not success
+                last = "WARNING " + warning;
+                if (!repeatSafe) {
+                    throw new Ambiguous(warning);
+                }
+                LOG.warning(name(sql) + " answered with a warning (ambiguous, try " + (attempt + 1) + " of "
+                    + Rules.TRIES + "), retrying: " + warning);
             } catch (SQLException e) {
                 last = describe(e);
                 Rules.Kind kind = kind(e);
@@ -272,6 +337,32 @@ public final class Session implements AutoCloseable {
             throw refused;
         }
         throw new Unavailable(name(sql) + ": " + last);
+    }
+
+    /**
+     * The primary message of a notice in a JDBC warning chain (a statement's or a
+     * connection's {@code getWarnings()}) that makes its call ambiguous by
+     * docs/client-rules.md (the WARNING of a cancelled wait for synchronous replication),
+     * or null.  call() checks it after every call; a caller that runs its own transaction
+     * checks {@code connection.getWarnings()} after its {@code commit()} (or the
+     * statement's, after an {@code execute("COMMIT")}): such a commit is an unknown outcome.
+     */
+    public static String ambiguousWarning(SQLWarning w) {
+        for (; w != null; w = w.getNextWarning()) {
+            String severity = null;
+            String message = w.getMessage();
+            if (w instanceof PSQLWarning) {
+                ServerErrorMessage m = ((PSQLWarning) w).getServerErrorMessage();
+                if (m != null) {
+                    severity = m.getSeverity();
+                    message = m.getMessage();
+                }
+            }
+            if (Rules.ambiguousNotice(severity, message)) {
+                return message;
+            }
+        }
+        return null;
     }
 
     /** The first column of the only row. */

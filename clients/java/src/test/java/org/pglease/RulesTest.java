@@ -12,7 +12,10 @@ import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
 
-/** Rules.java classifies every case of test/clients/rules_cases.json as docs/client-rules.md says. */
+/**
+ * Rules.java classifies every case of test/clients/rules_cases.json, and every notice of
+ * notice_cases.json, as docs/client-rules.md says.
+ */
 class RulesTest {
     /** One case per dynamic test: [sqlstate or null, message or null, kind]. */
     @TestFactory
@@ -30,6 +33,27 @@ class RulesTest {
             String name = "rules case " + code + " " + (message == null ? "(no message)"
                 : message.split("\n")[0].substring(0, Math.min(60, message.split("\n")[0].length()))) + " -> " + kind;
             tests.add(DynamicTest.dynamicTest(name, () -> assertEquals(kind, Rules.classify(code, message).label())));
+        }
+        return tests.stream();
+    }
+
+    /** One notice per dynamic test: [severity, SQLSTATE, message or null, "ambiguous" or "ignore"]. */
+    @TestFactory
+    Stream<DynamicTest> noticeCases() throws Exception {
+        String path = System.getProperty("pglease.notices", "../../test/clients/notice_cases.json");
+        List<Object> cases = Json.parse(Files.readString(Path.of(path)));
+        assertTrue(cases.size() >= 5, "at least 5 notices in " + path);
+        List<DynamicTest> tests = new ArrayList<>();
+        for (Object c : cases) {
+            @SuppressWarnings("unchecked")
+            List<Object> kase = (List<Object>) c;
+            String severity = (String) kase.get(0);
+            String message = (String) kase.get(2);
+            String kind = (String) kase.get(3);
+            String name = "notice case " + severity + " " + (message == null ? "(no message)"
+                : message.substring(0, Math.min(60, message.length()))) + " -> " + kind;
+            tests.add(DynamicTest.dynamicTest(name, () -> assertEquals(kind.equals("ambiguous"),
+                                                                       Rules.ambiguousNotice(severity, message))));
         }
         return tests.stream();
     }

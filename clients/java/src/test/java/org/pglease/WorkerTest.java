@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.math.BigInteger;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -92,20 +93,23 @@ class WorkerTest {
         }
     }
 
-    /** Synthetic records as in ExampleWorker: record i is i; "<name>-end<N>" ends after N. */
+    /**
+     * Synthetic records as in ExampleWorker: record i is i; "<name>-end<N>" ends after N.
+     * Checkpoints are opaque strings: these are decimal sequence numbers of any length.
+     */
     static List<StreamRecord> records(String shard, String after) {
-        long first = after.equals("TRIM_HORIZON") ? 1 : Long.parseLong(after) + 1;
-        long last = first + 4;
+        BigInteger first = after.equals("TRIM_HORIZON") ? BigInteger.ONE : new BigInteger(after).add(BigInteger.ONE);
+        BigInteger last = first.add(BigInteger.valueOf(4));
         if (shard.contains("-end")) {
-            long end = Long.parseLong(shard.substring(shard.lastIndexOf("-end") + 4));
-            if (first > end) {
+            BigInteger end = new BigInteger(shard.substring(shard.lastIndexOf("-end") + 4));
+            if (first.compareTo(end) > 0) {
                 return null;
             }
-            last = Math.min(last, end);
+            last = last.min(end);
         }
         List<StreamRecord> out = new ArrayList<>();
-        for (long i = first; i <= last; i++) {
-            out.add(new StreamRecord(Long.toString(i), null));
+        for (BigInteger i = first; i.compareTo(last) <= 0; i = i.add(BigInteger.ONE)) {
+            out.add(new StreamRecord(i.toString(), null));
         }
         return out;
     }
@@ -369,6 +373,81 @@ class WorkerTest {
         assertTrue(LOGGED.stream().anyMatch(l -> l.startsWith("WARNING cannot connect (try 5 of 5): 28000")),
                    "each refused connection is logged");
         assertTrue(LOGGED.stream().anyMatch(l -> l.startsWith("SEVERE java-bad failed")), "the failure is logged");
+    }
+
+    /**
+     * A call answered with the WARNING of a cancelled wait for synchronous replication is
+     * ambiguous, not success (docs/client-rules.md), as the server sends it (a function
+     * raises it the first times it is called): not safe to repeat, Ambiguous at once; safe
+     * to repeat, tried again, then Unavailable after the rules' tries; the same text at
+     * NOTICE is no warning at all.
+     */
+    @Test
+    void aCancelledSyncRepWaitIsAmbiguous() throws Exception {
+        sql("CREATE OR REPLACE FUNCTION public.java_syncrep_warn(seq regclass, severity text, times int)"
+            + " RETURNS text LANGUAGE plpgsql AS $$ BEGIN"
+            + " IF pg_catalog.nextval(seq) <= times THEN"
+            + "  IF severity = 'WARNING' THEN"
+            + "   RAISE WARNING 'canceling wait for synchronous replication due to user request'"
+            + "    USING DETAIL = 'The transaction has already committed locally, but might not have been replicated to the standby.';"
+            + "  ELSE RAISE NOTICE 'canceling wait for synchronous replication due to user request'; END IF;"
+            + " END IF; RETURN 'answered'; END $$");
+        String[][] cases = {
+            // severity, times, repeat safe, outcome, calls
+            {"WARNING", "1", "false", "ambiguous", "1"},
+            {"WARNING", "1", "true", "answered", "2"},
+            {"WARNING", "9", "true", "unavailable", String.valueOf(Rules.TRIES)},
+            {"NOTICE", "9", "false", "answered", "1"},
+        };
+        int i = 0;
+        for (String[] c : cases) {
+            String seq = "public.java_syncrep_" + (++i);
+            sql("DROP SEQUENCE IF EXISTS " + seq);
+            sql("CREATE SEQUENCE " + seq);
+            String got;
+            try (Session s = new Session(ADMIN, "java syncrep test", null)) {
+                Object v = s.one("SELECT public.java_syncrep_warn(?::regclass, ?, ?)",
+                                 new Object[] {seq, c[0], Integer.parseInt(c[1])}, Boolean.parseBoolean(c[2]), 0);
+                got = String.valueOf(v);
+            } catch (Session.Ambiguous e) {
+                got = e.getMessage().startsWith("canceling wait for synchronous replication") ? "ambiguous" : e.getMessage();
+            } catch (Session.Unavailable e) {
+                got = e.getMessage().contains("WARNING canceling wait for synchronous replication")
+                    ? "unavailable" : e.getMessage();
+            }
+            assertEquals(c[3] + " after " + c[4] + " calls",
+                         got + " after " + sql("SELECT last_value::text FROM " + seq) + " calls",
+                         String.join(" ", c));
+        }
+        assertTrue(LOGGED.stream().anyMatch(l -> l.contains("answered with a warning (ambiguous, try 1 of 5)")),
+                   "each warned answer is logged");
+    }
+
+    /**
+     * Checkpoints are opaque strings: a shard whose checkpoint is a 56-digit Kinesis sequence
+     * number (no long holds it) reaches initialize verbatim, and the next checkpoint, 5
+     * records on, is written as the processor gave it: greater, compared as BigIntegers.
+     */
+    @Test
+    void aFiftySixDigitCheckpointIsOpaque() throws Exception {
+        String seq = "49590338271490256608559692538361571095921575989136588898";
+        createLeases("java-big", "k1");
+        sql("SELECT lease.take_lease('clients', 'java-big', 'k1', 'java-big-prev')");
+        sql("SELECT lease.update_checkpoint('clients', 'java-big', 'k1', 'java-big-prev', ?)", seq);
+        sql("SELECT lease.release_lease('clients', 'java-big', 'k1', 'java-big-prev')");
+        BigInteger next = new BigInteger(seq).add(BigInteger.valueOf(5));
+        try (Running w = new Running("java-big-w", "java-big", new Worker.Options())) {
+            waitFor("k1 processed", 10, () -> w.saw("k1 process " + next));
+            assertTrue(w.saw("k1 initialize " + seq), "initialize got the checkpoint verbatim: " + w.events);
+            waitFor("k1 checkpointed past " + seq, 10, () -> {
+                try {
+                    return new BigInteger((String) sql("SELECT checkpoint FROM lease.shard_leases"
+                        + " WHERE app_name = 'clients' AND stream_name = 'java-big' AND shard_id = 'k1'")).compareTo(next) >= 0;
+                } catch (Exception e) {
+                    return false;
+                }
+            });
+        }
     }
 
     @Test
