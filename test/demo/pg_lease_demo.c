@@ -51,7 +51,12 @@
  * a Jepsen-style checker over those records after the run: acknowledged
  * checkpoints lost, leases owned by two workers at once, channels left
  * unbound, handoffs, the longest write gap per partition (make scale,
- * test/scale/run.sh).
+ * test/scale/run.sh).  --spread-hosts rotates a multi-host DSN's hosts by
+ * each process's place in the fleet, so the processes start spread over
+ * several routers and fall back to the next ones (libpq tries them in
+ * turn); the histories then record which router each connection reached,
+ * and the checker reports how long the clients of a router killed mid-run
+ * (DIR/faults) took to be answered through another.
  *
  * --exactly-once also runs a fleet in transactional mode
  * (docs/exactly-once.md): each batch writes one row per record into
