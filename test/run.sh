@@ -205,7 +205,7 @@ suite_counted() {
 # partitions during a switchover, a SIGKILL and a rejoin (its own cluster).
 suite_scale() {
     if PG_BINDIR="$PG_BINDIR" bash test/scale/run.sh --short >"$ROOT/scale.log" 2>&1; then
-        grep -E '^(partition [0-9] \(|partition [0-9]: leases taken|errors by|acknowledged|double|channels|scale: ok)' "$ROOT/scale.log"
+        grep -E '^(router on port|clients of the killed router|partition [0-9] \(|partition [0-9]: leases taken|errors by|acknowledged|double|channels|scale: ok)' "$ROOT/scale.log"
         tally 1 0 "scale (make scale --short)"
     else
         tail -n 60 "$ROOT/scale.log"

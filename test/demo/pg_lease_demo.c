@@ -51,7 +51,12 @@
  * a Jepsen-style checker over those records after the run: acknowledged
  * checkpoints lost, leases owned by two workers at once, channels left
  * unbound, handoffs, the longest write gap per partition (make scale,
- * test/scale/run.sh).
+ * test/scale/run.sh).  --spread-hosts rotates a multi-host DSN's hosts by
+ * each process's place in the fleet, so the processes start spread over
+ * several routers and fall back to the next ones (libpq tries them in
+ * turn); the histories then record which router each connection reached,
+ * and the checker reports how long the clients of a router killed mid-run
+ * (DIR/faults) took to be answered through another.
  *
  * --exactly-once also runs a fleet in transactional mode
  * (docs/exactly-once.md): each batch writes one row per record into
@@ -129,6 +134,7 @@ typedef struct Options
 	const char *restart_cmd;	/* ... and this command (an immediate restart of the server) mid-run */
 	int			renew_every_ms; /* --fast-failover: the renew_every its workers declare (0: off) */
 	unsigned	ff_workers;		/* ... which workers (bit i: worker-(i+1)); all by default */
+	bool		spread_hosts;	/* each process starts at another host of a multi-host DSN */
 } Options;
 
 /* The fleet now running is the --exactly-once one (set before its workers fork). */
@@ -335,12 +341,117 @@ static const char *conn_options;
 /* The TCP user timeout (ms) of the connections made from now on, kept by PQreset; or NULL. */
 static const char *conn_tcp_timeout;
 
+/* This process's place in the fleet (main 0, worker-N N, rotator-N 5 + N, turns 8): --spread-hosts. */
+static int	spread_slot;
+
+/* Appends keyword='value' (libpq's quoting) to buf. */
+static void
+conninfo_append(char *buf, size_t len, const char *keyword, const char *value)
+{
+	size_t		n = strlen(buf);
+
+	n += (size_t) snprintf(buf + n, n < len ? len - n : 0, "%s%s='", n > 0 ? " " : "", keyword);
+	for (const char *c = value; *c != '\0' && n + 3 < len; c++)
+	{
+		if (*c == '\'' || *c == '\\')
+			buf[n++] = '\\';
+		buf[n++] = *c;
+	}
+	if (n + 2 > len)
+		die("connection string too long");
+	buf[n++] = '\'';
+	buf[n] = '\0';
+}
+
+/* The comma-separated list value rotated left by k of its n elements, into out. */
+static void
+rotate_list(const char *value, int k, char *out, size_t len)
+{
+	const char *items[64];
+	char		copy[2048];
+	char	   *save = NULL;
+	int			n = 0;
+
+	snprintf(copy, sizeof(copy), "%s", value);
+	for (char *tok = strtok_r(copy, ",", &save); tok != NULL && n < 64; tok = strtok_r(NULL, ",", &save))
+		items[n++] = tok;
+	out[0] = '\0';
+	for (int i = 0; i < n; i++)
+	{
+		size_t		used = strlen(out);
+
+		snprintf(out + used, len - used, "%s%s", i > 0 ? "," : "", items[(i + k) % n]);
+	}
+}
+
+/* How many elements a comma-separated list has (1 for none). */
+static int
+list_length(const char *value)
+{
+	int			n = 1;
+
+	for (const char *c = value; c != NULL && *c != '\0'; c++)
+		n += *c == ',';
+	return n;
+}
+
+/*
+ * --spread-hosts: the DSN with its lists of hosts (host, hostaddr, and port
+ * when it lists one per host) rotated by this process's slot, so the
+ * processes start spread over the hosts (routers) and each still falls
+ * back to the next ones, in order, when its own is away (libpq tries the
+ * hosts of a multi-host string in turn).  Otherwise the DSN as given.
+ */
+static const char *
+process_dsn(void)
+{
+	static char buf[4096];
+	PQconninfoOption *opts, *o;
+	char	   *err = NULL;
+	int			hosts = 1;
+
+	if (!opt.spread_hosts || opt.dsn == NULL)
+		return opt.dsn;
+	opts = PQconninfoParse(opt.dsn, &err);
+	if (opts == NULL)
+		die("--dsn: %s", err ? err : "cannot parse");
+	for (o = opts; o->keyword != NULL; o++)
+		if (o->val != NULL && (strcmp(o->keyword, "host") == 0 || strcmp(o->keyword, "hostaddr") == 0))
+			hosts = list_length(o->val);
+	buf[0] = '\0';
+	for (o = opts; o->keyword != NULL; o++)
+	{
+		char		rotated[2048];
+
+		if (o->val == NULL)
+			continue;
+		if (hosts > 1 && list_length(o->val) == hosts &&
+			(strcmp(o->keyword, "host") == 0 || strcmp(o->keyword, "hostaddr") == 0 ||
+			 strcmp(o->keyword, "port") == 0))
+		{
+			rotate_list(o->val, spread_slot % hosts, rotated, sizeof(rotated));
+			conninfo_append(buf, sizeof(buf), o->keyword, rotated);
+		}
+		else
+			conninfo_append(buf, sizeof(buf), o->keyword, o->val);
+	}
+	PQconninfoFree(opts);
+	return buf;
+}
+
+/* Records which server (by port) connection conn reached (--history: the checker's router moves). */
+static void
+hist_connected(PGconn *conn, const char *what)
+{
+	hist_printf("%s %.1f %s %p\n", what, now_ms(), PQport(conn), (void *) conn);
+}
+
 /* Connects under an application name; --public-only waits up to 30 s for the server. */
 static PGconn *
 connect_db(const char *appname)
 {
 	const char *keys[5] = {"dbname", "application_name"};
-	const char *vals[5] = {opt.dsn, appname};
+	const char *vals[5] = {process_dsn(), appname};
 	int			n = 2;
 	PGconn	   *conn;
 
@@ -369,6 +480,7 @@ connect_db(const char *appname)
 		die("cannot connect: %s", PQerrorMessage(conn));
 	if (opt.public_only)
 		PQsetNoticeProcessor(conn, quiet_notices, NULL);
+	hist_connected(conn, "conn");
 	return conn;
 }
 
@@ -385,6 +497,7 @@ enum
 };
 static __thread int last_call;
 static __thread char last_sqlstate[6];	/* of the last failed call, "" for none */
+static __thread bool conn_broken;	/* this thread's connection broke; no call answered since */
 
 /* What an error means by the client rules: an answer, worth a repeat, or ambiguous (CALL_*). */
 static int
@@ -423,6 +536,12 @@ run(PGconn *conn, const char *sql, int n, const char *const *params)
 	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
 	{
 		last_call = CALL_OK;
+		if (conn_broken)
+		{
+			/* the first call answered since the connection broke: the client is back */
+			hist_connected(conn, "back");
+			conn_broken = false;
+		}
 		return res;
 	}
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
@@ -433,7 +552,12 @@ run(PGconn *conn, const char *sql, int n, const char *const *params)
 				msg ? msg : PQerrorMessage(conn));
 	PQclear(res);
 	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		conn_broken = true;
 		PQreset(conn);
+		if (PQstatus(conn) == CONNECTION_OK)
+			hist_connected(conn, "conn");
+	}
 	if (last_call == CALL_RETRY || last_call == CALL_AMBIGUOUS)
 		sleep_ms(100 + (int) ((long) now_ms() % 150));
 	return NULL;
@@ -1312,6 +1436,7 @@ worker_main(int index, const char *app, bool legacy)
 	double		last_balance = 0;
 
 	me = index;
+	spread_slot = index + 1;
 	app_name = app;
 	snprintf(me_name, sizeof(me_name), "worker-%d", index + 1);
 	snprintf(lease_interval, sizeof(lease_interval), "%d milliseconds", opt.lease_ms);
@@ -1607,6 +1732,7 @@ rotator_main(void)
 	char		name[32];
 
 	snprintf(name, sizeof(name), "rotator-%d", rotator_index + 1);
+	spread_slot = 6 + rotator_index;
 	hist_open(name);
 	conn = connect_db("demo-rotator");
 
@@ -1636,6 +1762,7 @@ turns_main(void)
 	unsigned	rng = opt.seed ^ 0x85ebca6bu;
 
 	hist_open("turns");
+	spread_slot = 8;
 	conn = connect_db("demo-turns");
 
 	while (!shm->stop_channels)
@@ -2578,6 +2705,99 @@ history_write_gaps(History *h, const FleetResult *fr)
 	}
 }
 
+/*
+ * After a router was killed (the line "router_killed MS PORT" in DIR/faults
+ * written by test/scale/run.sh, MS on this program's monotonic clock):
+ * every connection whose last connection before the kill was to that
+ * router, and how long after the kill its first call was answered through
+ * another one ("back" lines).  A figure, printed; a violation only when no
+ * connection was on that router (the kill tested nothing).
+ */
+static void
+history_router_moves(History *h)
+{
+	char		path[1024], line[256], port[16];
+	double		killed_at, d[256];
+	int			nd = 0, clients = 0, not_back = 0;
+	FILE	   *f;
+
+	snprintf(path, sizeof(path), "%s/faults", opt.history);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return;
+	if (fgets(line, sizeof(line), f) == NULL ||
+		sscanf(line, "router_killed %lf %15s", &killed_at, port) != 2)
+	{
+		fclose(f);
+		printf("pg_lease_demo: %s: no router_killed line\n", path);
+		h->violations++;
+		return;
+	}
+	fclose(f);
+	printf("router on port %s killed; its connections:", port);
+	for (int k = 0; k < h->nfiles; k++)
+	{
+		char		ids[8][24], last_port[8][16];
+		double		back[8];
+		int			n = 0;
+
+		snprintf(path, sizeof(path), "%s/%s.log", opt.history, h->files[k]);
+		f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f))
+		{
+			char		what[8], p[16], id[24];
+			double		t;
+			int			i;
+
+			if (sscanf(line, "%7s %lf %15s %23s", what, &t, p, id) != 4 ||
+				(strcmp(what, "conn") != 0 && strcmp(what, "back") != 0))
+				continue;
+			for (i = 0; i < n && strcmp(ids[i], id) != 0; i++)
+				;
+			if (i == n && n < 8)
+			{
+				snprintf(ids[n], sizeof(ids[n]), "%s", id);
+				last_port[n][0] = '\0';
+				back[n++] = -1;
+			}
+			if (i == n)
+				continue;
+			if (t <= killed_at)
+				snprintf(last_port[i], sizeof(last_port[i]), "%s", p);
+			else if (strcmp(what, "back") == 0 && strcmp(p, port) != 0 && back[i] < 0)
+				back[i] = t;
+		}
+		fclose(f);
+		for (int i = 0; i < n; i++)
+		{
+			if (strcmp(last_port[i], port) != 0)
+				continue;
+			clients++;
+			printf(" %s", h->files[k]);
+			if (back[i] < 0)
+			{
+				printf(" (not back)");
+				not_back++;
+			}
+			else if (nd < 256)
+				d[nd++] = back[i] - killed_at;
+		}
+	}
+	printf("\n");
+	if (clients == 0)
+	{
+		printf("pg_lease_demo: no connection was on the killed router\n");
+		h->violations++;
+		return;
+	}
+	qsort(d, (size_t) nd, sizeof(double), cmp_double);
+	printf("clients of the killed router: %d connections, %d back through another router"
+		   " (median %.2f s, longest %.2f s after the kill), %d not back (their process ended first)\n",
+		   clients, nd, nd > 0 ? d[nd / 2] / 1000.0 : 0.0, nd > 0 ? d[nd - 1] / 1000.0 : 0.0, not_back);
+}
+
 /* The errors the clients met, by SQLSTATE. */
 static void
 history_print_errors(const History *h)
@@ -2621,6 +2841,7 @@ check_history(PGconn *conn, const char *app, const FleetResult *fr)
 	printf("\n-- history (%s): %ld acknowledged checkpoints, %ld ownership intervals, %ld errors\n",
 		   opt.history, h->acks.n, h->nowns, h->errors);
 	history_write_gaps(h, fr);
+	history_router_moves(h);
 	history_print_errors(h);
 	printf("acknowledged checkpoints lost: %ld\n", lost);
 	printf("double owners: %ld\n", double_owners);
@@ -3063,6 +3284,8 @@ usage(void)
 		   "                         renew every MS and process a shard only while its last renewal was\n"
 		   "                         sent less than MS + min(lease/5, MS/2) ago (with --public-only)\n"
 		   "  --fast-failover-workers N,M,...  ... only these workers (default: all), e.g. 1,3,5\n"
+		   "  --spread-hosts         with a multi-host DSN (host=A,B port=P,Q): each process starts at\n"
+		   "                         another host, in turn, and falls back to the next ones\n"
 		   "  --quiet                no progress lines\n",
 		   opt.workers, MAX_SHARDS, opt.shards, opt.duration, opt.lease_ms, opt.channels,
 		   opt.partitions);
@@ -3112,6 +3335,7 @@ parse_args(int argc, char **argv)
 		{"restart-cmd", required_argument, NULL, 'X'},
 		{"fast-failover", required_argument, NULL, 'F'},
 		{"fast-failover-workers", required_argument, NULL, 'V'},
+		{"spread-hosts", no_argument, NULL, 'S'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
@@ -3140,6 +3364,7 @@ parse_args(int argc, char **argv)
 			case 'X': opt.restart_cmd = optarg; break;
 			case 'F': opt.renew_every_ms = atoi(optarg) > 0 ? atoi(optarg) : -1; break;
 			case 'V': opt.ff_workers = parse_worker_list(optarg); break;
+			case 'S': opt.spread_hosts = true; break;
 			case 'q': opt.quiet = true; break;
 			case 'h': usage(); exit(0);
 			default: usage(); exit(2);

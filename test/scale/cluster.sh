@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The scale-out cluster on one machine (docs/scale-out.md): a pg_auto_failover
 # monitor, 2 partitions each a formation of a primary and a synchronous
-# standby running pg_lease, and a router running pg_lease_router whose
-# partition connection strings list both nodes of each formation with
-# target_session_attrs=read-write.
+# standby running pg_lease, and R routers (1 unless told) running
+# pg_lease_router whose partition connection strings list both nodes of
+# each formation with target_session_attrs=read-write.
 #
-#   cluster.sh up DIR            start everything under DIR (which must not
-#                                exist); prints export lines:
-#                                PG_LEASE_ROUTER_DSN, PG_LEASE_PARTITION_DSNS
-#                                (space-separated multi-host URIs, partition
-#                                0 first), PG_LEASE_MONITOR_DSN
+#   cluster.sh up DIR [R]        start everything under DIR (which must not
+#                                exist) with R routers (1-4, default 1);
+#                                prints export lines: PG_LEASE_ROUTER_DSN
+#                                (router 0), PG_LEASE_ROUTERS_DSN (every
+#                                router, a libpq multi-host string),
+#                                PG_LEASE_PARTITION_DSNS (space-separated
+#                                multi-host URIs, partition 0 first),
+#                                PG_LEASE_MONITOR_DSN
+#   cluster.sh kill-router DIR R SIGKILL router R's postmaster and every
+#                                backend under it, by PID (a crashed host)
 #   cluster.sh switchover DIR K  planned switchover of partition K (waits)
 #   cluster.sh kill DIR K        SIGKILL the whole process tree (pg_autoctl
 #                                and its Postgres) of partition K's primary
@@ -162,11 +167,14 @@ cmd_up() {
     chmod 755 "$DIR"
     MONITOR_PORT=$(free_port)
     ROUTER_PORT=$(free_port)
-    local k n
+    local k n r
     {
         echo "PG_BINDIR='$PG_BINDIR'"
         echo "MONITOR_PORT=$MONITOR_PORT"
         echo "ROUTER_PORT=$ROUTER_PORT"
+        echo "ROUTERS=$ROUTERS"
+        echo "ROUTER_PORT_0=$ROUTER_PORT"
+        for r in $(seq 1 $((ROUTERS - 1))); do echo "ROUTER_PORT_$r=$(free_port)"; done
         for k in $(seq 0 $((NPART - 1))); do
             for n in a b; do echo "PORT_p$k$n=$(free_port)"; done
         done
@@ -233,20 +241,24 @@ CONF
         create_node "$k" b
     done
 
-    # The router.
-    init_pgdata "$DIR/router"
-    as_pg "$PG_BINDIR/pg_ctl" -D "$DIR/router" -l "$DIR/logs/router.log" -o "-p $ROUTER_PORT" -w -t 120 start \
-        >/dev/null || { tail -n 20 "$DIR/logs/router.log" >&2; die "router failed to start"; }
-    psql_at "$ROUTER_PORT" -d postgres -c "CREATE DATABASE $DB" >/dev/null || die "router database"
-    local opts=""
+    # The routers: each the same, with the same partitions in the same order.
+    local opts="" name port
     for k in $(seq 0 $((NPART - 1))); do
         opts="$opts${opts:+, }p$k '$(partition_kv "$k")'"
     done
-    psql_at "$ROUTER_PORT" -d "$DB" -c "CREATE EXTENSION pg_lease_router CASCADE" \
-        -c "CREATE SERVER pg_lease FOREIGN DATA WRAPPER plproxy OPTIONS ($opts)" \
-        -c "CREATE USER MAPPING FOR PUBLIC SERVER pg_lease" \
-        -c "GRANT USAGE ON FOREIGN SERVER pg_lease TO PUBLIC" >/dev/null 2>&1 ||
-        die "router: pg_lease_router failed"
+    for r in $(seq 0 $((ROUTERS - 1))); do
+        name=$(router_name "$r")
+        port=$(eval echo "\$ROUTER_PORT_$r")
+        init_pgdata "$DIR/$name"
+        as_pg "$PG_BINDIR/pg_ctl" -D "$DIR/$name" -l "$DIR/logs/$name.log" -o "-p $port" -w -t 120 start \
+            >/dev/null || { tail -n 20 "$DIR/logs/$name.log" >&2; die "$name failed to start"; }
+        psql_at "$port" -d postgres -c "CREATE DATABASE $DB" >/dev/null || die "$name database"
+        psql_at "$port" -d "$DB" -c "CREATE EXTENSION pg_lease_router CASCADE" \
+            -c "CREATE SERVER pg_lease FOREIGN DATA WRAPPER plproxy OPTIONS ($opts)" \
+            -c "CREATE USER MAPPING FOR PUBLIC SERVER pg_lease" \
+            -c "GRANT USAGE ON FOREIGN SERVER pg_lease TO PUBLIC" >/dev/null 2>&1 ||
+            die "$name: pg_lease_router failed"
+    done
 
     for k in $(seq 0 $((NPART - 1))); do
         wait_healthy "$k" 120 || { cmd_status >&2; die "partition $k: no secondary after 120 s"; }
@@ -264,6 +276,11 @@ CONF
     cmd_env
 }
 
+# Router $1's data directory: router, router1, router2, ...
+router_name() {
+    if [ "$1" -eq 0 ]; then echo router; else echo "router$1"; fi
+}
+
 # Partition $1 for PL/Proxy (key=value: PL/Proxy appends user=...).
 partition_kv() {
     echo "host=127.0.0.1,127.0.0.1 port=$(eval echo "\$PORT_p${1}a"),$(eval echo "\$PORT_p${1}b") dbname=$DB target_session_attrs=read-write connect_timeout=2"
@@ -275,11 +292,16 @@ partition_uri() {
 }
 
 cmd_env() {
-    local k dsns=""
+    local k r dsns="" hosts="" ports=""
     for k in $(seq 0 $((NPART - 1))); do
         dsns="$dsns${dsns:+ }$(partition_uri "$k")"
     done
+    for r in $(seq 0 $((${ROUTERS:-1} - 1))); do
+        hosts="$hosts${hosts:+,}$DIR"
+        ports="$ports${ports:+,}$(eval echo "\${ROUTER_PORT_$r:-$ROUTER_PORT}")"
+    done
     echo "export PG_LEASE_ROUTER_DSN='host=$DIR port=$ROUTER_PORT dbname=$DB user=postgres'"
+    echo "export PG_LEASE_ROUTERS_DSN='host=$hosts port=$ports dbname=$DB user=postgres'"
     echo "export PG_LEASE_PARTITION_DSNS='$dsns'"
     echo "export PG_LEASE_MONITOR_DSN='host=$DIR port=$MONITOR_PORT dbname=pg_auto_failover user=postgres'"
 }
@@ -310,6 +332,19 @@ cmd_kill() {
     echo "cluster.sh: killed $name (partition $k primary): $(echo $pids | wc -w) processes"
 }
 
+# SIGKILL of router $1: its postmaster (the PID of its postmaster.pid,
+# checked to be running in that data directory) and every process under it.
+cmd_kill_router() {
+    local r=$1 name pm pids
+    name=$(router_name "$r")
+    pm=$(head -n 1 "$DIR/$name/postmaster.pid" 2>/dev/null)
+    [ -n "$pm" ] && [ "$(readlink "/proc/$pm/cwd" 2>/dev/null)" = "$DIR/$name" ] || die "$name is not running"
+    pids=$(tree "$pm")
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null
+    echo "cluster.sh: killed $name (port $(eval echo "\$ROUTER_PORT_$r"), postmaster $pm): $(echo $pids | wc -w) processes"
+}
+
 cmd_rejoin() {
     local k=$1 name
     [ -f "$DIR/killed.$k" ] || die "no killed node in partition $k"
@@ -321,9 +356,10 @@ cmd_rejoin() {
 cmd_down() {
     [ -d "$DIR" ] || return 0
     local f pid pids="" i
-    if [ -f "$DIR/router/postmaster.pid" ]; then
-        as_pg "$PG_BINDIR/pg_ctl" -D "$DIR/router" -m fast -w -t 30 stop >/dev/null 2>&1
-    fi
+    for f in "$DIR"/router*/postmaster.pid; do
+        [ -f "$f" ] || continue
+        as_pg "$PG_BINDIR/pg_ctl" -D "$(dirname "$f")" -m fast -w -t 30 stop >/dev/null 2>&1
+    done
     # pg_autoctl stops its Postgres on SIGTERM; the monitor last.
     for f in "$DIR"/pids/p* "$DIR"/pids/monitor; do
         [ -s "$f" ] || continue
@@ -351,11 +387,18 @@ cmd_down() {
 
 cmd=${1:-}
 DIR=${2:-}
-[ -n "$cmd" ] && [ -n "$DIR" ] || die "usage: cluster.sh up|switchover|kill|rejoin|status|wait|env|down DIR [K]"
+[ -n "$cmd" ] && [ -n "$DIR" ] || die "usage: cluster.sh up|switchover|kill|kill-router|rejoin|status|wait|env|down DIR [K]"
 [ "$(id -u)" -eq 0 ] || die "run as root (servers run as the postgres OS user)"
 case $DIR in /*) ;; *) DIR=$(pwd)/$DIR ;; esac
 case $cmd in
-    up) cmd_up ;;
+    up)
+        ROUTERS=${3:-1}
+        case $ROUTERS in 1|2|3|4) ;; *) die "up: R routers must be 1..4" ;; esac
+        cmd_up ;;
+    kill-router)
+        load
+        [ -n "${3:-}" ] && [ "$3" -ge 0 ] 2>/dev/null && [ "$3" -lt "${ROUTERS:-1}" ] || die "kill-router: router R must be 0..$((${ROUTERS:-1} - 1))"
+        cmd_kill_router "$3" ;;
     env) load; cmd_env ;;
     status) load; cmd_status ;;
     switchover|kill|rejoin|wait)

@@ -2,9 +2,14 @@
 # make scale (docs/scale-out.md): the demo's consumer fleet and chat side
 # (test/demo/pg_lease_demo --router: only public functions and views, the
 # client rules, a history of what the server acknowledged and a checker
-# over it) runs through the pg_lease_router router over two
-# pg_auto_failover partitions (test/scale/cluster.sh) while
+# over it) runs through two pg_lease_router routers over two
+# pg_auto_failover partitions (test/scale/cluster.sh), its processes spread
+# over the routers (one libpq multi-host string, each process starting at
+# another router: demo --spread-hosts), while
 #   1. partition 0 does a planned switchover,
+#   1b. router 0 is killed (SIGKILL of its postmaster and every backend under
+#      it): its clients' reconnects (libpq tries the next host) take them to
+#      router 1; the checker reports how long after the kill each was back,
 #   2. partition 1's primary is killed with SIGKILL (pg_autoctl and its
 #      Postgres, the whole process tree) and its standby takes over,
 #   3. the killed node rejoins as a standby;
@@ -36,9 +41,9 @@ for a in "$@"; do
     esac
 done
 if [ "$short" -eq 1 ]; then
-    FLEET_SECONDS=32 SWITCH_AT=6 KILL_AT=14
+    FLEET_SECONDS=32 SWITCH_AT=6 ROUTER_KILL_AT=10 KILL_AT=14
 else
-    FLEET_SECONDS=75 SWITCH_AT=15 KILL_AT=35
+    FLEET_SECONDS=75 SWITCH_AT=15 ROUTER_KILL_AT=25 KILL_AT=35
 fi
 
 bash test/lib/deps.sh build test scale || exit 1
@@ -61,9 +66,9 @@ trap cleanup EXIT
 started=$(date +%s)
 t() { echo "$(( $(date +%s) - started ))"; }
 
-env=$(PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh up "$DIR") || { echo "scale: cluster up failed"; exit 1; }
+env=$(PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh up "$DIR" 2) || { echo "scale: cluster up failed"; exit 1; }
 eval "$env"
-echo "scale: cluster up in $(t) s (monitor, 2 x (primary + standby), router)"
+echo "scale: cluster up in $(t) s (monitor, 2 x (primary + standby), 2 routers)"
 echo "$env" | sed 's/^/  /'
 
 # 12 shards per stream (the demo's smallest stream, with its split and
@@ -71,7 +76,9 @@ echo "$env" | sed 's/^/  /'
 # 35 % and worker-5 joins at 55 % of the run, as in make demo.  Workers 1,
 # 3 and 5 declare renew_every (fast failover), 2 and 4 keep the lease
 # duration alone.
-test/demo/pg_lease_demo --router --dsn "$PG_LEASE_ROUTER_DSN" --duration "$FLEET_SECONDS" \
+# The processes are spread over the two routers: main, worker-2, worker-4,
+# rotator-1 and the turns start at router 0, the others at router 1.
+test/demo/pg_lease_demo --router --dsn "$PG_LEASE_ROUTERS_DSN" --spread-hosts --duration "$FLEET_SECONDS" \
     --shards 12 --quiet --history "$OUT/history" --fast-failover 1000 --fast-failover-workers 1,3,5 \
     >"$OUT/report" 2>&1 &
 FLEET_PID=$!
@@ -85,6 +92,14 @@ s0=$(date +%s.%N)
 PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh switchover "$DIR" 0 || failed=1
 echo "scale: [$(t) s] switchover done in $(echo "$(date +%s.%N) - $s0" | bc | cut -c1-4) s"
 bash test/scale/cluster.sh status "$DIR" | sed 's/^/  /'
+
+at "$ROUTER_KILL_AT"
+echo "scale: [$(t) s] SIGKILL of router 0"
+# the kill's time on the demo's clock (CLOCK_MONOTONIC), for its checker
+router_port=$(. "$DIR/cluster.env" && echo "$ROUTER_PORT_0")
+echo "router_killed $(python3 -c 'import time; print("%.1f" % (time.clock_gettime(time.CLOCK_MONOTONIC) * 1000))') $router_port" \
+    >"$OUT/history/faults"
+bash test/scale/cluster.sh kill-router "$DIR" 0 || failed=1
 
 at "$KILL_AT"
 echo "scale: [$(t) s] SIGKILL of partition 1's primary"
