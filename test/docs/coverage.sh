@@ -145,6 +145,19 @@ for copy in "$recipes"/*; do
 done
 rm -rf "$recipes"
 
+# test/README.md's "When you change X, run Y" names every suite test/run.sh
+# runs (its default SUITES), each as `name`.
+suites=$(sed -n 's/^SUITES=${PG_LEASE_SUITES:-\(.*\)}$/\1/p' test/run.sh)
+map=$(sed -n '/^## When you change X, run Y/,/^## [^W]/p' test/README.md)
+[ -n "$suites" ] && [ -n "$map" ] || bad "test/run.sh's SUITES or test/README.md's \"When you change X, run Y\" not found"
+for s in $suites; do
+    if grep -q "\`$s\`" <<<"$map"; then
+        ok
+    else
+        bad "test/README.md's \"When you change X, run Y\" names no change that runs the suite $s"
+    fi
+done
+
 # CONTRIBUTING.md's layout table matches the tree (test/docs/layout.py: every
 # top-level entry, src/ file and test/ folder named, every path it names
 # there), after proving the check can fail.

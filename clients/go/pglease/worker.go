@@ -251,6 +251,9 @@ func (w *Worker) key(extra ...interface{}) []interface{} {
 func (w *Worker) renewOnce(ctx context.Context) error {
 	sent := time.Now()
 	rows, err := w.renewDB.Call(ctx, sqlRenew, w.key(w.cfg.Owner, w.interval)...)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		return nil // the worker is stopping (renewer)
+	}
 	if Transient(err) {
 		w.journal.write("renew_failed", fields{"error": err.Error()})
 		w.log.Warnf("renewal failed: %v", err)
@@ -297,9 +300,20 @@ func (w *Worker) renewer(ctx context.Context, stop func()) {
 			return
 		case <-tick.C:
 		}
-		callCtx, cancel := w.callCtx()
+		// a tick and the stop may both be ready, and select picks either
+		if ctx.Err() != nil {
+			return
+		}
+		// the stop ends a renewal that waits (for a locked row, a server
+		// that does not answer) at once: the stop releases every lease
+		// anyway, and the stuck renewal would hold up Run by a lease
+		// duration, once for every tick it found ready
+		callCtx, cancel := context.WithTimeout(ctx, w.cfg.LeaseDuration)
 		err := w.renewOnce(callCtx)
 		cancel()
+		if ctx.Err() != nil {
+			return
+		}
 		if err != nil {
 			// an error the rules say to raise: stop the worker with it
 			w.journal.write("renewer_failed", fields{"error": err.Error()})
