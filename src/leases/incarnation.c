@@ -120,12 +120,12 @@ static LeaseStatement incarnation_insert_stmt = {
 	"              AND l.stream_name OPERATOR(pg_catalog.=) $2" \
 	"              AND l.lease_owner IS NOT NULL" \
 	"              AND " LEASE_SQL_NOT_ENDED("l") \
-	"              AND COALESCE((SELECT pg_catalog.max(hw.renewed_until) FROM lease.stream_workers AS hw" \
+	"              AND GREATEST(l.lease_expires_at," \
+	"                           (SELECT hw.renewed_until FROM lease.stream_workers AS hw" \
 	"                             WHERE hw.app_name OPERATOR(pg_catalog.=) l.app_name" \
 	"                               AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name" \
-	"                               AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner" \
-	"                               AND hw.renewed_until OPERATOR(pg_catalog.>) l.lease_expires_at)," \
-	"                           l.lease_expires_at) OPERATOR(pg_catalog.<) $3" \
+	"                               AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner))" \
+	"                  OPERATOR(pg_catalog.<) $3" \
 	"            ORDER BY l.shard_id COLLATE pg_catalog.\"C\"" \
 	"              FOR NO KEY UPDATE OF l" lock ")," \
 	"      c AS (UPDATE lease.shard_leases AS l SET lease_expires_at = $3" \
@@ -159,10 +159,10 @@ static LeaseStatement restart_grace_stmts[2] = {
 };
 
 /*
- * Looks the incarnation up (unless `known_ok` and this session knows it
- * already: a renewal only needs it recorded), and records it when it is
- * new; returns it, or NULL on a standby.  A take always reads the row: what
- * it decides on is the row, not what this session remembers of it.
+ * Looks the current incarnation up (unless `known_ok` and this session
+ * knows it already: a renewal only needs it recorded), and records it when
+ * it is new.  A take always reads the row: what it decides on is the row,
+ * not what this session remembers of it.
  *
  * Recording never waits for another session: the first sessions of a new
  * incarnation may all try at once, and one of them may be a transaction
@@ -175,27 +175,24 @@ static LeaseStatement restart_grace_stmts[2] = {
  * then no shorter, and does not slide on while the other transaction stays
  * open), and looks again at its next call.
  */
-static text *
-incarnation_lookup(bool known_ok)
+static void
+incarnation_lookup(bool known_ok, text *incarnation)
 {
-	text	   *incarnation = lease_server_incarnation();
 	char	   *name;
 	Datum		args[2];
 	char		nulls[2] = {' ', ' '};
 	bool		isnull;
-	Oid			relid;
 
-	if (incarnation == NULL)
-		return NULL;
 	name = text_to_cstring(incarnation);
 	if (known_ok && !known_provisional && known_incarnation != NULL &&
 		strcmp(known_incarnation, name) == 0)
-		return incarnation;
+		return;
 
 	args[0] = PointerGetDatum(incarnation);
-	relid = get_relname_relid("server_incarnations", get_namespace_oid("lease", false));
 	if (lease_spi_run_latest(&incarnation_read_stmt, args, NULL, 1) == 0 &&
-		ConditionalLockRelationOid(relid, ShareUpdateExclusiveLock) &&
+		ConditionalLockRelationOid(get_relname_relid("server_incarnations",
+													 get_namespace_oid("lease", false)),
+								   ShareUpdateExclusiveLock) &&
 		lease_spi_run_latest(&incarnation_read_stmt, args, NULL, 1) == 0)
 	{
 		/* new, and this session records it */
@@ -216,7 +213,7 @@ incarnation_lookup(bool known_ok)
 			known_follows = lease_spi_run_latest(&incarnation_latest_stmt, NULL, NULL, 1) > 0;
 			incarnation_remember(name, true);
 		}
-		return incarnation;
+		return;
 	}
 	else
 	{
@@ -224,25 +221,28 @@ incarnation_lookup(bool known_ok)
 		known_follows = DatumGetBool(lease_spi_value(0, 2, &isnull));
 	}
 	incarnation_remember(name, false);
-	return incarnation;
 }
 
 /* See incarnation.h. */
 void
-lease_incarnation_note(void)
+lease_incarnation_note(text *incarnation)
 {
-	(void) incarnation_lookup(true);
+	if (incarnation != NULL)
+		incarnation_lookup(true, incarnation);
 }
 
 /* See incarnation.h. */
 void
 lease_restart_grace(Datum *stream, Datum duration, bool round)
 {
-	text	   *incarnation = incarnation_lookup(false);
+	text	   *incarnation = lease_server_incarnation();
 	TimestampTz until;
 	Datum		values[4];
 
-	if (incarnation == NULL || !known_follows || !lease_restart_grace_on)
+	if (incarnation == NULL)
+		return;
+	incarnation_lookup(false, incarnation);
+	if (!known_follows || !lease_restart_grace_on)
 		return;
 	until = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 													TimestampTzGetDatum(known_first_seen),

@@ -30,12 +30,14 @@
 extern text *lease_server_incarnation(void);
 
 /*
- * Records the current incarnation in lease.server_incarnations if it is
- * not there yet (first seen now).  SPI connected as the owner, 0.5.0
- * schema; a no-op on a standby.  Looked up once per session and
- * incarnation (a take, lease_restart_grace, reads the row each time).
+ * Records `incarnation`, the current one (lease_server_incarnation(), as
+ * the caller already has it for its session record; NULL on a standby: a
+ * no-op), in lease.server_incarnations if it is not there yet (first seen
+ * now).  SPI connected as the owner, 0.5.0 schema.  Looked up once per
+ * session and incarnation (a take, lease_restart_grace, reads the row each
+ * time).
  */
-extern void lease_incarnation_note(void);
+extern void lease_incarnation_note(text *incarnation);
 
 /*
  * For a take in stream[0..1] with the taker's lease duration: notes the

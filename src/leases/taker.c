@@ -1196,8 +1196,6 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
-	if (schema >= LEASE_SCHEMA_0_5)
-		lease_incarnation_note();
 	if (schema >= LEASE_SCHEMA_0_4)
 		lease_record_session(schema, values, have_every, renew_every, &values[3]);
 	if (schema >= LEASE_SCHEMA_0_5)

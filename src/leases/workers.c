@@ -233,6 +233,17 @@ record_session_values(Datum *stream, bool have_every, Datum renew_every, Datum *
 	nulls[7] = duration ? ' ' : 'n';
 }
 
+/*
+ * Records the server incarnation of a session record made by
+ * record_session_values (its $7, NULL on a standby), so that the first call
+ * of an incarnation, a renewal's too, is when it was first seen.
+ */
+static void
+note_incarnation(Datum *values, const char *nulls)
+{
+	lease_incarnation_note(nulls[6] == ' ' ? DatumGetTextPP(values[6]) : NULL);
+}
+
 /* How many leases of worker $3 have a pending handoff request. */
 #define HANDOFFS_PENDING_SQL \
 	"(SELECT pg_catalog.count(*)" \
@@ -378,7 +389,7 @@ heartbeat(FunctionCallInfo fcinfo, LeaseSchema schema)
 	lease_stream_begin(fcinfo, schema, stream[0], stream[1], &caller);
 	if (schema >= LEASE_SCHEMA_0_5)
 	{
-		lease_incarnation_note();
+		note_incarnation(values, nulls);
 		lease_spi_run(&record_session_stmts[1][1], values, nulls, 0);
 		lease_check_holdings_current(stream);
 		lease_spi_run(&heartbeat_holdings_stmt, values, nulls, 0);
@@ -410,6 +421,8 @@ lease_record_session(LeaseSchema schema, Datum *stream, bool have_every, Datum r
 	char		nulls[8];
 
 	record_session_values(stream, have_every, renew_every, duration, values, nulls);
+	if (schema >= LEASE_SCHEMA_0_5)
+		note_incarnation(values, nulls);
 	lease_spi_run(&record_session_stmts[schema >= LEASE_SCHEMA_0_5 ? 1 : 0][duration ? 1 : 0],
 				  values, nulls, 0);
 }
