@@ -55,7 +55,7 @@ check() {
     local status all skipped=()
     PG_LEASE_SUITES="regress isolation pgtap" bash test/run.sh "$@"
     status=$?
-    all=$(sed -n 's/^SUITES=${PG_LEASE_SUITES:-\(.*\)}$/\1/p' test/run.sh)
+    all=$(bash test/run.sh --list)
     for s in $all; do
         case " regress isolation pgtap " in *" $s "*) ;; *) skipped+=("$s") ;; esac
     done

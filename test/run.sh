@@ -7,6 +7,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
+# Every suite, in the order make test runs them (the default of
+# PG_LEASE_SUITES); `test/run.sh --list` prints them and does nothing else
+# (make check and the docs-coverage suite read the list from here).
+ALL_SUITES="deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale grow coordinator dist deb"
+if [ "${1:-}" = --list ]; then
+    echo "$ALL_SUITES"
+    exit 0
+fi
+
 # build test: what every suite needs; monitoring: the exporter, promtool
 # and curl of the suites `alerts` and `metrics` (docs/monitoring.md);
 # scale: PL/Proxy and pg_auto_failover (suites `router` and `scale`).
@@ -26,7 +35,7 @@ fi
 # install other builds of pg_lease (the archive's into PG_BINDIR's
 # PostgreSQL, the package into the system one) and put the installed files
 # back afterwards; they run last all the same.
-SUITES=${PG_LEASE_SUITES:-deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale grow coordinator dist deb}
+SUITES=${PG_LEASE_SUITES:-$ALL_SUITES}
 
 cluster_start || exit 1
 echo "pg_lease: throwaway cluster on socket $PGHOST port $PGPORT"

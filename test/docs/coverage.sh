@@ -146,8 +146,8 @@ done
 rm -rf "$recipes"
 
 # test/README.md's "When you change X, run Y" names every suite test/run.sh
-# runs (its default SUITES), each as `name`.
-suites=$(sed -n 's/^SUITES=${PG_LEASE_SUITES:-\(.*\)}$/\1/p' test/run.sh)
+# runs (test/run.sh --list), each as `name`.
+suites=$(bash test/run.sh --list)
 map=$(sed -n '/^## When you change X, run Y/,/^## [^W]/p' test/README.md)
 [ -n "$suites" ] && [ -n "$map" ] || bad "test/run.sh's SUITES or test/README.md's \"When you change X, run Y\" not found"
 for s in $suites; do
