@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"testing"
 
 	"github.com/pg-lease/pg_lease/clients/go/pglease"
@@ -13,17 +14,8 @@ import (
 // (the table of docs/client-rules.md, shared by every client's test) as the
 // page says.
 func TestClassifyRulesCases(t *testing.T) {
-	data, err := os.ReadFile("../../../test/clients/rules_cases.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cases [][3]*string
-	if err := json.Unmarshal(data, &cases); err != nil {
-		t.Fatal(err)
-	}
-	if len(cases) < 20 {
-		t.Fatalf("%d cases, want at least 20", len(cases))
-	}
+	readCases(t, "rules_cases.json", &cases, 20)
 	str := func(p *string) string {
 		if p == nil {
 			return ""
@@ -48,17 +40,8 @@ func TestClassifyRulesCases(t *testing.T) {
 // test/clients/notice_cases.json (severity, SQLSTATE, primary message, and
 // "ambiguous" or "ignore") as docs/client-rules.md says.
 func TestAmbiguousNoticeCases(t *testing.T) {
-	data, err := os.ReadFile("../../../test/clients/notice_cases.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cases [][4]*string
-	if err := json.Unmarshal(data, &cases); err != nil {
-		t.Fatal(err)
-	}
-	if len(cases) < 5 {
-		t.Fatalf("%d notices, want at least 5", len(cases))
-	}
+	readCases(t, "notice_cases.json", &cases, 5)
 	for i, c := range cases {
 		severity, message, want := *c[0], "", *c[3]
 		if c[2] != nil {
@@ -69,5 +52,22 @@ func TestAmbiguousNoticeCases(t *testing.T) {
 				t.Errorf("AmbiguousNotice(%q, %q) = %v, want %s", severity, message, got, want)
 			}
 		})
+	}
+}
+
+// readCases reads test/clients/<file> (a JSON array, shared by every
+// client's test) into *cases, a slice, and fails unless it holds at least
+// atLeast of them.
+func readCases(t *testing.T, file string, cases interface{}, atLeast int) {
+	t.Helper()
+	data, err := os.ReadFile("../../../test/clients/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, cases); err != nil {
+		t.Fatal(err)
+	}
+	if n := reflect.ValueOf(cases).Elem().Len(); n < atLeast {
+		t.Fatalf("%s: %d cases, want at least %d", file, n, atLeast)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v4"
 	"github.com/pg-lease/pg_lease/clients/go/pglease"
 )
 
@@ -63,17 +64,8 @@ func TestSessionFollowsRules(t *testing.T) {
 			name += "_once"
 		}
 		t.Run(name, func(t *testing.T) {
-			seq := fmt.Sprintf("public.go_rules_%02d", i+1)
-			exec(t, conn, "DROP SEQUENCE IF EXISTS "+seq)
-			exec(t, conn, "CREATE SEQUENCE "+seq)
-			s := pglease.NewSession("", "go rules test")
-			defer s.Close()
-			call := s.Call
-			if c.once {
-				call = s.CallOnce
-			}
-			rows, err := call(context.Background(), "SELECT public.go_rules_fail($1::regclass, $2, $3, $4)",
-				seq, c.code, c.message, c.times)
+			rows, calls, err := countedCall(t, conn, fmt.Sprintf("public.go_rules_%02d", i+1), c.once,
+				"SELECT public.go_rules_fail($1::regclass, $2, $3, $4)", c.code, c.message, c.times)
 			var amb *pglease.AmbiguousError
 			var un *pglease.UnavailableError
 			got := "raised"
@@ -85,7 +77,6 @@ func TestSessionFollowsRules(t *testing.T) {
 			case errors.As(err, &un):
 				got = "unavailable"
 			}
-			calls := scalar(t, conn, "SELECT last_value::text FROM "+seq)
 			if got != c.want || calls != fmt.Sprint(c.calls) {
 				t.Errorf("%s %q, failing %d times: %s after %s calls (%v), want %s after %d",
 					c.code, c.message, c.times, got, calls, err, c.want, c.calls)
@@ -132,17 +123,8 @@ func TestSessionSyncRepWarning(t *testing.T) {
 	for i, c := range cases {
 		c := c
 		t.Run(fmt.Sprintf("%02d_%s_%s", i+1, c.severity, c.want), func(t *testing.T) {
-			seq := fmt.Sprintf("public.go_syncrep_%02d", i+1)
-			exec(t, conn, "DROP SEQUENCE IF EXISTS "+seq)
-			exec(t, conn, "CREATE SEQUENCE "+seq)
-			s := pglease.NewSession("", "go syncrep test")
-			defer s.Close()
-			call := s.Call
-			if c.once {
-				call = s.CallOnce
-			}
-			rows, err := call(context.Background(), "SELECT public.go_syncrep_warn($1::regclass, $2, $3)",
-				seq, c.severity, c.times)
+			rows, calls, err := countedCall(t, conn, fmt.Sprintf("public.go_syncrep_%02d", i+1), c.once,
+				"SELECT public.go_syncrep_warn($1::regclass, $2, $3)", c.severity, c.times)
 			var amb *pglease.AmbiguousError
 			var un *pglease.UnavailableError
 			got := fmt.Sprint(err)
@@ -155,10 +137,27 @@ func TestSessionSyncRepWarning(t *testing.T) {
 			case errors.As(err, &un) && un.Last == warned:
 				got = "unavailable"
 			}
-			calls := scalar(t, conn, "SELECT last_value::text FROM "+seq)
 			if got != c.want || calls != fmt.Sprint(c.calls) {
 				t.Errorf("%s %d times: %s after %s calls, want %s after %d", c.severity, c.times, got, calls, c.want, c.calls)
 			}
 		})
 	}
+}
+
+// countedCall runs sql, whose first parameter is the new sequence seq it
+// counts the server's runs in, through a new Session (CallOnce when once,
+// Call otherwise), and returns what the call answered and how many times
+// the server ran it.
+func countedCall(t *testing.T, conn *pgx.Conn, seq string, once bool, sql string, args ...interface{}) ([][]interface{}, string, error) {
+	t.Helper()
+	exec(t, conn, "DROP SEQUENCE IF EXISTS "+seq)
+	exec(t, conn, "CREATE SEQUENCE "+seq)
+	s := pglease.NewSession("", t.Name())
+	defer s.Close()
+	call := s.Call
+	if once {
+		call = s.CallOnce
+	}
+	rows, err := call(context.Background(), sql, append([]interface{}{seq}, args...)...)
+	return rows, scalar(t, conn, "SELECT last_value::text FROM "+seq), err
 }
