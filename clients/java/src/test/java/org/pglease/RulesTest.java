@@ -17,16 +17,27 @@ import org.junit.jupiter.api.TestFactory;
  * notice_cases.json, as docs/client-rules.md says.
  */
 class RulesTest {
+    /**
+     * The cases of test/clients/FILE (a JSON array of arrays, shared by every client's test),
+     * or of the file the system property names; at least atLeast of them.
+     */
+    @SuppressWarnings("unchecked")
+    static List<List<Object>> cases(String property, String file, int atLeast) throws Exception {
+        String path = System.getProperty(property, "../../test/clients/" + file);
+        List<Object> cases = Json.parse(Files.readString(Path.of(path)));
+        assertTrue(cases.size() >= atLeast, "at least " + atLeast + " cases in " + path);
+        List<List<Object>> out = new ArrayList<>();
+        for (Object c : cases) {
+            out.add((List<Object>) c);
+        }
+        return out;
+    }
+
     /** One case per dynamic test: [sqlstate or null, message or null, kind]. */
     @TestFactory
     Stream<DynamicTest> rulesCases() throws Exception {
-        String path = System.getProperty("pglease.rules", "../../test/clients/rules_cases.json");
-        List<Object> cases = Json.parse(Files.readString(Path.of(path)));
-        assertTrue(cases.size() >= 20, "at least 20 cases in " + path);
         List<DynamicTest> tests = new ArrayList<>();
-        for (Object c : cases) {
-            @SuppressWarnings("unchecked")
-            List<Object> kase = (List<Object>) c;
+        for (List<Object> kase : cases("pglease.rules", "rules_cases.json", 20)) {
             String code = (String) kase.get(0);
             String message = (String) kase.get(1);
             String kind = (String) kase.get(2);
@@ -40,13 +51,8 @@ class RulesTest {
     /** One notice per dynamic test: [severity, SQLSTATE, message or null, "ambiguous" or "ignore"]. */
     @TestFactory
     Stream<DynamicTest> noticeCases() throws Exception {
-        String path = System.getProperty("pglease.notices", "../../test/clients/notice_cases.json");
-        List<Object> cases = Json.parse(Files.readString(Path.of(path)));
-        assertTrue(cases.size() >= 5, "at least 5 notices in " + path);
         List<DynamicTest> tests = new ArrayList<>();
-        for (Object c : cases) {
-            @SuppressWarnings("unchecked")
-            List<Object> kase = (List<Object>) c;
+        for (List<Object> kase : cases("pglease.notices", "notice_cases.json", 5)) {
             String severity = (String) kase.get(0);
             String message = (String) kase.get(2);
             String kind = (String) kase.get(3);
