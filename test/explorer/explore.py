@@ -1160,7 +1160,8 @@ class Leases(Protocol):
             return None
         self.db.ctl_rows(
             "BEGIN;"
-            "UPDATE lease.server_incarnations SET first_seen = clock_timestamp(), follows = incarnation"
+            "UPDATE lease.server_incarnations SET first_seen = clock_timestamp(),"
+            "       follows = incarnation || ' (before the restart)'"
             " WHERE first_seen = (SELECT max(first_seen) FROM lease.server_incarnations)")
         world["restarts"] += 1
         world["grace"] = tuple(sorted((s, v["owner"]) for s, v in ctx.view["shards"].items()
