@@ -11,7 +11,8 @@
 # dependencies, build, install, a throwaway cluster, every suite, a "N passed,
 # N failed" line), check (the fast loop: build, pg_regress, isolation and
 # pgTAP on a throwaway cluster), demo, bench, sanitize, lint, scale, torture,
-# explore, router-sql, deb, dist, deps.  CONTRIBUTING.md describes each.
+# explore, router-sql, deb, dist, deps.  test/README.md and the suites'
+# READMEs describe each.
 
 # pg_lease_router (pg_lease_router.control) is the second extension: the
 # same lease.* API as PL/Proxy functions on a router in front of pg_lease
@@ -30,7 +31,7 @@ OBJS = $(SRCS:.c=.o)
 # released (test/upgrade/released.sha256).  CREATE EXTENSION ... VERSION of
 # an older release runs 0.1.0 and the upgrade chain (PostgreSQL finds the
 # path).  The current version's full script is built from the SQL parts,
-# grouped like the C (one source for every object; see CONTRIBUTING.md).
+# grouped like the C (one source for every object; see CONTRIBUTING.md, "Layout").
 # The router's script is generated (make router-sql) and committed in sql/;
 # the router test fails when it is not current.
 EXTVERSION := $(shell sed -nE "s/^default_version *= *'([^']+)'.*/\1/p" pg_lease.control)

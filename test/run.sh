@@ -104,8 +104,9 @@ suite_pgtap() {
     tally "$ok" "$bad" "pgTAP"
 }
 
-# The main job, short: the demo fleet against this cluster; its exit status
-# says whether every invariant held.  Then the transactional (exactly-once)
+# The main job, short: the demo fleet against this cluster, then the legacy
+# fleet beside it; its exit status says whether every invariant held, and
+# its report must show the checkpoint race and the compensation queue.  Then the transactional (exactly-once)
 # fleet, and its negative control without hold_lease, which must find
 # duplicates: a stale owner's batch lands only when the victim of a steal
 # commits a batch before its renewer notices, so up to 3 runs of 10 s.
@@ -113,12 +114,37 @@ suite_demo() {
     # the transactional fleet also survives an immediate stop and start of this cluster
     local as_owner=
     [ "$(id -u)" -eq 0 ] && as_owner="runuser -u postgres --"
+    local report
+    report=$(mktemp)
     if test/demo/pg_lease_demo --dsn "dbname=postgres" --duration 12 --quiet --seed 7 --exactly-once \
-        --restart-cmd "$as_owner $PG_BINDIR/pg_ctl -D $PGHOST/data -l $PGHOST/server.log -m immediate -w -t 60 restart >/dev/null"; then
-        tally 1 0 "demo (make demo, 12 s, and --exactly-once)"
+        --restart-cmd "$as_owner $PG_BINDIR/pg_ctl -D $PGHOST/data -l $PGHOST/server.log -m immediate -w -t 60 restart >/dev/null" |
+        tee "$report"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
+        tally 1 0 "demo (make demo, 12 s, the legacy fleet, and --exactly-once)"
     else
-        tally 0 1 "demo (make demo, 12 s, and --exactly-once)"
+        tally 0 1 "demo (make demo, 12 s, the legacy fleet, and --exactly-once)"
     fi
+    # The report shows the checkpoint race side by side: pg_lease refuses no
+    # owner's checkpoint, the legacy read-then-write does (renewals move
+    # lease_count under it; dozens of times in 12 s).
+    if awk '/^-- side by side/ { side = 1 }
+            side && !found && /spurious checkpoint failures/ { found = 1; ok = ($(NF - 1) == 0 && $NF > 0) }
+            END { exit !(found && ok) }' "$report"; then
+        tally 1 0 "demo report: the legacy checkpoint fails spuriously, pg_lease's never"
+    else
+        tally 0 1 "demo report: the legacy checkpoint fails spuriously, pg_lease's never"
+    fi
+    # ... and the compensation queue: a restore failed and queued, a retry
+    # that fails while the cause remains, one that restores, the queue empty.
+    if grep -qE '^  restore while a turn holds conversation [0-9]+ +failed after' "$report" &&
+        grep -qE '^  pairs queued in lease.compensation_failures +1 ' "$report" &&
+        grep -qE '^  retry while the turn still runs +failed ' "$report" &&
+        grep -qE '^  retry after the turn committed +restored ' "$report" &&
+        grep -qE '^  pairs left in the queue +0 ' "$report"; then
+        tally 1 0 "demo report: a failed restore is queued, then retried"
+    else
+        tally 0 1 "demo report: a failed restore is queued, then retried"
+    fi
+    rm -f "$report"
     local try out found=0
     for try in 1 2 3; do
         out=$(test/demo/pg_lease_demo --dsn "dbname=postgres" --duration 10 --quiet --seed $((7 + try)) --omit-hold)

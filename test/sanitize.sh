@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make sanitize`: the pg_regress and isolation suites against a build of
 # pg_lease.so with UndefinedBehaviorSanitizer, in a server running under
-# valgrind memcheck; fails when either reports anything (CONTRIBUTING.md, "`make
+# valgrind memcheck; fails when either reports anything (test/README.md, "`make
 # sanitize`" says why this combination and not AddressSanitizer).
 #
 #   1. builds pg_lease.so in a scratch copy of the sources with

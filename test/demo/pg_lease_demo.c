@@ -19,9 +19,18 @@
  * clients' own view: which record ranges each worker processed and which of
  * them a checkpoint acknowledged.
  *
- * --legacy-checkpoints runs the same fleet twice: with lease.update_checkpoint
- * and with the client-side read-then-conditional-write checkpoint guarded on
- * lease_count, and prints the two side by side.
+ * By default (--no-legacy-checkpoints turns it off; --public-only, --router
+ * and --omit-hold do too) the same fleet runs twice: with
+ * lease.update_checkpoint and with the client-side read-then-conditional-write
+ * checkpoint guarded on lease_count, which a renewal between the read and the
+ * write makes fail although the worker owns the lease; the two are printed
+ * side by side.
+ *
+ * After the fleet the compensation queue is shown at work: a restore that
+ * fails because a turn holds the previous conversation (answer failed, the
+ * pair queued in lease.compensation_failures, the replacement keeping the
+ * channel), a retry while the turn still runs (failed again), and one after
+ * it committed (restored, the queue empty).
  *
  * --public-only runs the same fleet and chat side through pg_lease's public
  * functions and views only (lease.my_leases, lease.lease_status,
@@ -119,6 +128,7 @@ typedef struct Options
 	int			duration;		/* seconds per fleet run */
 	unsigned	seed;
 	bool		legacy;
+	int			legacy_set;		/* 1 --legacy-checkpoints, 0 --no-legacy-checkpoints, -1 neither */
 	bool		quiet;
 	int			lease_ms;		/* lease duration */
 	int			batch;			/* records per batch */
@@ -147,6 +157,7 @@ static Options opt = {
 	.duration = 24,
 	.seed = 0,
 	.legacy = false,
+	.legacy_set = -1,
 	.quiet = false,
 	.lease_ms = 3000,
 	.batch = 10,
@@ -783,6 +794,33 @@ own_begin(int s, const char *how, int64_t epoch, double since, double deadline)
 	hist_printf("%s %d %" PRId64 " %.1f %.1f\n", how, s, epoch, since, deadline);
 }
 
+/*
+ * The legacy fleet renews as a KCL-style client does besides: each lease
+ * renew_leases listed is renewed again by lease.renew_lease, guarded on the
+ * lease_count just listed, which bumps lease_count (what a read-then-write
+ * checkpoint guarded on that counter then trips over).  Ownership is still
+ * judged from renew_leases' list; a NULL from renew_lease (the lease moved
+ * meanwhile) shows up in the next list.
+ */
+static bool legacy_renewals;
+
+static void
+counter_renewals(PGconn *conn, int st, PGresult *list)
+{
+	for (int r = 0; r < PQntuples(list); r++)
+	{
+		const char *params[6] = {app_name, stream_names[st], PQgetvalue(list, r, 0), me_name,
+		PQgetvalue(list, r, 1), lease_interval};
+		PGresult   *res = run(conn, "SELECT lease.renew_lease($1, $2, $3, $4, $5::bigint, $6::interval)",
+							  6, params);
+
+		if (res == NULL)
+			__atomic_fetch_add(&shm->w[me].errors, 1, __ATOMIC_RELAXED);
+		else
+			PQclear(res);
+	}
+}
+
 /* Renewer thread: renew everything held, every lease_duration / 3. */
 static void *
 renewer_main(void *arg)
@@ -860,6 +898,8 @@ renewer_main(void *arg)
 				}
 			}
 			pthread_mutex_unlock(&held_mu);
+			if (legacy_renewals)
+				counter_renewals(conn, st, res);
 			PQclear(res);
 		}
 		if (!failed)
@@ -1440,6 +1480,7 @@ worker_main(int index, const char *app, bool legacy)
 	app_name = app;
 	snprintf(me_name, sizeof(me_name), "worker-%d", index + 1);
 	snprintf(lease_interval, sizeof(lease_interval), "%d milliseconds", opt.lease_ms);
+	legacy_renewals = legacy;
 	if (ff_worker(index))
 	{
 		snprintf(renew_every_buf, sizeof(renew_every_buf), "%d milliseconds", opt.renew_every_ms);
@@ -3269,6 +3310,9 @@ usage(void)
 		   "  --lease-ms N           lease duration in ms (default %d)\n"
 		   "  --channels N           channels per tenant (default %d)\n"
 		   "  --legacy-checkpoints   also run the fleet with read-then-conditional-write checkpoints\n"
+		   "                         guarded on lease_count, side by side (the default but with\n"
+		   "                         --public-only, --router or --omit-hold)\n"
+		   "  --no-legacy-checkpoints  ... do not\n"
 		   "  --public-only          only pg_lease's public functions and views (no table reads, no\n"
 		   "                         CREATE EXTENSION); an app and tenants of this run; the client rules\n"
 		   "  --router               the DSN is a pg_lease_router router (implies --public-only): one\n"
@@ -3326,6 +3370,7 @@ parse_args(int argc, char **argv)
 		{"lease-ms", required_argument, NULL, 'l'},
 		{"channels", required_argument, NULL, 'c'},
 		{"legacy-checkpoints", no_argument, NULL, 'L'},
+		{"no-legacy-checkpoints", no_argument, NULL, 'l' + 256},
 		{"public-only", no_argument, NULL, 'P'},
 		{"router", no_argument, NULL, 'R'},
 		{"partitions", required_argument, NULL, 'N'},
@@ -3354,7 +3399,8 @@ parse_args(int argc, char **argv)
 			case 'r': opt.seed = (unsigned) strtoul(optarg, NULL, 10); break;
 			case 'l': opt.lease_ms = atoi(optarg); break;
 			case 'c': opt.channels = atoi(optarg); break;
-			case 'L': opt.legacy = true; break;
+			case 'L': opt.legacy_set = 1; break;
+			case 'l' + 256: opt.legacy_set = 0; break;
 			case 'P': opt.public_only = true; break;
 			case 'R': opt.router = opt.public_only = true; break;
 			case 'N': opt.partitions = atoi(optarg); break;
@@ -3382,6 +3428,8 @@ parse_args(int argc, char **argv)
 		die("--partitions must be a power of two up to %d", MAX_STREAMS);
 	if (opt.router && opt.shards * opt.partitions > MAX_SHARDS)
 		die("--shards times --partitions must be at most %d", MAX_SHARDS);
+	/* by default the legacy fleet runs wherever it can: it writes the lease table */
+	opt.legacy = opt.legacy_set == 1 || (opt.legacy_set == -1 && !opt.public_only && !opt.omit_hold);
 	if (opt.public_only && opt.legacy)
 		die("--legacy-checkpoints writes the lease table: not with --public-only or --router");
 	if (opt.history != NULL && !opt.public_only)
@@ -3398,6 +3446,135 @@ parse_args(int argc, char **argv)
 		die("--fast-failover needs the client rules: with --public-only or --router");
 }
 
+/* What the compensation scene saw, for the report. */
+typedef struct CompScene
+{
+	char		first[24];		/* the restore while a turn holds the previous conversation */
+	double		first_ms;
+	long		queued;			/* unresolved pairs it added to the queue */
+	long long	held_by;		/* who holds the channel meanwhile */
+	char		retry_locked[24];	/* retry_failed_compensations while the turn runs */
+	char		retry_free[24];	/* ... and after it committed */
+	long long	bound_after;
+	long		left;			/* unresolved pairs it left */
+} CompScene;
+
+/* Unresolved failed restores, through the monitoring function (every tenant's). */
+static long
+unresolved_compensations(PGconn *conn)
+{
+	return query_long(conn, "SELECT COALESCE(sum(unresolved), 0) FROM lease.monitoring_compensation_failures()",
+					  0, NULL);
+}
+
+/* The outcome retry_failed_compensations gives the pair (prev, repl), "absent" when it gives none. */
+static void
+retry_pair(PGconn *conn, const char *prev, const char *repl, char *outcome, size_t len)
+{
+	const char *p2[2] = {prev, repl};
+	PGresult   *res = must(conn, "SELECT r.outcome FROM lease.retry_failed_compensations() r"
+						   " WHERE r.previous_conversation_id = $1::bigint AND r.failed_conversation_id = $2::bigint",
+						   2, p2);
+
+	snprintf(outcome, len, "%s", PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "absent");
+	PQclear(res);
+}
+
+/* The conversation holding the scene's channel, 0 when none. */
+static long long
+scene_binding(PGconn *conn, const char *tenant)
+{
+	const char *p5[5] = {tenant, AGENT, NULL, NULL, "compensation"};
+	PGresult   *res = must(conn, "SELECT lease.find_channel_conversation($1, $2, $3, $4, $5)", 5, p5);
+	long long	id = PQgetisnull(res, 0, 0) ? 0 : atoll(PQgetvalue(res, 0, 0));
+
+	PQclear(res);
+	return id;
+}
+
+/*
+ * The compensation queue at work, on a tenant and channel of its own: a
+ * rotation whose replacement "fails to start", restored while a turn on the
+ * previous conversation is being admitted (its row locked past
+ * lease.rotation_lock_timeout): the restore answers failed and queues the
+ * pair, the replacement keeps the channel; a retry while the turn runs fails
+ * again; once it committed, the retry restores the binding.
+ */
+static void
+run_compensation_scene(PGconn *conn, CompScene *cs)
+{
+	char		tenant[96];
+	char		prev[24], repl[24];
+	const char *p5[5];
+	const char *p6[6];
+	const char *p1[1] = {prev};
+	PGconn	   *turn = connect_db("demo-compensation-turn");
+	PGresult   *res;
+	long		before;
+	double		t0;
+
+	memset(cs, 0, sizeof(*cs));
+	snprintf(tenant, sizeof(tenant), "%s-compensation", tenant_user[0]);
+	p5[0] = tenant; p5[1] = AGENT; p5[2] = NULL; p5[3] = NULL; p5[4] = "compensation";
+	must_exec(conn, "SET client_min_messages = error");	/* the failed restores' WARNINGs */
+	must_exec(conn, "SET lease.rotation_lock_timeout = '200ms'");
+	before = unresolved_compensations(conn);
+	res = must(conn, "SELECT conversation_id FROM lease.start_conversation($1, $2, $3, $4, $5)", 5, p5);
+	snprintf(prev, sizeof(prev), "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	p6[0] = tenant; p6[1] = AGENT; p6[2] = NULL; p6[3] = NULL; p6[4] = "compensation"; p6[5] = prev;
+	res = must(conn, "SELECT outcome, conversation_id FROM lease.rotate_channel($1, $2, $3, $4, $5, $6)", 6, p6);
+	if (strcmp(PQgetvalue(res, 0, 0), "rotated") != 0)
+		die("compensation scene: rotate_channel answered %s", PQgetvalue(res, 0, 0));
+	snprintf(repl, sizeof(repl), "%s", PQgetvalue(res, 0, 1));
+	PQclear(res);
+
+	/* a turn being admitted on the previous conversation, its transaction open */
+	PQclear(must(turn, "BEGIN", 0, NULL));
+	PQclear(must(turn, "SELECT lease.admit_turn($1::bigint)", 1, p1));
+
+	{
+		const char *p2[2] = {prev, repl};
+
+		t0 = now_ms();
+		res = must(conn, "SELECT lease.restore_rotated_channel($1, $2)", 2, p2);
+		cs->first_ms = now_ms() - t0;
+		snprintf(cs->first, sizeof(cs->first), "%s", PQgetvalue(res, 0, 0));
+		PQclear(res);
+	}
+	cs->queued = unresolved_compensations(conn) - before;
+	cs->held_by = scene_binding(conn, tenant);
+	retry_pair(conn, prev, repl, cs->retry_locked, sizeof(cs->retry_locked));
+	PQclear(must(turn, "COMMIT", 0, NULL));
+	PQfinish(turn);
+	retry_pair(conn, prev, repl, cs->retry_free, sizeof(cs->retry_free));
+	cs->bound_after = scene_binding(conn, tenant);
+	cs->left = unresolved_compensations(conn) - before;
+
+	/* ends the restored conversation, so that a later run finds the channel free */
+	PQclear(must(conn, "SELECT lease.end_conversation($1::bigint)", 1, p1));
+	must_exec(conn, "RESET lease.rotation_lock_timeout");
+	must_exec(conn, "SET client_min_messages = warning");
+
+	printf("\n-- compensation queue (tenant %s: a restore that fails, is queued, then retried)\n", tenant);
+	printf("  restore while a turn holds conversation %s   %s after %.0f ms   (must be failed)\n",
+		   prev, cs->first, cs->first_ms);
+	printf("  pairs queued in lease.compensation_failures  %ld   (must be 1)\n", cs->queued);
+	printf("  channel held meanwhile by                    %lld   (must be the replacement, %s)\n",
+		   cs->held_by, repl);
+	printf("  retry while the turn still runs              %s   (must be failed)\n", cs->retry_locked);
+	printf("  retry after the turn committed               %s   (must be restored)\n", cs->retry_free);
+	printf("  channel bound afterwards to                  %lld   (must be %s)\n", cs->bound_after, prev);
+	printf("  pairs left in the queue                      %ld   (must be 0)\n", cs->left);
+	check(strcmp(cs->first, "failed") == 0, "a restore blocked by a turn did not answer failed");
+	check(cs->queued == 1, "a failed restore was not queued");
+	check(cs->held_by == atoll(repl), "the replacement did not keep the channel while the restore was queued");
+	check(strcmp(cs->retry_locked, "failed") == 0, "a retry while the turn held the conversation did not fail");
+	check(strcmp(cs->retry_free, "restored") == 0, "the retry after the turn did not restore the binding");
+	check(cs->bound_after == atoll(prev), "the channel is not bound to the previous conversation after the retry");
+	check(cs->left == 0, "the retried pair is still in the queue");
+}
+
 /* Runs the fleet (and the legacy one), then the report; the exit status is the verdict. */
 int
 main(int argc, char **argv)
@@ -3407,6 +3584,7 @@ main(int argc, char **argv)
 	FleetResult legacy = {.label = "legacy read-then-write"};
 	FleetResult eo = {.label = "pg_lease, exactly once", .exactly_once = true};
 	ChannelStats ch;
+	CompScene	scene;
 
 	char		app[64] = APP_NAME;
 
@@ -3452,6 +3630,8 @@ main(int argc, char **argv)
 		print_stream(&fleet, true);
 		check_stream(&fleet);
 		print_channels(conn, &ch);
+		if (!opt.router)
+			run_compensation_scene(conn, &scene);
 	}
 	if (opt.history != NULL)
 		failures += check_history(conn, app, &fleet);
@@ -3469,6 +3649,9 @@ main(int argc, char **argv)
 			   legacy.dup_records[WHY_CRASH] + legacy.dup_records[WHY_SPURIOUS] + legacy.dup_records[WHY_LOST] + legacy.dup_after_ack);
 		printf("    of them after spurious failures %12ld %12ld\n",
 			   fleet.dup_records[WHY_SPURIOUS], legacy.dup_records[WHY_SPURIOUS]);
+		printf("  (a spurious failure: the checkpoint was refused although the worker owned the lease,\n"
+			   "   because a renewal moved lease_count between the read and the conditional write)\n");
+		check(fleet.spurious == 0, "pg_lease refused a checkpoint of the lease's owner");
 	}
 
 	if (opt.exactly_once)

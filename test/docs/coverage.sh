@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The docs-coverage suite: everything a user can call, set or be told is
-# documented, once.  Conventions (CONTRIBUTING.md, "The docs suites"):
+# documented, once.  Conventions (test/docs/README.md):
 #   - each function of schema lease (pg_proc, after CREATE EXTENSION) has
 #     exactly one reference heading, a line starting with "### `lease.NAME(";
 #     overloads share it; no such heading names a missing function;
@@ -15,8 +15,9 @@
 #     and "-- end of recipe" in test/pgtap/*.sql, or a file of its own in
 #     test/pgtap/recipes/ that a test includes with \ir) is in PAGE as it is
 #     in the test, so the test proves what the page tells a reader to run;
-#   - CONTRIBUTING.md's layout table names every tracked top-level entry,
-#     src/ file and test/ folder, and every path it names exists
+#   - CONTRIBUTING.md's layout table names every tracked top-level entry and
+#     folder of src/ and test/, every path it names exists, and each test/
+#     folder's README names its files; every suite is in a README
 #     (test/docs/layout.py).
 # One count per function, setting, SQLSTATE, page, recipe and layout check
 # (test/docs/layout.py's lines); closes with
@@ -27,6 +28,8 @@ cd "$(dirname "$0")/../.."
 PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
 PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
 PAGES=(README.md docs/*.md CONTRIBUTING.md)
+# Pages checked for their links only: the suites' READMEs.
+LINK_PAGES=("${PAGES[@]}" test/README.md test/*/README.md)
 # Pages other changes add; linking to them ahead of time is fine.  Remove
 # a page from here once it exists.
 PLANNED=(docs/taker-internals.md docs/packaging.md docs/scale-out.md 'docs/clients/*.md')
@@ -99,7 +102,7 @@ planned() {
 }
 
 # Relative links, per page.
-for page in "${PAGES[@]}"; do
+for page in "${LINK_PAGES[@]}"; do
     dir=$(dirname "$page")
     broken=0
     while read -r target; do
@@ -158,9 +161,8 @@ for s in $suites; do
     fi
 done
 
-# CONTRIBUTING.md's layout table matches the tree (test/docs/layout.py: every
-# top-level entry, src/ file and test/ folder named, every path it names
-# there), after proving the check can fail.
+# The guide matches the tree (test/docs/layout.py: CONTRIBUTING.md's layout
+# table, the suites' READMEs), after proving the check can fail.
 while IFS= read -r line; do
     case $line in
         "ok: "*) ok ;;

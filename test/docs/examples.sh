@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The docs-examples suite: every page's examples run as written.
 #
-# Convention (CONTRIBUTING.md, "Examples in the docs"):
+# Convention (test/docs/README.md, "docs-examples"):
 #   - every ```sql block of a page (fence at column 0) is run, in page order,
 #     in ONE psql session on a fresh database in which CREATE EXTENSION
 #     pg_lease has run (as a superuser, as on a throwaway cluster);

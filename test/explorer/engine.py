@@ -1,6 +1,6 @@
 """The search of the interleaving explorer (test/explorer/explore.py, which
-holds the protocols and the command line; CONTRIBUTING.md, "The
-interleaving explorer", says how to add a letter, a step or an invariant).
+holds the protocols and the command line; test/explorer/README.md,
+"Extending it", says how to add a letter, a step or an invariant).
 
 A client's program is a word over its alphabet: calls of the protocol, and
 the three letters of a transaction that spans calls:

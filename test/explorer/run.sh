@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The exhaustive interleaving explorer (test/explorer/explore.py; what it
 # explores, the alphabets and the invariants are in its header and in
-# CONTRIBUTING.md, "The interleaving explorer").
+# test/explorer/README.md).
 #
 #   test/explorer/run.sh          suite `explore` of make test: against the
 #       running test cluster (PGHOST, PGPORT, PG_BINDIR set by test/run.sh)

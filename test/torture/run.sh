@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Torture and crash recovery for pg_lease (CONTRIBUTING.md, "Torture and crash
-# recovery").
+# Torture and crash recovery for pg_lease (test/torture/README.md).
 #
 #   test/torture/run.sh --phase torture|crash   one phase against the running
 #       test cluster (CLUSTER_DIR, PG_BINDIR, PGHOST, PGPORT set: `make test`)
