@@ -27,6 +27,7 @@ int			lease_handoff_timeout_ms = 30000;
 int			lease_liveness_grace_ms = 1000;
 bool		lease_restart_grace_on = true;
 int			lease_min_synchronous_commit = SYNCHRONOUS_COMMIT_REMOTE_FLUSH;
+bool		lease_flush_heartbeats = false;
 int			lease_expected_sync_standbys = 0;
 int			lease_move_lock_timeout_ms = 2000;
 bool		lease_record_events = true;
@@ -226,6 +227,20 @@ lease_define_gucs(void)
 							 &lease_min_synchronous_commit,
 							 SYNCHRONOUS_COMMIT_REMOTE_FLUSH,
 							 synchronous_commit_levels,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: off (the default) relies on lease.restart_grace for the
+	 * heartbeats a crash loses; the fleet's operator decides that, as the
+	 * grace itself.
+	 */
+	DefineCustomBoolVariable("lease.flush_heartbeats",
+							 "Makes a transaction that only sends a heartbeat wait for the WAL flush.",
+							 "Off, a heartbeat-only transaction (lease.heartbeat, renew_leases) commits without waiting for the flush while lease.restart_grace is on; the grace covers a heartbeat lost in a crash or a failover.",
+							 &lease_flush_heartbeats,
+							 false,
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);

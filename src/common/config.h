@@ -46,6 +46,9 @@ extern bool lease_restart_grace_on;
  */
 extern int	lease_min_synchronous_commit;
 
+/* lease.flush_heartbeats: heartbeat-only transactions wait for the WAL flush too */
+extern bool lease_flush_heartbeats;
+
 /* The synchronous_commit value of a SYNCHRONOUS_COMMIT_* level. */
 extern const char *lease_synchronous_commit_name(int level);
 

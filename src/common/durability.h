@@ -12,6 +12,17 @@
  * transaction, exactly as SET LOCAL would; a stronger setting (on,
  * remote_apply) is left alone.
  *
+ * One exception: a transaction whose only writes are one heartbeat
+ * (lease.heartbeat, renew_leases) commits without waiting for the WAL
+ * flush (synchronous_commit = off for its commit), while lease.restart_grace
+ * is on and lease.flush_heartbeats off.  A heartbeat lost in a crash or a
+ * failover cannot hand a lease out early: the server that comes back is a
+ * new incarnation, and for one lease duration after it a take extends the
+ * leases it would take by expiry (src/leases/incarnation.h).  "Only writes"
+ * is judged by the WAL: the transaction wrote none before the heartbeat and
+ * none after it, so a caller's own writes in the same transaction keep the
+ * durable commit (docs/worker-guide.md, "Heartbeats without a flush").
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef LEASE_DURABILITY_H
@@ -19,5 +30,18 @@
 
 /* Raises synchronous_commit for this transaction (see above). */
 extern void lease_commit_durably(void);
+
+/*
+ * Called first thing by a heartbeat (before anything it does can write):
+ * whether its transaction may become a heartbeat-only one.
+ */
+extern bool lease_heartbeat_flush_free_begin(void);
+
+/*
+ * Called by a heartbeat after its last write, with what
+ * lease_heartbeat_flush_free_begin returned: if the transaction writes
+ * nothing more, it commits without waiting for the WAL flush.
+ */
+extern void lease_heartbeat_flush_free_end(bool eligible);
 
 #endif							/* LEASE_DURABILITY_H */

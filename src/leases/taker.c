@@ -51,6 +51,7 @@
 
 #include "common/args.h"
 #include "common/config.h"
+#include "common/durability.h"
 #include "leases/balancing.h"
 #include "leases/events.h"
 #include "leases/incarnation.h"
@@ -1186,6 +1187,7 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	Datum		renew_every = (Datum) 0;
 	bool		have_every = false;
 	LeaseCaller caller;
+	bool		flush_free = schema >= LEASE_SCHEMA_0_5 && lease_heartbeat_flush_free_begin();
 
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
@@ -1211,6 +1213,7 @@ renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
 	}
+	lease_heartbeat_flush_free_end(flush_free);
 	lease_app_end(&caller);
 	return (Datum) 0;
 }

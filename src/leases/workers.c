@@ -42,6 +42,7 @@
 
 #include "common/args.h"
 #include "common/config.h"
+#include "common/durability.h"
 #include "common/spi_util.h"
 #include "leases/incarnation.h"
 #include "leases/leases.h"
@@ -376,6 +377,7 @@ heartbeat(FunctionCallInfo fcinfo, LeaseSchema schema)
 	bool		outnulls[3];
 	LeaseCaller caller;
 	Datum		result;
+	bool		flush_free = schema >= LEASE_SCHEMA_0_5 && lease_heartbeat_flush_free_begin();
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "pg_lease: lease.heartbeat must return a row");
@@ -400,6 +402,7 @@ heartbeat(FunctionCallInfo fcinfo, LeaseSchema schema)
 		out[col] = lease_spi_value(0, col + 1, &outnulls[col]);
 	/* the row is made in SPI's memory, which SPI_finish frees: copied out */
 	result = PointerGetDatum(SPI_returntuple(heap_form_tuple(tupdesc, out, outnulls), tupdesc));
+	lease_heartbeat_flush_free_end(flush_free);
 	lease_app_end(&caller);
 	PG_RETURN_DATUM(result);
 }

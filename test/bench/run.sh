@@ -673,10 +673,10 @@ bench_peers() {
 # plot_peers DATA SVG: pg_lease ÷ peer for the rates, durable: the single
 # checkpoints, the per-shard rate of batched checkpoints, the renewals.
 plot_peers() {
-    awk '$1 ~ /^(ckpt4|ckpt16|ckptb10|ckptb100|renew100|renew1000)$/' "$1" |
+    awk '$1 ~ /^(ckpt4|ckpt16|ckptb10|ckptb100|renewff100|renewff1000)$/' "$1" |
         sed -e 's/^ckpt4 /"checkpoints, 4 clients" /' -e 's/^ckpt16 /"checkpoints, 16 clients" /' \
             -e 's/^ckptb10 /"per shard, batches of 10" /' -e 's/^ckptb100 /"per shard, batches of 100" /' \
-            -e 's/^renew100 /"renewals, 100 leases" /' -e 's/^renew1000 /"renewals, 1,000 leases" /' >"$1.plot"
+            -e 's/^renewff100 /"renewals, 100 leases" /' -e 's/^renewff1000 /"renewals, 1,000 leases" /' >"$1.plot"
     plot_histogram "$2" "pg_lease ÷ peer, durable settings (above 1: pg_lease does more per second)" \
         "pg_lease rate / peer rate" \
         "\"$1.plot\" using 2:xtic(1) title \"÷ etcd\", \"\" using 3 title \"÷ ZooKeeper\", \"\" using 4 title \"÷ Redis\""

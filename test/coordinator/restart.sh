@@ -10,6 +10,8 @@ cd "$(dirname "$0")/../.."
 . test/lib/tap.sh
 # shellcheck source=../lib/cluster.sh
 . test/lib/cluster.sh
+bash test/lib/deps.sh coordinator >&2 || { ok 1 "dependencies (test/lib/deps.sh coordinator)"; echo "1..$n"; exit 1; }
+PY=/usr/bin/python3          # Debian's python3-psycopg2 is for Debian's python3
 cluster_start || { ok 1 "start a throwaway cluster"; echo "1..$n"; exit 1; }
 # every write flushed at its commit: the crash below must lose nothing that
 # was acknowledged (the cluster's own default is synchronous_commit = off)
@@ -151,9 +153,54 @@ got=$(PGOPTIONS="-c synchronous_commit=off" psql -X -q -At -d "$DB" -c "BEGIN" \
     -c "SELECT count(*) FROM lease.my_leases('rs', 's', 'w1')" -c "SHOW synchronous_commit" -c "COMMIT" -c "SHOW synchronous_commit" | tr '\n' ' ')
 [ "$got" = "1 on off " ]
 ok $? "inside a lease function's transaction synchronous_commit is on, after it the session's own again (got $got)"
+
+# 5. Heartbeats without a flush (lease.flush_heartbeats off, the default):
+# a transaction that only sends a heartbeat commits without waiting for
+# the WAL flush, so an immediate stop loses the last ones (the WAL writer
+# still waits 10 s).  The grace covers them: test/coordinator/flush_free.py
+# journals what the holders were told (their local deadlines) and what a
+# taker first back was told it took, and its checker counts the takes
+# before a holder's deadline.  Negative control: the same heartbeats lost
+# with no grace (lease.restart_grace off, the heartbeats made asynchronous
+# by lease.min_synchronous_commit = off, as the grace's absence keeps them
+# flushed) hand the leases out early.
+export PG_LEASE_DB=$DB
+journal=$CLUSTER_DIR/flush_free.json
+flush_free_run() {
+    local holders=$1 taker=$2
+    PGOPTIONS="$PGOPTIONS $holders" $PY test/coordinator/flush_free.py beat "$journal" &&
+        pgctl stop -m immediate && pgctl start &&
+        PGOPTIONS="$PGOPTIONS $taker" $PY test/coordinator/flush_free.py take "$journal" &&
+        $PY test/coordinator/flush_free.py check "$journal"
+}
+got=$(flush_free_run "" "")
+read -r early lost taken <<<"$got"
+[ "$early" = 0 ] && [ "$lost" = yes ] && [ "${taken:-0}" -ge 4 ]
+ok $? "flush-free heartbeats lost in an immediate stop: no lease taken before its holder's local deadline, all four after the grace (violations, heartbeats lost, taken: $got)"
+got=$(flush_free_run "-c synchronous_commit=off -c lease.min_synchronous_commit=off" "-c lease.restart_grace=off")
+case "$got" in 0\ *|*\ no\ *|"") false ;; esac
+ok $? "negative control: the same heartbeats lost without the grace hand leases out before their holders' deadlines (violations, heartbeats lost, taken: $got)"
+# The caller's own writes in a heartbeat's transaction keep the durable
+# commit, whichever comes first; lease.flush_heartbeats = on flushes the
+# heartbeat itself.
+q "CREATE TABLE IF NOT EXISTS flush_own (v int); TRUNCATE flush_own" >/dev/null
+q "BEGIN; INSERT INTO flush_own VALUES (1); SELECT lease.heartbeat('ff', 's', 'h1', '3 s'); COMMIT;
+   BEGIN; SELECT lease.heartbeat('ff', 's', 'h1', '3 s'); INSERT INTO flush_own VALUES (2); COMMIT" >/dev/null &&
+    pgctl stop -m immediate && pgctl start
+got=$(q "SELECT string_agg(v::text, ',' ORDER BY v) FROM flush_own")
+[ "$got" = "1,2" ]
+ok $? "a heartbeat inside the caller's transaction leaves its own writes durable, before it and after it (rows kept: $got)"
+before=$(q "SELECT renewed_at FROM lease.stream_workers WHERE app_name = 'ff' AND worker = 'h1'")
+after=$(PGOPTIONS="$PGOPTIONS -c lease.flush_heartbeats=on" psql -X -q -At -v ON_ERROR_STOP=1 -d "$DB" \
+    -c "SELECT pg_sleep(0.1)" -c "SELECT lease.heartbeat('ff', 's', 'h1', '3 s')" \
+    -c "SELECT renewed_at FROM lease.stream_workers WHERE app_name = 'ff' AND worker = 'h1'" | tail -n 1)
+pgctl stop -m immediate && pgctl start
+kept=$(q "SELECT renewed_at FROM lease.stream_workers WHERE app_name = 'ff' AND worker = 'h1'")
+[ -n "$after" ] && [ "$after" != "$before" ] && [ "$kept" = "$after" ]
+ok $? "with lease.flush_heartbeats = on a heartbeat survives an immediate stop (renewed_at $before -> $after, after the restart $kept)"
 psql -X -q -d postgres -c "ALTER SYSTEM RESET wal_writer_delay" -c "SELECT pg_reload_conf()" >/dev/null
 
-# 5. The synchronous replication this server reports against what it
+# 6. The synchronous replication this server reports against what it
 # should have (lease.monitoring_replication, PgLeaseSyncStandbysMissing):
 # what synchronous_standby_names asks for, and the shortfall, here with no
 # standby at all.

@@ -155,7 +155,9 @@ LEASES (app 'explore', stream 'st': shard 'p', shard 'c' a child of 'p',
   the world has a second step, S: the server restarts, while no
   transaction is open (a restart would end them), as a new server
   incarnation first seen now and following the old one (its row of
-  lease.server_incarnations, which takes judge the grace by); the world's
+  lease.server_incarnations, which takes judge the grace by), that lost
+  every heartbeat (a heartbeat-only transaction does not wait for the WAL
+  flush: lease.stream_workers' records move 3 days back); the world's
   steps share one budget, --advances + --restarts.  --seed starts from w1 holding p and w2 holding
   s (--shards 3), each having taken it, sent a heartbeat and listed its
   leases, so three steps reach further.  A worker's alphabet:
@@ -1158,11 +1160,18 @@ class Leases(Protocol):
         world = ctx.locals[self.nclients]
         if world["restarts"] >= self.restarts or any(ctx.txn) or any(ctx.flight):
             return None
+        # A transaction that only sent a heartbeat commits without waiting
+        # for the WAL flush, so the restart may lose the heartbeats: the
+        # worst case, every one (each worker's record goes back past its
+        # leases), while what the workers were told stands.
         self.db.ctl_rows(
             "BEGIN;"
             "UPDATE lease.server_incarnations SET first_seen = clock_timestamp(),"
             "       follows = incarnation || ' (before the restart)'"
-            " WHERE first_seen = (SELECT max(first_seen) FROM lease.server_incarnations)")
+            " WHERE first_seen = (SELECT max(first_seen) FROM lease.server_incarnations);"
+            "UPDATE lease.stream_workers SET renewed_until = renewed_until - interval '3 days',"
+            "       renewed_at = renewed_at - interval '3 days'"
+            " WHERE app_name = %(a)s", {"a": APP})
         world["restarts"] += 1
         world["grace"] = tuple(sorted((s, v["owner"]) for s, v in ctx.view["shards"].items()
                                       if v["owner"] is not None))

@@ -197,6 +197,9 @@ run hold-respected --protocol leases --seed --shards 3 --advances 1 --alphabets 
 # takes it (4 steps) once the grace is off
 run clean --protocol leases --roles --clients 2 --calls 3 --shards 2 --advances 1 --restarts 1
 run clean --protocol leases "${RESTART[@]}"
+# heartbeats (B) the restart loses (a heartbeat-only transaction does not
+# wait for the WAL flush): the grace still keeps every lease for its holder
+run clean --protocol leases --heartbeat --alphabets "TB,TK" --clients 2 --calls 3 --shards 2 --advances 1 --restarts 1
 run restart-grace --protocol leases --alphabets TN,TK --clients 2 --calls 2 --shards 2 --advances 1 --restarts 1 \
     --setting lease.restart_grace=off
 

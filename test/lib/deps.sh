@@ -41,6 +41,7 @@ clients python3-psycopg2                            /usr/lib/python3/dist-packag
 clients nodejs                                      /usr/bin/node
 explore python3-psycopg2                            /usr/lib/python3/dist-packages/psycopg2/__init__.py
 balance python3-psycopg2                            /usr/lib/python3/dist-packages/psycopg2/__init__.py
+coordinator python3-psycopg2                        /usr/lib/python3/dist-packages/psycopg2/__init__.py
 clients nodejs                                      /usr/bin/npm
 elixir  elixir                                      /usr/lib/elixir/lib/ex_unit/ebin/Elixir.ExUnit.beam
 elixir  erlang-p1-pgsql                             /usr/lib/erlang/lib/p1_pgsql-1.1.20/ebin/pgsql.beam

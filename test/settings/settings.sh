@@ -36,6 +36,7 @@ SETTINGS=(
     "lease.move_lock_timeout|'2500ms'|2500ms"
     "lease.record_events|off|off"
     "lease.restart_grace|off|off"
+    "lease.flush_heartbeats|on|on"
     "lease.min_synchronous_commit|local|local"
     "lease.expected_sync_standbys|1|1"
     "lease.notify_channel|'lease_settings_x'|lease_settings_x"

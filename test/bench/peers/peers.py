@@ -962,8 +962,11 @@ class Driver:
         c.setup()
         return c, shards
 
-    def spawn(self, server, client, stream, shards, **kw):
-        cfg = dict(kw, server=server.client_config(), client=client, stream=stream, shards=shards)
+    def spawn(self, server, client, stream, shards, settings=None, **kw):
+        conf = server.client_config()
+        if settings:
+            conf["options"] = " ".join("-c %s=%s" % kv for kv in settings.items())
+        cfg = dict(kw, server=conf, client=client, stream=stream, shards=shards)
         cfg.setdefault("owner", "w%d" % len(self.workers))
         fd, path = tempfile.mkstemp(prefix="worker.", suffix=".json", dir=self.tmp)
         with os.fdopen(fd, "w") as f:   # 10,000 shard ids are too long for an argument
@@ -1039,11 +1042,13 @@ class Driver:
         return {"ops_s": ops / seconds, "cpu_us": (cpu1 - cpu0) * 1e6 / max(ops, 1),
                 "refused": sum(r["refused"] for r in res)}
 
-    # renewal rounds/s of one worker holding n leases
-    def renewals(self, server, client, n, seconds):
+    # renewal rounds/s of one worker holding n leases; `settings`: the
+    # worker's session settings (pg_lease's libpq options)
+    def renewals(self, server, client, n, seconds, settings=None):
         stream = self.stream("rn")
         c, shards = self.setup(server, client, stream, n)
-        p = self.spawn(server, client, stream, shards, mode="renew", take=n, lease_s=60, seconds=seconds)
+        p = self.spawn(server, client, stream, shards, mode="renew", take=n, lease_s=60, seconds=seconds,
+                       settings=settings)
         return self.timed(server, [p], seconds, c)
 
     # seconds from the SIGKILL of a worker holding k leases (right after its
@@ -1265,6 +1270,8 @@ def main_bench(argv):
     ap.add_argument("--lease", type=float, default=10, help="lease duration of the takeover and footprint")
     ap.add_argument("--out", required=True)
     ap.add_argument("--data", required=True)
+    ap.add_argument("--only-renewals", action="store_true",
+                    help="the durable renewal rows only (a few minutes)")
     a = ap.parse_args(argv)
     avail = available()
     missing = {b: why for b, why in avail.items() if why}
@@ -1276,7 +1283,7 @@ def main_bench(argv):
     res = {}   # (durability, metric, backend) -> [values]
     safety = {}
     foot = {}
-    for durable in (True, False):
+    for durable in ((True,) if a.only_renewals else (True, False)):
         mode = "durable" if durable else "relaxed"
         bs = [b for b in backends if SERVERS[b].settings[durable]]
         srv = {b: drv.server(b, durable) for b in bs}
@@ -1284,23 +1291,36 @@ def main_bench(argv):
             order = bs[r % len(bs):] + bs[:r % len(bs)]
             for b in order:
                 step("%s round %d of %d: %s" % (mode, r + 1, a.rounds, b))
-                for n in (4, 16):
+                for n in () if a.only_renewals else (4, 16):
                     x = drv.checkpoints(srv[b], b, n, a.seconds)
                     if x["refused"]:
                         raise SystemExit("peers.py: %s refused %d checkpoints of their owners" % (b, x["refused"]))
                     res.setdefault((mode, "ckpt%d" % n, b), []).append(x["ops_s"])
                     res.setdefault((mode, "ckptcpu%d" % n, b), []).append(x["cpu_us"])
-                for n in BATCHES:
+                for n in () if a.only_renewals else BATCHES:
                     x = drv.batched(srv[b], b, BATCH_CLIENTS, n, a.seconds)
                     if x["refused"]:
                         raise SystemExit("peers.py: %s refused %d checkpoints of their owners" % (b, x["refused"]))
                     res.setdefault((mode, "ckptb%d" % n, b), []).append(x["ops_s"])
                     res.setdefault((mode, "ckptbcpu%d" % n, b), []).append(x["cpu_us"])
                 for n in (100, 1000):
-                    x = drv.renewals(srv[b], b, n, a.seconds)
+                    # pg_lease's heartbeats flushed, as the peers' renewals
+                    # are; then without the flush (lease.flush_heartbeats
+                    # off, the default), against the same peers' figures
+                    flushed = {"lease.flush_heartbeats": "on"} if b == "pg_lease" else None
+                    x = drv.renewals(srv[b], b, n, a.seconds, flushed)
                     res.setdefault((mode, "renew%d" % n, b), []).append(x["ops_s"])
                     res.setdefault((mode, "renewcpu%d" % n, b), []).append(x["cpu_us"])
-        if durable:
+                    if b == "pg_lease":
+                        x = drv.renewals(srv[b], b, n, a.seconds, {"lease.flush_heartbeats": "off"})
+                        res.setdefault((mode, "renewff%d" % n, b), []).append(x["ops_s"])
+                        res.setdefault((mode, "renewffcpu%d" % n, b), []).append(x["cpu_us"])
+        for b in PEERS:   # the flush-free rows compare with the same renewals
+            for n in (100, 1000):
+                for key in ("renew%d", "renewcpu%d"):
+                    if (mode, key % n, b) in res:
+                        res[(mode, key.replace("renew", "renewff") % n, b)] = res[(mode, key % n, b)]
+        if durable and not a.only_renewals:
             for r in range(a.rounds):
                 for b in bs[r % len(bs):] + bs[:r % len(bs)]:
                     step("takeover round %d of %d: %s" % (r + 1, a.rounds, b))
@@ -1353,13 +1373,14 @@ def write_report(a, res, foot, safety):
             ("ckptbcpu1", "server CPU per shard checkpoint (µs), batches of 1", "%.0f"),
             ("ckptbcpu10", "server CPU per shard checkpoint (µs), batches of 10", "%.1f"),
             ("ckptbcpu100", "server CPU per shard checkpoint (µs), batches of 100", "%.1f"),
-            # renewals with the heartbeat that needs no WAL flush come here
-            # once that heartbeat exists (pg_lease's heartbeat still waits
-            # for the flush); its rows are renewFF100 and renewFF1000
             ("renew100", "renewals/s, one worker holding 100 leases", "%.0f"),
             ("renew1000", "renewals/s, one worker holding 1,000 leases", "%.0f"),
             ("renewcpu100", "server CPU per renewal (µs), 100 leases", "%.0f"),
             ("renewcpu1000", "server CPU per renewal (µs), 1,000 leases", "%.0f"),
+            ("renewff100", "renewals/s, 100 leases, pg_lease's heartbeat without a flush", "%.0f"),
+            ("renewff1000", "renewals/s, 1,000 leases, pg_lease's heartbeat without a flush", "%.0f"),
+            ("renewffcpu100", "server CPU per renewal (µs), 100 leases, heartbeat without a flush", "%.0f"),
+            ("renewffcpu1000", "server CPU per renewal (µs), 1,000 leases, heartbeat without a flush", "%.0f"),
             ("takeover", "takeover of a SIGKILLed worker's 10 leases (s), lease %g s, polling every 0.1 s" % a.lease, "%.2f")]
     data = []
     for mode in ("durable", "relaxed"):
@@ -1375,7 +1396,7 @@ def write_report(a, res, foot, safety):
             cells = [fmt % v if (mode, key, b) in res else "–" for b, v in vals.items()]
             rat = [ratio(vals["pg_lease"], vals[b]) if (mode, key, b) in res else "–" for b in PEERS]
             w("| %s | %s | %s |" % (label, " | ".join(cells), " | ".join(rat)))
-            if mode == "durable" and key in ("ckpt4", "ckpt16", "ckptb10", "ckptb100", "renew100", "renew1000",
+            if mode == "durable" and key in ("ckpt4", "ckpt16", "ckptb10", "ckptb100", "renewff100", "renewff1000",
                                              "ckptcpu16", "ckptbcpu100", "takeover"):
                 data.append("%s %s" % (key, " ".join(r if r != "–" else "NaN" for r in rat)))
     w("")
@@ -1383,8 +1404,9 @@ def write_report(a, res, foot, safety):
       "in one call, back to back: pg_lease's `update_checkpoints`, an etcd transaction with one compare and one "
       "put per shard, a ZooKeeper `multi` with one check and one versioned `setData` per shard, a Redis "
       "pipeline of the checkpoint script (no MULTI: each script judges its own shard). The rate counts shard "
-      "checkpoints; the CPU is per shard checkpoint. Renewals with a heartbeat that waits for no WAL flush are "
-      "not measured yet (pg_lease's heartbeat still waits for it); their rows will follow the renewal rows."
+      "checkpoints; the CPU is per shard checkpoint. Renewals: pg_lease's heartbeats flushed "
+      "(`lease.flush_heartbeats = on`), as every peer's renewal is, then without the flush (the default, "
+      "docs/worker-guide.md \"Heartbeats without a flush\"), each against the same peers' figures."
       % BATCH_CLIENTS)
     if foot:
         w("")
