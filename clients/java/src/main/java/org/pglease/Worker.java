@@ -376,7 +376,7 @@ public final class Worker {
                 continue;        // this answer predates what we know now
             }
             if (lease == null || lease.epoch != epoch) {
-                LOG.info(owner + ": " + (lease == null ? "adopted " + shard + " at epoch " + epoch + " (renewal)"
+                LOG.fine(owner + ": " + (lease == null ? "adopted " + shard + " at epoch " + epoch + " (renewal)"
                                          : shard + " is now at epoch " + epoch));
                 lease = new Lease(epoch, sent, System.nanoTime());
                 held.put(shard, lease);
@@ -446,7 +446,7 @@ public final class Worker {
                     LOG.info(owner + ": took " + shard + " (epoch " + epoch + ")");
                     journal.write("taken", "shard", shard, "epoch", epoch, "sent", wall(sent));
                 } else {
-                    LOG.info(owner + ": asked for " + shard + " (" + row[1] + ")");
+                    LOG.fine(owner + ": asked for " + shard + " (" + row[1] + ")");
                 }
             }
         }
@@ -516,7 +516,8 @@ public final class Worker {
                 held.remove(shard);
             }
         }
-        LOG.log(reason.equals(LEASE_LOST) ? Level.WARNING : Level.INFO,
+        // a lost lease at WARNING; the stop's own at FINE ("released" says it at INFO, as Python's)
+        LOG.log(reason.equals(LEASE_LOST) ? Level.WARNING : reason.equals(WORKER_STOPPED) ? Level.FINE : Level.INFO,
                 owner + ": stopped processing " + shard + ": " + reason + " (" + why + ")");
         journal.write("shutdown", "shard", shard, "reason", reason, "why", why);
         if (r != null && !reason.equals(SHARD_ENDED)) {
@@ -1112,7 +1113,7 @@ public final class Worker {
         try {
             journal.write("started", "lease_duration", opt.leaseDuration, "margin", marginNanos / 1e9,
                           "renew_every", opt.renewEvery, "transactional", opt.transactional);
-            LOG.info(owner + ": started on " + app + "/" + stream);
+            LOG.fine(owner + ": started on " + app + "/" + stream);
             renewer.start();
             long nextBalance = System.nanoTime();
             long nextSync = nextBalance;
@@ -1170,7 +1171,7 @@ public final class Worker {
     private void releaseAll() throws Exception {
         List<String> shards = new ArrayList<>(new TreeSet<>(held.keySet()));
         journal.write("stopping", "held", String.join(",", shards));
-        LOG.info(owner + ": stopping; releasing " + shards);
+        LOG.fine(owner + ": stopping; releasing " + shards);
         for (String shard : shards) {
             Lease lease = held.get(shard);
             if (lease == null) {
@@ -1199,7 +1200,7 @@ public final class Worker {
             }
             drop(shard, WORKER_STOPPED, "stopped");
         }
-        LOG.info(owner + ": stopped; its leases are released");
+        LOG.fine(owner + ": stopped; its leases are released");
     }
 
     /**
