@@ -31,7 +31,11 @@ public final class SuiteWorker {
     private SuiteWorker() {
     }
 
-    /** Record i of a shard is i; "<name>-end<N>" ends after N. */
+    /**
+     * Synthetic records as in ExampleWorker (WorkerTest's too): record i of a shard is i;
+     * "<name>-end<N>" ends after N.  Checkpoints are opaque strings: these are decimal
+     * sequence numbers of any length.
+     */
     static List<StreamRecord> records(String shard, String after) {
         BigInteger first = after.equals("TRIM_HORIZON") ? BigInteger.ONE : new BigInteger(after).add(BigInteger.ONE);
         BigInteger last = first.add(BigInteger.valueOf(BATCH - 1));

@@ -95,27 +95,6 @@ class WorkerTest {
         }
     }
 
-    /**
-     * Synthetic records as in ExampleWorker: record i is i; "<name>-end<N>" ends after N.
-     * Checkpoints are opaque strings: these are decimal sequence numbers of any length.
-     */
-    static List<StreamRecord> records(String shard, String after) {
-        BigInteger first = after.equals("TRIM_HORIZON") ? BigInteger.ONE : new BigInteger(after).add(BigInteger.ONE);
-        BigInteger last = first.add(BigInteger.valueOf(4));
-        if (shard.contains("-end")) {
-            BigInteger end = new BigInteger(shard.substring(shard.lastIndexOf("-end") + 4));
-            if (first.compareTo(end) > 0) {
-                return null;
-            }
-            last = last.min(end);
-        }
-        List<StreamRecord> out = new ArrayList<>();
-        for (BigInteger i = first; i.compareTo(last) <= 0; i = i.add(BigInteger.ONE)) {
-            out.add(new StreamRecord(i.toString(), null));
-        }
-        return out;
-    }
-
     /** Records every callback as "shard event detail", with its time; checkpoints every batch. */
     static final class Recorder implements ShardRecordProcessor {
         final ConcurrentLinkedQueue<String> events;
@@ -196,7 +175,7 @@ class WorkerTest {
                     processors.add(r);
                 }
                 return r;
-            }, WorkerTest::records, options.leaseDuration(LEASE).journal(journal.toString()));
+            }, SuiteWorker::records, options.leaseDuration(LEASE).journal(journal.toString()));
             thread = new Thread(() -> {
                 try {
                     worker.run();
@@ -369,7 +348,7 @@ class WorkerTest {
     @Test
     void badCredentialsFailLoudlyAfterTheRetries() {
         String bad = DSN.replaceAll("user=[^&]*", "user=no_such_role");
-        Worker w = new Worker(bad, "clients", "java-none", "java-bad", () -> new Recorder(new ConcurrentLinkedQueue<>(), new ConcurrentLinkedQueue<>()), WorkerTest::records,
+        Worker w = new Worker(bad, "clients", "java-none", "java-bad", () -> new Recorder(new ConcurrentLinkedQueue<>(), new ConcurrentLinkedQueue<>()), SuiteWorker::records,
                               new Worker.Options().leaseDuration(LEASE));
         SQLException e = assertThrows(SQLException.class, w::run);
         assertEquals("28000", e.getSQLState(), e.getMessage());
@@ -770,7 +749,7 @@ class WorkerTest {
             public void shutdownRequested(Checkpointer checkpointer) {
             }
         };
-        Worker worker = new Worker(DSN, "clients", "java-tx", "java-tx-1", txFactory, WorkerTest::records,
+        Worker worker = new Worker(DSN, "clients", "java-tx", "java-tx-1", txFactory, SuiteWorker::records,
                                    new Worker.Options().leaseDuration(LEASE).transactional(true)
                                        .journal(dir.resolve("java-tx-1.journal").toString()));
         AtomicReference<Exception> failure = new AtomicReference<>();
