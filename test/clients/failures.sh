@@ -109,7 +109,10 @@ for c in ("py", "node", "ex", "java"):
     print("# INFO %s: %d lines, %s" % (c, len(lines), sorted(kinds)))
 for line in bad:
     print("# not one of the Python client's INFO events: %s" % line)
-sys.exit(0 if not bad and seen["py"] and seen["py"] == seen["node"] == seen["ex"] == seen["java"] else 1)
+# the Java worker's lines after SIGTERM (its "released" at the stop) may be lost: java.util.logging
+# closes its handlers in a shutdown hook of its own (docs/clients/java.md, "Logging and failures")
+java = seen["java"] in (seen["py"], seen["py"] - {"released SHARD"})
+sys.exit(0 if not bad and seen["py"] and seen["py"] == seen["node"] == seen["ex"] and java else 1)
 EOF
 ok_show $? "INFO logging: the Python, Node, Elixir and Java example workers log the same INFO events, the Python client's kinds only" \
     "$IOUT/java-info.stderr"
