@@ -18,6 +18,7 @@ declare -A PIDS
 # The worker recipe's functions (docs/security.md), for GRANT EXECUTE ON
 # FUNCTION ... TO the worker role.
 FLEET_WORKER_FUNCTIONS="lease.update_checkpoint(text, text, text, text, text, bigint, bigint, bigint),
+    lease.update_checkpoints(text, text, text, text[], text[], bigint[], bigint[], bigint[]),
     lease.prepare_checkpoint(text, text, text, text, text),
     lease.release_lease(text, text, text, text),
     lease.close_shard(text, text, text, text),
@@ -55,7 +56,7 @@ start_worker() {   # name [stream]
     PIDS[$1]=$!
 }
 # ff_start name [nocontract [dsn]]: a fast-failover worker (ff_worker.py /
-# ff_worker.js / ff_worker.exs, 10 s leases, renew_every) on $FF_DSN, or on
+# ff_worker.js / ff_worker.exs / the Java SuiteWorker, 10 s leases, renew_every) on $FF_DSN, or on
 # dsn (a relay; an Elixir worker needs one: a TCP URL).
 ff_start() {
     case $1 in
@@ -63,6 +64,10 @@ ff_start() {
                   $FF_RENEW ${2:-} 2>"$FF_OUT/$1.stderr" & ;;
         node-*) $NODE test/clients/ff_worker.js "${3:-$FF_DSN}" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE \
                   $FF_RENEW 2>"$FF_OUT/$1.stderr" & ;;
+        # java-*: the suite's Java worker (clients/java/src/test, SuiteWorker), from the test classes
+        java-*) $JAVA -Djava.util.logging.config.file=test/clients/java-logging.properties -cp "$JAVA_TEST_CP" \
+                  org.pglease.SuiteWorker ff "${3:-$FF_DSN}" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE \
+                  $FF_RENEW ${2:-} 2>"$FF_OUT/$1.stderr" & ;;
         ex-*) PG_LEASE_JOURNAL_DIR=$FF_OUT PG_LEASE_IGNORE_RULE_6=$([ "${2:-}" = nocontract ] && echo 1 || echo 0) \
                   elixir --erl "-logger level warning" -pa "$EX_EBIN" -r test/clients/journaled.exs \
                   test/clients/ff_worker.exs "$3" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE $FF_RENEW \

@@ -29,12 +29,12 @@
 #      a pending checkpoint), whose even records are KPL aggregates (each
 #      batch checkpointed in two phases, with sub-sequences), one killed, one
 #      joining; and the checker's negative controls (test/clients/tamper.py);
-#   6. transactional mode (Python, Node and Elixir workers), and its negative
+#   6. transactional mode (Python, Node, Elixir and Java workers), and its negative
 #      control (a tampered output table the verdict must reject);
 #   7. the clients installed from their packages, failing loudly on bad
 #      credentials, and creating a stream's leases from a shard-list callback
 #      (test/clients/packages.sh);
-#   8. the fast-failover mode of the Python, Node and Elixir workers
+#   8. the fast-failover mode of the Python, Node, Elixir and Java workers
 #      (test/clients/fast_failover.sh);
 #   9. a cancelled wait for synchronous replication is ambiguous to each of
 #      the Python, Node and Elixir clients (test/clients/syncrep.sh);
@@ -83,6 +83,7 @@ ok $? "clients/java/build.sh builds $(tail -n 1 <<<"$java_build") offline from D
 JAR=clients/java/$(tail -n 1 <<<"$java_build")
 echo "# Java build: $((SECONDS - t_java)) s"
 JAVA_CP=$JAR:clients/java/build/examples     # the jar's manifest adds Debian's postgresql.jar
+JAVA_TEST_CP=$JAR:clients/java/build/test-classes    # the suite's Java worker (SuiteWorker: ff, tx)
 
 # 1. The pages show exactly the code that runs.
 doc_block() {   # the first fenced block of the given language in a page
@@ -465,6 +466,13 @@ verdict=$($PY test/clients/check.py "$KOUT/tampered" "$ADMIN_DSN" --stream kpl-o
 [ $? -eq 1 ] && grep -q "FAIL the workers that renew by heartbeat did: \['ex-k1'\]" <<<"$verdict"
 ok $? "the checker rejects an Elixir worker that never renewed by heartbeat (the heartbeat path's negative control)" ||
     grep 'heartbeat' <<<"$verdict" | sed 's/^/#   /'
+# java-*: the same negative control for a Java worker of the main fleet
+mkdir "$OUT/tampered-java" && cp "$OUT"/*.journal "$OUT"/*.records "$OUT/fairness" "$OUT/tampered-java/" &&
+    $PY test/clients/tamper.py --heartbeat java-2 "$OUT/tampered-java"
+verdict=$($PY test/clients/check.py "$OUT/tampered-java" "$ADMIN_DSN" --killed py-1,node-1,java-1,go-1,ex-1 --joined py-3,node-3,java-3,go-3,ex-2 2>&1)
+[ $? -eq 1 ] && grep -q "FAIL the workers that renew by heartbeat did: \['java-2'\]" <<<"$verdict"
+ok $? "the checker rejects a Java worker that never renewed by heartbeat (the heartbeat path's negative control)" ||
+    grep 'heartbeat' <<<"$verdict" | sed 's/^/#   /'
 
 # 6. Transactional mode (docs/exactly-once.md): Python, Node and Elixir workers write
 # one row per record into a table with no unique constraint, in the batch's
@@ -485,6 +493,9 @@ tx_start() {   # name
     case $1 in
         py-*) $PY test/clients/tx_worker.py "$WORKER_DSN" clients tx-orders "$1" "$OUT/tx" "$LEASE_SECONDS" 2>"$OUT/tx/$1.stderr" & ;;
         node-*) $NODE test/clients/tx_worker.js "$WORKER_DSN" clients tx-orders "$1" "$OUT/tx" "$LEASE_SECONDS" 2>"$OUT/tx/$1.stderr" & ;;
+        java-*) $JAVA -Djava.util.logging.config.file=test/clients/java-logging.properties -cp "$JAVA_TEST_CP" \
+                  org.pglease.SuiteWorker tx "$WORKER_DSN" clients tx-orders "$1" "$OUT/tx" "$LEASE_SECONDS" \
+                  2>"$OUT/tx/$1.stderr" & ;;
         ex-*) PG_LEASE_JOURNAL_DIR=$OUT/tx elixir --erl "-logger level warning" -pa "$EX_EBIN" -r test/clients/journaled.exs \
                   test/clients/tx_worker.exs "$EX_DSN" clients tx-orders "$1" "$LEASE_SECONDS" >"$OUT/tx/$1.stderr" 2>&1 & ;;
     esac
@@ -495,17 +506,17 @@ tx_kill_backends() {   # the processing connections (not the renewers) of the gi
         WHERE application_name = ANY (string_to_array('$*', ' '))"
 }
 t0=$SECONDS
-tx_start ex-tx-1; tx_start py-tx-1; tx_start node-tx-1
+tx_start java-tx-1; tx_start ex-tx-1; tx_start py-tx-1; tx_start node-tx-1
 sleep 3
 kill -KILL "${TXP[py-tx-1]}"; wait "${TXP[py-tx-1]}" 2>/dev/null
 stolen=$("$PSQL" -X -qAt -d $DB -c "SELECT string_agg(c.shard_id || ' ' || lease.take_lease('clients', 'tx-orders', c.shard_id, 'thief', c.lease_count), ', ')
     FROM (SELECT DISTINCT ON (lease_owner) shard_id, lease_count FROM lease.shard_leases
            WHERE stream_name = 'tx-orders' AND lease_owner IN ('node-tx-1', 'ex-tx-1') ORDER BY lease_owner, shard_id) AS c")
-killed=$(tx_kill_backends node-tx-1 ex-tx-1)
+killed=$(tx_kill_backends node-tx-1 ex-tx-1 java-tx-1)
 echo "# tx: $((SECONDS - t0)) s: py-tx-1 killed (SIGKILL), $stolen stolen from node-tx-1 and ex-tx-1 by a thief that never renews, $killed backend(s) of theirs terminated"
 tx_start py-tx-2; tx_start node-tx-2; tx_start ex-tx-2
 sleep 3
-killed=$(tx_kill_backends node-tx-1 py-tx-2 node-tx-2 ex-tx-1 ex-tx-2)
+killed=$(tx_kill_backends node-tx-1 py-tx-2 node-tx-2 ex-tx-1 ex-tx-2 java-tx-1)
 echo "# tx: $((SECONDS - t0)) s: py-tx-2, node-tx-2 and ex-tx-2 joined 3 s ago; $killed processing backend(s) terminated"
 sleep 2
 # an immediate stop and restart of the server (test/lib/cluster.sh's cluster:
@@ -519,13 +530,13 @@ if [ -d "$PGHOST/data" ]; then
 fi
 echo "# tx: $((SECONDS - t0)) s: the server stopped (immediate) and restarted: $restarted"
 sleep 4
-TX_LIVE="node-tx-1 py-tx-2 node-tx-2 ex-tx-1 ex-tx-2"
+TX_LIVE="node-tx-1 py-tx-2 node-tx-2 ex-tx-1 ex-tx-2 java-tx-1"
 for w in $TX_LIVE; do kill -TERM "${TXP[$w]}"; done
 tx_stopped=0
 for w in $TX_LIVE; do wait "${TXP[$w]}" && tx_stopped=$((tx_stopped + 1)); done
 for f in "$OUT"/tx/*.stderr; do [ -s "$f" ] && { echo "# $(basename "$f"):"; grep -vE '^(Sock closed|$)' "$f" | sed 's/^/#   /' | head -20; }; done
-[ "$tx_stopped" -eq 5 ]
-ok $? "transactional mode: the five live workers stopped gracefully on SIGTERM"
+[ "$tx_stopped" -eq 6 ]
+ok $? "transactional mode: the six live workers stopped gracefully on SIGTERM"
 # the verdict over table :tbl (tx_out, or its tampered copy below)
 tx_verdict() {
     "$PSQL" -X -qAt -d $DB -v tbl="$1" <<'SQL'
@@ -550,8 +561,8 @@ failed=$(cat "$OUT"/tx/*.journal | grep -c '"ev": \?"tx_failed"' || true)
 diverged=$(cat "$OUT"/tx/*.journal | grep -c '"ev": \?"tx_diverged"' || true)
 echo "# tx: $not_held batch(es) refused (not held), $failed transaction(s) failed and resolved from my_leases," \
     "$diverged found by hold_lease's checkpoint to start past the server's (commits lost in the restart)"
-grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*ex-.*node-.*py-' <<<"$verdict"
-ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python, Node and Elixir workers"
+grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*ex-.*java-.*node-.*py-' <<<"$verdict"
+ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python, Node, Elixir and Java workers"
 # The verdict can fail (transactional mode's negative control): a copy of the
 # output with one of an Elixir worker's rows written twice and one row past
 # its shard's checkpoint, as a careless transaction would leave them.
@@ -564,6 +575,14 @@ SQL
 tampered=$(tx_verdict tx_out_tampered)
 grep -qE ', 1 duplicates, 0 gaps, 1 past a checkpoint;' <<<"$tampered"
 ok $? "transactional mode: the verdict rejects a record written twice and one past its checkpoint ($tampered)"
+# java-*: the same negative control with one of a Java worker's rows written twice
+"$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB <<'SQL' >/dev/null
+CREATE TABLE public.tx_out_tampered_java AS SELECT * FROM public.tx_out;
+INSERT INTO public.tx_out_tampered_java SELECT * FROM public.tx_out WHERE worker LIKE 'java-%' LIMIT 1;
+SQL
+tampered=$(tx_verdict tx_out_tampered_java)
+grep -qE ', 1 duplicates, 0 gaps, 0 past a checkpoint;' <<<"$tampered"
+ok $? "transactional mode: the verdict rejects a Java worker's record written twice ($tampered)"
 
 # 7. Installed from the packages; loud failures; shard discovery.
 # shellcheck source=test/clients/packages.sh

@@ -13,4 +13,19 @@ public interface RecordSource {
      * every record of it was returned.
      */
     List<StreamRecord> getRecords(String shardId, String afterSequenceNumber) throws Exception;
+
+    /**
+     * The next records after a user record of a KPL-aggregated record (its sequence and
+     * sub-sequence number); the worker calls this one.  By default, with a sub-sequence of
+     * 0, getRecords(shardId, afterSequenceNumber); otherwise the rest of that aggregate is
+     * the source's to return, and the default cannot: it throws.
+     */
+    default List<StreamRecord> getRecords(String shardId, String afterSequenceNumber, long afterSubSequenceNumber)
+        throws Exception {
+        if (afterSubSequenceNumber != 0) {
+            throw new UnsupportedOperationException("this RecordSource does not resume inside an aggregated record ("
+                + shardId + " at " + afterSequenceNumber + "/" + afterSubSequenceNumber + ")");
+        }
+        return getRecords(shardId, afterSequenceNumber);
+    }
 }

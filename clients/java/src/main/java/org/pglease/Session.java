@@ -68,6 +68,11 @@ public final class Session implements AutoCloseable {
      * options: e.g. {@code -c lock_timeout=1000}, or null.
      */
     public Session(String dsn, String applicationName, String options) {
+        this(dsn, applicationName, options, null);
+    }
+
+    /** As above, with more driver properties (e.g. socketTimeout, connectTimeout), or null. */
+    public Session(String dsn, String applicationName, String options, Properties extra) {
         String jdbc = jdbcUrl(dsn);
         this.props = new Properties();
         // the password goes to the driver as a property, never in the URL: pgjdbc logs the
@@ -82,6 +87,9 @@ public final class Session implements AutoCloseable {
         props.setProperty("ApplicationName", applicationName);
         if (options != null) {
             props.setProperty("options", options);
+        }
+        if (extra != null) {
+            props.putAll(extra);
         }
     }
 
@@ -244,7 +252,7 @@ public final class Session implements AutoCloseable {
 
     /**
      * The rows of one statement ({@code ?} parameters: String, Long, Integer, Boolean, or an
-     * Object[] sent as a text array).  Throws Ambiguous (only when not repeatSafe),
+     * Object[] sent as a text array, a Long[] as a bigint array).  Throws Ambiguous (only when not repeatSafe),
      * Unavailable, or the driver's SQLException for anything the rules say to raise (and
      * for a connection the server refused for such a reason, e.g. authentication, after
      * the retries).  No repeat starts after untilNanos (System.nanoTime()), unless it is 0.
@@ -282,7 +290,9 @@ public final class Session implements AutoCloseable {
             try (PreparedStatement ps = c.prepareStatement(sql)) {
                 for (int i = 0; i < params.length; i++) {
                     Object p = params[i];
-                    if (p instanceof Object[]) {
+                    if (p instanceof Long[]) {
+                        ps.setArray(i + 1, c.createArrayOf("bigint", (Object[]) p));
+                    } else if (p instanceof Object[]) {
                         ps.setArray(i + 1, c.createArrayOf("text", (Object[]) p));
                     } else {
                         ps.setObject(i + 1, p);

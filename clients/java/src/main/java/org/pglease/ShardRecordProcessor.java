@@ -16,6 +16,16 @@ public interface ShardRecordProcessor {
     void initialize(String shardId, String checkpoint);
 
     /**
+     * As KCL's {@code initialize(InitializationInput)}: the checkpoint with its sub-sequence
+     * number, and the pending checkpoint a previous owner prepared and did not complete
+     * (null when none).  The worker calls this one; by default it calls
+     * {@link #initialize(String, String)} with the sequence number.
+     */
+    default void initialize(String shardId, ExtendedSequenceNumber checkpoint, ExtendedSequenceNumber pendingCheckpoint) {
+        initialize(shardId, checkpoint.sequenceNumber());
+    }
+
+    /**
      * The next records of the shard.  Checkpoint with the checkpointer (a fenced
      * {@code lease.update_checkpoint}) when they are done; a refused checkpoint throws
      * {@link LeaseLostException} and {@link #leaseLost} follows.

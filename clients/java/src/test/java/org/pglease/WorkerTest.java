@@ -11,6 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
@@ -20,6 +21,7 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ConcurrentSkipListMap;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import java.util.logging.Handler;
 import java.util.logging.LogRecord;
 import java.util.regex.Matcher;
@@ -91,27 +93,6 @@ class WorkerTest {
             assertTrue(System.nanoTime() < until, "timed out waiting for " + what);
             Thread.sleep(20);
         }
-    }
-
-    /**
-     * Synthetic records as in ExampleWorker: record i is i; "<name>-end<N>" ends after N.
-     * Checkpoints are opaque strings: these are decimal sequence numbers of any length.
-     */
-    static List<StreamRecord> records(String shard, String after) {
-        BigInteger first = after.equals("TRIM_HORIZON") ? BigInteger.ONE : new BigInteger(after).add(BigInteger.ONE);
-        BigInteger last = first.add(BigInteger.valueOf(4));
-        if (shard.contains("-end")) {
-            BigInteger end = new BigInteger(shard.substring(shard.lastIndexOf("-end") + 4));
-            if (first.compareTo(end) > 0) {
-                return null;
-            }
-            last = last.min(end);
-        }
-        List<StreamRecord> out = new ArrayList<>();
-        for (BigInteger i = first; i.compareTo(last) <= 0; i = i.add(BigInteger.ONE)) {
-            out.add(new StreamRecord(i.toString(), null));
-        }
-        return out;
     }
 
     /** Records every callback as "shard event detail", with its time; checkpoints every batch. */
@@ -194,7 +175,7 @@ class WorkerTest {
                     processors.add(r);
                 }
                 return r;
-            }, WorkerTest::records, options.leaseDuration(LEASE).journal(journal.toString()));
+            }, SuiteWorker::records, options.leaseDuration(LEASE).journal(journal.toString()));
             thread = new Thread(() -> {
                 try {
                     worker.run();
@@ -240,7 +221,7 @@ class WorkerTest {
             assertTrue(w.saw("c initialize TRIM_HORIZON"));
             assertTrue(w.journalText().contains("\"ev\": \"closed\""));
         }
-        assertTrue(LOGGED.stream().anyMatch(l -> l.startsWith("INFO took lease p-end7")), "lease changes are logged");
+        assertTrue(LOGGED.stream().anyMatch(l -> l.startsWith("INFO java-end-1: took p-end7")), "lease changes are logged");
         assertNull(sql("SELECT lease_owner FROM lease.shard_leases WHERE stream_name = 'java-end' AND shard_id = 'c'"),
                    "released at the stop");
     }
@@ -248,7 +229,8 @@ class WorkerTest {
     @Test
     void aRefusedCheckpointThrowsAndLeaseLostFollows() throws Exception {
         createLeases("java-fenced", "f1");
-        try (Running w = new Running("java-fenced-1", "java-fenced", new Worker.Options())) {
+        // a checkpoint tick of 0: each checkpoint its own call, a refused one throws
+        try (Running w = new Running("java-fenced-1", "java-fenced", new Worker.Options().checkpointTick(0))) {
             waitFor("the processor", 8, () -> !w.processors.isEmpty());
             Recorder r = w.processors.get(0);
             // before its next checkpoint, another owner takes the lease (a new epoch)
@@ -366,7 +348,7 @@ class WorkerTest {
     @Test
     void badCredentialsFailLoudlyAfterTheRetries() {
         String bad = DSN.replaceAll("user=[^&]*", "user=no_such_role");
-        Worker w = new Worker(bad, "clients", "java-none", "java-bad", () -> new Recorder(new ConcurrentLinkedQueue<>(), new ConcurrentLinkedQueue<>()), WorkerTest::records,
+        Worker w = new Worker(bad, "clients", "java-none", "java-bad", () -> new Recorder(new ConcurrentLinkedQueue<>(), new ConcurrentLinkedQueue<>()), SuiteWorker::records,
                               new Worker.Options().leaseDuration(LEASE));
         SQLException e = assertThrows(SQLException.class, w::run);
         assertEquals("28000", e.getSQLState(), e.getMessage());
@@ -503,6 +485,305 @@ class WorkerTest {
             }
         }
         return 0;
+    }
+
+    /** The journal's events of one kind, as text lines. */
+    static List<String> journalEvents(Running w, String ev) throws Exception {
+        List<String> out = new ArrayList<>();
+        for (String line : w.journalText().split("\n")) {
+            if (line.contains("\"ev\": \"" + ev + "\"")) {
+                out.add(line);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * The checkpoints of a tick go together in one lease.update_checkpoints call; a shard
+     * the batch's answer refuses is dropped (leaseLost) and only that one: the other goes on.
+     */
+    @Test
+    void batchedCheckpointsGoTogetherAndARefusedShardDropsOnlyThatShard() throws Exception {
+        createLeases("java-batch", "b1", "b2");
+        try (Running w = new Running("java-batch-1", "java-batch", new Worker.Options().checkpointTick(0.05))) {
+            waitFor("both shards", 8, () -> w.saw("b1 process 10") && w.saw("b2 process 10"));
+            assertTrue(journalEvents(w, "checkpoint").stream().anyMatch(l -> l.contains("\"batch\": 2")),
+                       "two shards' checkpoints in one call");
+            Recorder r = w.processors.stream().filter(p -> "b1".equals(p.shard)).findFirst().get();
+            r.beforeCheckpoint = () -> {
+                r.beforeCheckpoint = () -> { };
+                try {
+                    sql("SELECT lease.take_lease('clients', 'java-batch', 'b1', 'thief',"
+                        + " (SELECT lease_count FROM lease.shard_leases WHERE stream_name = 'java-batch' AND shard_id = 'b1'))");
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            };
+            waitFor("leaseLost", 8, () -> w.saw("b1 leaseLost"));
+            long b2Before = countOf(w, "b2 process");
+            waitFor("b2 going on", 8, () -> countOf(w, "b2 process") > b2Before + 2);
+            assertTrue(!w.saw("b2 leaseLost") && !w.saw("b1 refused"), w.events.toString());
+            assertTrue(journalEvents(w, "checkpoint").stream().anyMatch(l -> l.contains("\"shard\": \"b1\"")
+                && l.contains("\"ok\": false") && l.contains("\"reason\": \"")), "the refusal and its reason journaled");
+            assertEquals("thief", sql("SELECT lease_owner FROM lease.shard_leases WHERE stream_name = 'java-batch'"
+                                      + " AND shard_id = 'b1'"));
+        }
+    }
+
+    /**
+     * A batch answered with the WARNING of a cancelled wait for synchronous replication is
+     * ambiguous: it is resolved per shard from my_leases (here it committed), not retried,
+     * and the worker goes on; the server's checkpoints are the last acknowledged ones.
+     */
+    @Test
+    void anAmbiguousBatchIsResolvedPerShardFromMyLeases() throws Exception {
+        createLeases("java-ambiguous", "a1", "a2");
+        sql("CREATE SEQUENCE IF NOT EXISTS public.java_ambiguous_seq");
+        sql("CREATE OR REPLACE FUNCTION public.java_ambiguous_warn() RETURNS trigger LANGUAGE plpgsql"
+            + " SECURITY DEFINER AS $$ BEGIN"
+            + " IF NEW.checkpoint IS DISTINCT FROM OLD.checkpoint AND pg_catalog.nextval('public.java_ambiguous_seq') <= 2 THEN"
+            + "  RAISE WARNING 'canceling wait for synchronous replication due to user request';"
+            + " END IF; RETURN NEW; END $$");
+        sql("CREATE TRIGGER java_ambiguous AFTER UPDATE ON lease.shard_leases FOR EACH ROW"
+            + " WHEN (NEW.stream_name = 'java-ambiguous') EXECUTE FUNCTION public.java_ambiguous_warn()");
+        try {
+            try (Running w = new Running("java-ambiguous-1", "java-ambiguous", new Worker.Options().checkpointTick(0.05))) {
+                waitFor("a resolved batch", 8, () -> {
+                    try {
+                        return !journalEvents(w, "checkpoint_resolved").isEmpty();
+                    } catch (Exception e) {
+                        return false;
+                    }
+                });
+                waitFor("more batches", 8, () -> w.saw("a1 process 30") && w.saw("a2 process 30"));
+                assertTrue(journalEvents(w, "checkpoint_resolved").stream().allMatch(l -> l.contains("\"committed\": true")),
+                           journalEvents(w, "checkpoint_resolved").toString());
+                assertTrue(journalEvents(w, "checkpoint_failed").isEmpty(), "nothing left unresolved");
+                assertTrue(!w.saw("a1 leaseLost") && !w.saw("a2 leaseLost"), w.events.toString());
+            }
+        } finally {
+            sql("DROP TRIGGER java_ambiguous ON lease.shard_leases");
+        }
+        assertEquals(0L, sql("SELECT count(*) FROM lease.shard_leases WHERE stream_name = 'java-ambiguous'"
+                             + " AND (lease_owner IS NOT NULL OR checkpoint::int % 5 <> 0)"), "released, at a batch's end");
+    }
+
+    /** Renewals go by lease.heartbeat while the list has not moved (client rule 5), by renew_leases otherwise. */
+    @Test
+    void renewalsGoByHeartbeatWhileTheListHasNotMoved() throws Exception {
+        createLeases("java-heartbeat", "hb1", "hb2");
+        try (Running w = new Running("java-heartbeat-1", "java-heartbeat", new Worker.Options())) {
+            waitFor("heartbeat renewals", 10, () -> {
+                try {
+                    return journalEvents(w, "renewed").stream()
+                        .filter(l -> l.contains("\"via\": \"heartbeat\"") && l.contains("\"hb1\"") && l.contains("\"hb2\""))
+                        .count() >= 3;
+                } catch (Exception e) {
+                    return false;
+                }
+            });
+            assertTrue(journalEvents(w, "renewed").stream().anyMatch(l -> l.contains("\"via\": \"list\"")),
+                       "it listed with renew_leases first");
+            long lists = journalEvents(w, "renewed").stream().filter(l -> l.contains("\"via\": \"list\"")).count();
+            // a handoff request moves the version: the next tick lists again and hands over
+            sql("SELECT count(*) FROM lease.take_leases('clients', 'java-heartbeat', 'java-heartbeat-2', '2 seconds', NULL, 1)");
+            waitFor("the handoff", 6, () -> w.events.stream().anyMatch(e -> e.endsWith(" shutdownRequested")));
+            assertTrue(journalEvents(w, "renewed").stream().filter(l -> l.contains("\"via\": \"list\"")).count() > lists);
+        }
+    }
+
+    /**
+     * Fast failover (rule 6): the worker declares renew_every to the server on its calls
+     * and renews that often (a lease of 2 s would renew every 0.67 s otherwise).  Rule 6's
+     * deadline itself, and its negative control, are in test/clients/fast_failover.sh.
+     */
+    @Test
+    void fastFailoverDeclaresAndRenewsAtRenewEvery() throws Exception {
+        createLeases("java-ff", "ff1");
+        try (Running w = new Running("java-ff-1", "java-ff", new Worker.Options().fastFailover(0.2))) {
+            waitFor("processing", 8, () -> w.saw("ff1 process 10"));
+            assertTrue(w.journalText().contains("\"renew_every\": 0.2"));
+            Object declared = sql("SELECT renew_every::text FROM lease.stream_workers WHERE stream_name = 'java-ff'"
+                                  + " AND worker = 'java-ff-1'");
+            assertEquals("00:00:00.2", String.valueOf(declared));
+            long before = journalEvents(w, "renewed").size();
+            Thread.sleep(2000);
+            long renewals = journalEvents(w, "renewed").size() - before;
+            assertTrue(renewals >= 5, renewals + " renewals in 2 s");
+        }
+    }
+
+    /** Sub-sequence numbers and the two-phase checkpoint, as KCL's RecordProcessorCheckpointer has them. */
+    @Test
+    void subSequencesAndPendingCheckpointsReachTheServerAndTheNextOwner() throws Exception {
+        createLeases("java-kpl", "k1");
+        sql("SELECT lease.take_lease('clients', 'java-kpl', 'k1', 'java-kpl-0', 0)");
+        Object epoch = sql("SELECT lease_epoch FROM lease.shard_leases WHERE stream_name = 'java-kpl'");
+        assertEquals(Boolean.TRUE, sql("SELECT lease.update_checkpoint('clients', 'java-kpl', 'k1', 'java-kpl-0',"
+                                       + " '49590338271490256608559692538361571095921575989136588898', 3, ?::bigint)", epoch));
+        sql("SELECT lease.prepare_checkpoint('clients', 'java-kpl', 'k1', 'java-kpl-0', '49590338271490256608559692538361571095921575989136588899')");
+        sql("SELECT lease.release_lease('clients', 'java-kpl', 'k1', 'java-kpl-0')");
+        ConcurrentLinkedQueue<String> seen = new ConcurrentLinkedQueue<>();
+        ShardRecordProcessor p = new ShardRecordProcessor() {
+            @Override
+            public void initialize(String shardId, String checkpoint) {
+                seen.add("plain " + checkpoint);
+            }
+
+            @Override
+            public void initialize(String shardId, ExtendedSequenceNumber checkpoint, ExtendedSequenceNumber pending) {
+                seen.add("initialize " + checkpoint.sequenceNumber() + "/" + checkpoint.subSequenceNumber() + " pending "
+                         + (pending == null ? null : pending.sequenceNumber()));
+            }
+
+            @Override
+            public void processRecords(List<StreamRecord> records, Checkpointer checkpointer) {
+                StreamRecord r = records.get(0);
+                seen.add("process " + r.sequenceNumber() + "/" + r.subSequenceNumber());
+                try {
+                    PreparedCheckpointer prepared = checkpointer.prepareCheckpoint(r.sequenceNumber());
+                    seen.add("prepared " + prepared.pendingCheckpoint());
+                    checkpointer.checkpoint(r);
+                } catch (LeaseLostException e) {
+                    seen.add("refused");
+                }
+            }
+
+            @Override
+            public void leaseLost() {
+            }
+
+            @Override
+            public void shardEnded(Checkpointer checkpointer) {
+            }
+
+            @Override
+            public void shutdownRequested(Checkpointer checkpointer) {
+            }
+        };
+        // one user record of an aggregate per batch: the one after (sequence, sub-sequence)
+        RecordSource source = new RecordSource() {
+            @Override
+            public List<StreamRecord> getRecords(String shardId, String after) {
+                throw new AssertionError("the worker asks with the sub-sequence");
+            }
+
+            @Override
+            public List<StreamRecord> getRecords(String shardId, String after, long afterSub) {
+                return afterSub < 4 ? List.of(new StreamRecord(after, afterSub + 1, null))
+                    : List.of(new StreamRecord(new BigInteger(after).add(BigInteger.ONE).toString(), 0, null));
+            }
+        };
+        Worker worker = new Worker(DSN, "clients", "java-kpl", "java-kpl-1", () -> p, source,
+                                   new Worker.Options().leaseDuration(LEASE));
+        Thread t = new Thread(() -> {
+            try {
+                worker.run();
+            } catch (Exception e) {
+                seen.add("failed " + e);
+            }
+        });
+        t.start();
+        try {
+            waitFor("the next aggregate", 8, () -> seen.contains("process 49590338271490256608559692538361571095921575989136588899/0"));
+        } finally {
+            worker.stop();
+            t.join(10_000);
+        }
+        List<String> got = new ArrayList<>(seen);
+        assertEquals(List.of("initialize 49590338271490256608559692538361571095921575989136588898/3 pending "
+                             + "49590338271490256608559692538361571095921575989136588899",
+                             "process 49590338271490256608559692538361571095921575989136588898/4",
+                             "prepared 49590338271490256608559692538361571095921575989136588898"), got.subList(0, 3));
+        Object[] row = admin.call("SELECT checkpoint, checkpoint_sub_sequence, pending_checkpoint FROM lease.shard_leases"
+                                  + " WHERE stream_name = 'java-kpl'", new Object[0], true, 0).get(0);
+        // moved past the import, compared as big integers; the checkpoint completed the pending one
+        assertTrue(new BigInteger((String) row[0]).compareTo(new BigInteger("49590338271490256608559692538361571095921575989136588898")) > 0
+                   && row[2] == null, java.util.Arrays.toString(row));
+    }
+
+    /**
+     * Transactional mode: each batch's output and checkpoint commit together; a steal
+     * makes hold_lease refuse the next batch (leaseLost), and nothing of it lands.
+     */
+    @Test
+    void transactionalModeWritesEachRecordExactlyOnce() throws Exception {
+        createLeases("java-tx", "x1", "x2");
+        sql("CREATE TABLE IF NOT EXISTS public.java_tx_out (shard_id text, seq int)");
+        sql("GRANT INSERT ON public.java_tx_out TO clients_worker");
+        ConcurrentLinkedQueue<String> events = new ConcurrentLinkedQueue<>();
+        Supplier<ShardRecordProcessor> txFactory = () -> new ShardRecordProcessor() {
+            String shard;
+
+            @Override
+            public void initialize(String shardId, String checkpoint) {
+                shard = shardId;
+            }
+
+            @Override
+            public void processRecords(List<StreamRecord> records, Checkpointer checkpointer) {
+                try (PreparedStatement ps = checkpointer.transaction().prepareStatement(
+                         "INSERT INTO public.java_tx_out VALUES (?, ?)")) {
+                    for (StreamRecord r : records) {
+                        ps.setString(1, shard);
+                        ps.setInt(2, Integer.parseInt(r.sequenceNumber()));
+                        ps.executeUpdate();
+                    }
+                    checkpointer.checkpoint();
+                } catch (SQLException | LeaseLostException e) {
+                    throw new IllegalStateException(e);
+                }
+                events.add(shard + " process " + records.get(records.size() - 1).sequenceNumber());
+            }
+
+            @Override
+            public void leaseLost() {
+                events.add(shard + " leaseLost");
+            }
+
+            @Override
+            public void shardEnded(Checkpointer checkpointer) {
+            }
+
+            @Override
+            public void shutdownRequested(Checkpointer checkpointer) {
+            }
+        };
+        Worker worker = new Worker(DSN, "clients", "java-tx", "java-tx-1", txFactory, SuiteWorker::records,
+                                   new Worker.Options().leaseDuration(LEASE).transactional(true)
+                                       .journal(dir.resolve("java-tx-1.journal").toString()));
+        AtomicReference<Exception> failure = new AtomicReference<>();
+        Thread t = new Thread(() -> {
+            try {
+                worker.run();
+            } catch (Exception e) {
+                failure.set(e);
+            }
+        });
+        t.start();
+        try {
+            waitFor("batches", 8, () -> events.contains("x1 process 20") && events.contains("x2 process 20"));
+            sql("SELECT lease.take_lease('clients', 'java-tx', 'x1', 'thief',"
+                + " (SELECT lease_count FROM lease.shard_leases WHERE stream_name = 'java-tx' AND shard_id = 'x1'))");
+            waitFor("x1 lost", 6, () -> events.contains("x1 leaseLost"));
+            long x2 = events.stream().filter(e -> e.startsWith("x2 process")).count();
+            waitFor("x2 going on", 6, () -> events.stream().filter(e -> e.startsWith("x2 process")).count() > x2 + 2);
+        } finally {
+            worker.stop();
+            t.join(10_000);
+        }
+        if (failure.get() != null) {
+            throw failure.get();
+        }
+        assertTrue(Files.readString(dir.resolve("java-tx-1.journal")).contains("\"tx\": true"));
+        // every record up to each checkpoint exactly once, none past it
+        assertEquals(0L, sql("WITH l AS (SELECT shard_id, checkpoint::int AS c FROM lease.shard_leases"
+                             + " WHERE stream_name = 'java-tx'),"
+                             + " o AS (SELECT shard_id, seq, count(*) AS n FROM public.java_tx_out GROUP BY 1, 2)"
+                             + " SELECT (SELECT count(*) FROM o JOIN l USING (shard_id) WHERE o.n > 1 OR o.seq > l.c)"
+                             + " + (SELECT count(*) FROM l, generate_series(1, l.c) AS s WHERE NOT EXISTS"
+                             + " (SELECT FROM o WHERE o.shard_id = l.shard_id AND o.seq = s))"));
+        assertTrue((Long) sql("SELECT count(*) FROM public.java_tx_out") >= 40L);
     }
 
     static long countOf(Running w, String prefix) {
