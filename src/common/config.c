@@ -103,7 +103,7 @@ define_binding_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("lease.fleet_lock_namespace",
-							"First key of the transaction-scoped advisory locks that serialize admission on schemas 0.1.0 to 0.3.0 (fleet and tenant locks).",
+							"Unused since 0.5.0 (was the first key of the advisory admission locks of schemas 0.1.0 to 0.3.0).",
 							NULL,
 							&lease_fleet_lock_namespace,
 							4315,

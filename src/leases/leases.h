@@ -32,11 +32,6 @@
 #define LEASE_SQL_CLOCK		"(SELECT pg_catalog.clock_timestamp() AS now) AS k"
 #define LEASE_SQL_NOW		"k.now"
 
-/* Owned and not expired: the 0.1.0 to 0.3.0 schemas (a lease's own expiry). */
-#define LEASE_SQL_LIVE_0_3(a, now) \
-	"(" a ".lease_owner IS NOT NULL" \
-	" AND " a ".lease_expires_at OPERATOR(pg_catalog.>) " now ")"
-
 /*
  * From 0.4.0 on, a lease's effective expiry, for its own lease_expires_at
  * `le` (an SQL expression) and its holder's lease.stream_workers row `w`
@@ -122,7 +117,7 @@
 	"              " LEASE_SQL_CLOCK \
 	"        WHERE " keep " OR NOT " LEASE_SQL_HELD_AGAIN "),"
 
-/* Owned and not expired, by the effective expiry (0.4.0 on). */
+/* Owned and not expired, by the effective expiry. */
 #define LEASE_SQL_LIVE(a, now) \
 	"(" a ".lease_owner IS NOT NULL" \
 	" AND " LEASE_SQL_EXPIRY(a, now) " OPERATOR(pg_catalog.>) " now ")"
@@ -239,7 +234,7 @@
 #define LEASE_SQL_RECORD_LOADS_0_4	LEASE_SQL_RECORD_LOADS_IN("lease.stream_workers")
 #define LEASE_SQL_RECORD_LOADS		LEASE_SQL_RECORD_LOADS_IN("lease.worker_holdings")
 
-/* One prepared statement of a LEASE_SCHEMA_STMTS set. */
+/* One prepared statement of a LEASE_SCHEMA_STMTS2 pair, or a statement alone. */
 #define LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_, opts, jit_off, n, ...) \
 	{ \
 		.name = stmt_name, .sql = sql_, .nargs = n, \
@@ -249,57 +244,29 @@
 	}
 
 /*
- * A statement in the three forms the schemas need up to 0.4.0
- * (common/version.h), indexed by LeaseSchema: [0] for 0.1.0/0.2.0 objects,
- * which have no bookkeeping tables (lease.stream_workers and the takeable
- * cache), [1] for 0.3.0, [2] from 0.4.0 on (the workers' heartbeat and
- * liveness columns); opts the cursor_options of the last two; jit_off: all
- * run with JIT off (LEASE_STMT_JIT_OFF).  A newer schema runs the last form
- * (LEASE_SCHEMA_STMT).
+ * A statement in the two forms of the schemas the module serves
+ * (common/version.h), indexed by LeaseSchema: [0] for 0.4.0 (the
+ * bookkeeping in lease.stream_workers, beside the heartbeat), [1] from 0.5.0
+ * on (the bookkeeping in lease.worker_holdings); opts their cursor_options;
+ * jit_off: both run with JIT off (LEASE_STMT_JIT_OFF).
  */
-#define LEASE_SCHEMA_STMTS3(stmt_name, sql_0_2, sql_0_3, sql_0_4, opts, jit_off, n, ...) \
+#define LEASE_SCHEMA_STMTS2(stmt_name, sql_0_4, sql_0_5, opts, jit_off, n, ...) \
 	{ \
-		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.2 schema)", sql_0_2, 0, jit_off, n, __VA_ARGS__), \
-		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.3 schema)", sql_0_3, opts, jit_off, n, __VA_ARGS__), \
-		LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_0_4, opts, jit_off, n, __VA_ARGS__) \
-	}
-
-/*
- * The same with a fourth form, [3], from 0.5.0 on (the bookkeeping in
- * lease.worker_holdings, apart from the heartbeat row in
- * lease.stream_workers); [2] then serves 0.4.0 only.
- */
-#define LEASE_SCHEMA_STMTS4(stmt_name, sql_0_2, sql_0_3, sql_0_4, sql_0_5, opts, jit_off, n, ...) \
-	{ \
-		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.2 schema)", sql_0_2, 0, jit_off, n, __VA_ARGS__), \
-		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.3 schema)", sql_0_3, opts, jit_off, n, __VA_ARGS__), \
 		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.4 schema)", sql_0_4, opts, jit_off, n, __VA_ARGS__), \
 		LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_0_5, opts, jit_off, n, __VA_ARGS__) \
 	}
 
-/* A statement whose text is the same from 0.3.0 on. */
-#define LEASE_SCHEMA_STMTS(stmt_name, sql_0_2, sql_0_3, opts_0_3, jit_off, n, ...) \
-	LEASE_SCHEMA_STMTS3(stmt_name, sql_0_2, sql_0_3, sql_0_3, opts_0_3, jit_off, n, __VA_ARGS__)
-
 /*
- * The common case: a statement that changes who holds a lease, with the
- * bookkeeping CTE from 0.3.0 on (in lease.worker_holdings from 0.5.0 on).
- * `sql` is a macro taking that CTE and the liveness test of the schema
- * (LEASE_SQL_LIVE_0_3 or LEASE_SQL_LIVE).
+ * The common case: a statement that changes who holds a lease, with its
+ * bookkeeping CTE.  `sql` is a macro taking that CTE.
  */
 #define LEASE_OWNERSHIP_STMTS(stmt_name, sql, n, ...) \
-	LEASE_SCHEMA_STMTS4(stmt_name, sql("", LEASE_SQL_LIVE_0_3), \
-						sql(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE_0_3), \
-						sql(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE), \
-						sql(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE), 0, false, n, __VA_ARGS__)
+	LEASE_SCHEMA_STMTS2(stmt_name, sql(LEASE_SQL_RECORD_LOADS_0_4), sql(LEASE_SQL_RECORD_LOADS), \
+						0, false, n, __VA_ARGS__)
 
-/*
- * Which of a LEASE_SCHEMA_STMTS set `schema` runs: its form for that
- * schema, or the newest form the set has (a statement whose SQL did not
- * change; 0.5.0's placement check, for one, is not SQL).
- */
+/* Which of a LEASE_SCHEMA_STMTS2 pair `schema` runs. */
 #define LEASE_SCHEMA_STMT(stmts, schema) \
-	(&(stmts)[Min((int) (schema), (int) lengthof(stmts) - 1)])
+	(&(stmts)[(schema) == LEASE_SCHEMA_0_5 ? 1 : 0])
 
 /*
  * From 0.5.0 on, the SET item with which a statement writing checkpoint
