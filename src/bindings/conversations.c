@@ -46,7 +46,6 @@
 #include "common/args.h"
 #include "common/config.h"
 #include "bindings/conversations.h"
-#include "bindings/lifecycle.h"
 #include "common/spi_util.h"
 
 /* Scope predicates; NULL vault/environment is "IS NULL", so it stays indexable. */
@@ -138,37 +137,6 @@ static LeaseStatement admit_routable_stmt = {
 	.nargs = BINDING_SCOPE_NARGS,
 	.argtypes = BINDING_SCOPE_ARGTYPES,
 	.expected = SPI_OK_INSERT_RETURNING
-};
-
-/*
- * admit_turn: the conversation, locked FOR UPDATE (what a rotation waits
- * on), whether it has a sandbox, and its status.
- */
-static LeaseStatement turn_lock_stmt = {
-	.name = "lock the conversation for a turn",
-	.sql =
-	"SELECT c.sandbox_id IS NOT NULL, c.status FROM lease.conversations AS c"
-	" WHERE c.id OPERATOR(pg_catalog.=) $1"
-	" FOR UPDATE OF c",
-	.nargs = 1,
-	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT,
-	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
-};
-
-/* admit_turn: insert the turn; a pending conversation becomes running. */
-static LeaseStatement turn_insert_stmt = {
-	.name = "insert the turn",
-	.sql =
-	"WITH t AS (INSERT INTO lease.turns (conversation_id) VALUES ($1) RETURNING id),"
-	"     u AS (UPDATE lease.conversations AS c"
-	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_RUNNING) ", updated_at = pg_catalog.now()"
-	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
-	"              AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_PENDING) ")"
-	" SELECT t.id FROM t",
-	.nargs = 1,
-	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT
 };
 
 /*
@@ -470,58 +438,7 @@ lease_find_channel_conversation(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(conversation_id);
 }
 
-/*
- * lease.admit_turn: the new turn's id.  The first turn of a replacement also ends the conversations it was
- * rotated away from, their locks taken first (oldest first).
- */
-static Datum
-admit_turn(FunctionCallInfo fcinfo, LeaseSchema schema)
-{
-	int64		conversation_id = lease_arg_int64(fcinfo, 0, "conversation_id");
-	Datum		id = Int64GetDatum(conversation_id);
-	char	   *status;
-	int64		turn_id;
-	bool		isnull;
-	BindingAncestors ancestors = {0};
-
-	lease_spi_connect();
-	binding_lock_rotated_ancestors(conversation_id, &ancestors);
-
-	/* Turns of a conversation, hence of its sandbox, are admitted one at a time. */
-	if (run_bounded_or_busy(&turn_lock_stmt, &id, &conversation_id) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("conversation " INT64_FORMAT " does not exist", conversation_id),
-				 errhint("Look the conversation up with lease.find_channel_conversation().")));
-	if (!DatumGetBool(lease_spi_value(0, 1, &isnull)))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("conversation " INT64_FORMAT " has no sandbox", conversation_id),
-				 errdetail("Turns are admitted one at a time per sandbox, so a conversation needs one."),
-				 errhint("Start conversations with lease.start_conversation() or lease.rotate_channel(), which give them a sandbox.")));
-	status = TextDatumGetCString(lease_spi_value(0, 2, &isnull));
-	if (strcmp(status, BINDING_STATUS_FAILED) == 0 || strcmp(status, BINDING_STATUS_TERMINATED) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("conversation " INT64_FORMAT " has ended", conversation_id),
-				 errdetail("Its status is \"%s\".", status),
-				 errhint("Start a new conversation.")));
-
-	if (strcmp(status, BINDING_STATUS_PENDING) == 0)
-		binding_end_rotated_ancestors(conversation_id, &ancestors);
-
-	lease_spi_run(&turn_insert_stmt, &id, NULL, 1);
-	turn_id = DatumGetInt64(lease_spi_value(0, 1, &isnull));
-	lease_spi_finish();
-
-	PG_RETURN_INT64(turn_id);
-}
-
-PG_FUNCTION_INFO_V1(lease_admit_turn_0_4);
-/* lease.admit_turn as the 0.4.0 script binds it. */
-Datum lease_admit_turn_0_4(PG_FUNCTION_ARGS) { return admit_turn(fcinfo, LEASE_SCHEMA_0_4); }
-
-/* run_bounded_or_busy, for lifecycle.c's locks. */
+/* conversations.h */
 uint64
 binding_run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversation)
 {

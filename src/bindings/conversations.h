@@ -12,6 +12,7 @@
 
 #include "fmgr.h"
 
+#include "common/spi_util.h"
 #include "common/version.h"
 
 /*
@@ -139,5 +140,15 @@ extern char *binding_admission_refusal(const BindingAdmission *admission);
 
 /* Returns one row from a RETURNS TABLE function (materialize mode). */
 extern void binding_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
+/*
+ * Runs a locking read whose statement bounds its own wait by
+ * lease.admission_lock_timeout (LEASE_STMT_LOCK_TIMEOUT); returns its row
+ * count.  A lock timeout is raised again as 55P03 saying what is busy: the
+ * conversation when `conversation` is given, else admission.  For the
+ * locks of lifecycle.c and admit_turn.
+ */
+extern uint64 binding_run_bounded_or_busy(LeaseStatement *stmt, Datum *values,
+										const int64 *conversation);
 
 #endif							/* BINDING_CONVERSATIONS_H */

@@ -51,7 +51,7 @@
 #include "common/args.h"
 #include "common/config.h"
 #include "bindings/conversations.h"
-#include "bindings/lifecycle.h"
+#include "bindings/rotation.h"
 #include "common/spi_util.h"
 #include "bindings/subxact.h"
 

@@ -147,6 +147,44 @@ define_binding_gucs(void)
 							NULL, NULL, NULL);
 }
 
+/* The GUCs of the ownership events: recording and notifying. */
+static void
+define_event_gucs(void)
+{
+	DefineCustomBoolVariable("lease.record_events",
+							 "Records every change of a lease's ownership in lease.lease_events.",
+							 NULL,
+							 &lease_record_events,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("lease.notify_channel",
+							   "pg_notify channel announcing every change of a lease's ownership; empty disables.",
+							   NULL,
+							   &lease_notify_channel,
+							   "lease_events",
+							   PGC_USERSET,
+							   0,
+							   check_notify_channel, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: the count of skipped notifications is a fleet-wide metric,
+	 * which a worker lowering the limit in its own session would inflate.
+	 */
+	DefineCustomRealVariable("lease.notify_queue_limit",
+							 "Fill of PostgreSQL's NOTIFY queue (pg_notification_queue_usage) at which ownership changes skip their notification.",
+							 "A full queue fails every committing transaction that notifies; skipping keeps the change. At 1 only a full queue skips.",
+							 &lease_notify_queue_limit,
+							 0.5,
+							 0.0,
+							 1.0,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+}
+
 /* Defines every lease.* GUC and reserves the prefix. */
 void
 lease_define_gucs(void)
@@ -247,38 +285,7 @@ lease_define_gucs(void)
 							0,
 							NULL, NULL, NULL);
 
-	DefineCustomBoolVariable("lease.record_events",
-							 "Records every change of a lease's ownership in lease.lease_events.",
-							 NULL,
-							 &lease_record_events,
-							 true,
-							 PGC_SUSET,
-							 0,
-							 NULL, NULL, NULL);
-
-	DefineCustomStringVariable("lease.notify_channel",
-							   "pg_notify channel announcing every change of a lease's ownership; empty disables.",
-							   NULL,
-							   &lease_notify_channel,
-							   "lease_events",
-							   PGC_USERSET,
-							   0,
-							   check_notify_channel, NULL, NULL);
-
-	/*
-	 * PGC_SUSET: the count of skipped notifications is a fleet-wide metric,
-	 * which a worker lowering the limit in its own session would inflate.
-	 */
-	DefineCustomRealVariable("lease.notify_queue_limit",
-							 "Fill of PostgreSQL's NOTIFY queue (pg_notification_queue_usage) at which ownership changes skip their notification.",
-							 "A full queue fails every committing transaction that notifies; skipping keeps the change. At 1 only a full queue skips.",
-							 &lease_notify_queue_limit,
-							 0.5,
-							 0.0,
-							 1.0,
-							 PGC_SUSET,
-							 0,
-							 NULL, NULL, NULL);
+	define_event_gucs();
 
 	MarkGUCPrefixReserved("lease");
 }

@@ -28,10 +28,9 @@
 #include "utils/builtins.h"
 
 #include "common/args.h"
-#include "leases/balancing.h"
 #include "leases/events.h"
 #include "leases/incarnation.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
 #include "leases/workers.h"
@@ -515,11 +514,12 @@ PG_FUNCTION_INFO_V1(lease_prepare_checkpoint_0_5);
 Datum lease_prepare_checkpoint_0_5(PG_FUNCTION_ARGS) { return prepare_checkpoint(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
- * lease.release_lease: true when the owner gave the lease up (to the
- * requester of a pending handoff, or to nobody).
+ * Runs the ownership change of `stmts` (release_stmts or close_stmts) for
+ * the key and owner of the call, with the event parameters: true when the
+ * owner's lease changed.
  */
 static Datum
-release_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
+give_up_lease(FunctionCallInfo fcinfo, LeaseSchema schema, LeaseStatement *stmts)
 {
 	Datum		values[4 + LEASE_EVENT_NPARAMS];
 
@@ -527,9 +527,18 @@ release_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[3] = lease_arg_ident(fcinfo, 3, "owner");
 	lease_event_params(&values[4]);
 
-	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
-										     LEASE_SCHEMA_STMT(release_stmts, schema),
-										     values, NULL) > 0);
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, LEASE_SCHEMA_STMT(stmts, schema),
+											 values, NULL) > 0);
+}
+
+/*
+ * lease.release_lease: true when the owner gave the lease up (to the
+ * requester of a pending handoff, or to nobody).
+ */
+static Datum
+release_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
+{
+	return give_up_lease(fcinfo, schema, release_stmts);
 }
 
 PG_FUNCTION_INFO_V1(lease_release_lease_0_4);
@@ -544,15 +553,7 @@ Datum lease_release_lease_0_5(PG_FUNCTION_ARGS) { return release_lease(fcinfo, L
 static Datum
 close_shard(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	Datum		values[4 + LEASE_EVENT_NPARAMS];
-
-	lease_key_args(fcinfo, values);
-	values[3] = lease_arg_ident(fcinfo, 3, "owner");
-	lease_event_params(&values[4]);
-
-	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
-										     LEASE_SCHEMA_STMT(close_stmts, schema),
-										     values, NULL) > 0);
+	return give_up_lease(fcinfo, schema, close_stmts);
 }
 
 PG_FUNCTION_INFO_V1(lease_close_shard_0_4);

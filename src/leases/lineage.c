@@ -7,7 +7,7 @@
  *	  outright.
  *
  * Children of a split or merge are held back from take_lease/take_leases
- * while a parent still in the table has not ended (leases.h,
+ * while a parent still in the table has not ended (lease_sql.h,
  * LEASE_SQL_BLOCKED); an ended parent can be removed once every child has
  * started, i.e. checkpointed past TRIM_HORIZON / LATEST / AT_TIMESTAMP (the
  * starting positions KCL writes; an imported lease may hold any of them).
@@ -43,7 +43,7 @@
 #include "utils/hsearch.h"
 
 #include "common/args.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 #include "leases/lineage.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"

@@ -21,7 +21,7 @@
 
 #include "common/args.h"
 #include "common/spi_util.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
 
@@ -78,10 +78,8 @@ static LeaseStatement my_leases_stmt = {
 static Datum
 my_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[3];
 	LeaseCaller caller;
-	uint64		rows;
 
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
@@ -89,16 +87,8 @@ my_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
-	rows = lease_spi_run(&my_leases_stmt, values, NULL, 0);
-	for (uint64 row = 0; row < rows; row++)
-	{
-		Datum		out[MY_LEASES_COLUMNS];
-		bool		nulls[MY_LEASES_COLUMNS];
-
-		for (int col = 0; col < MY_LEASES_COLUMNS; col++)
-			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
-	}
+	lease_spi_run(&my_leases_stmt, values, NULL, 0);
+	lease_spi_put_rows(fcinfo, MY_LEASES_COLUMNS);
 	lease_app_end(&caller);
 	return (Datum) 0;
 }

@@ -59,23 +59,6 @@ SELECT COALESCE((SELECT n.v OPERATOR(pg_catalog.*) CAST(p.id_stride AS pg_catalo
 FROM s, LATERAL (SELECT pg_catalog.nextval(CAST('lease.conversations_id_seq' AS pg_catalog.regclass)) AS v) AS n
 RETURNING id;
 
--- lock the conversation for a turn (src/bindings/conversations.c)
-SELECT c.sandbox_id IS NOT NULL, c.status
-FROM lease.conversations AS c
-WHERE c.id OPERATOR(pg_catalog.=) $1
-FOR UPDATE OF c;
-
--- insert the turn (src/bindings/conversations.c)
-WITH t AS (INSERT INTO lease.turns(conversation_id)
-  VALUES ($1)
-  RETURNING id),
-u AS (UPDATE lease.conversations AS c
-  SET status = 'running', updated_at = pg_catalog.now()
-  WHERE c.id OPERATOR(pg_catalog.=) $1
-  AND c.status OPERATOR(pg_catalog.=) 'pending')
-SELECT t.id
-FROM t;
-
 -- end the conversation (src/bindings/conversations.c)
 WITH c AS (UPDATE lease.conversations AS c
   SET status = 'terminated', channel_id = NULL, updated_at = pg_catalog.now()
@@ -94,6 +77,23 @@ FROM c;
 SELECT g.only_row
 FROM lease.admission_gate AS g
 FOR NO KEY UPDATE OF g;
+
+-- lock the conversation for a turn (src/bindings/lifecycle.c)
+SELECT c.sandbox_id IS NOT NULL, c.status
+FROM lease.conversations AS c
+WHERE c.id OPERATOR(pg_catalog.=) $1
+FOR UPDATE OF c;
+
+-- insert the turn (src/bindings/lifecycle.c)
+WITH t AS (INSERT INTO lease.turns(conversation_id)
+  VALUES ($1)
+  RETURNING id),
+u AS (UPDATE lease.conversations AS c
+  SET status = 'running', updated_at = pg_catalog.now()
+  WHERE c.id OPERATOR(pg_catalog.=) $1
+  AND c.status OPERATOR(pg_catalog.=) 'pending')
+SELECT t.id
+FROM t;
 
 -- find the conversations the replacement's start ends (src/bindings/lifecycle.c)
 WITH RECURSIVE up(id, status, channel_id, rotated_from) AS (SELECT a.id, a.status, a.channel_id, a.rotated_from

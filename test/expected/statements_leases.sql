@@ -108,45 +108,7 @@ ORDER BY b.ord;
 DELETE FROM lease.lease_events AS e
 WHERE e.occurred_at OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) $1);
 
--- import_kcl_ex_rows: check the rows (src/leases/import.c)
-SELECT pg_catalog.count(*)
-FROM (SELECT CAST(s.app_name AS pg_catalog.text) AS app_name, CAST(s.stream_name AS pg_catalog.text) AS stream_name, CAST(s.shard_id AS pg_catalog.text) AS shard_id, CASE
-  WHEN NOT (pg_catalog.btrim(s.lease_owner, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '') THEN CAST(s.lease_owner AS pg_catalog.text) END AS lease_owner, CASE
-  WHEN NOT (pg_catalog.btrim(s.checkpoint, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '') THEN CAST(s.checkpoint AS pg_catalog.text) END AS checkpoint, CAST(COALESCE(s.lease_count, 0) AS pg_catalog.int8) AS lease_count, COALESCE(s.completed, false) AS completed
-  FROM (SELECT u.app_name, u.stream_name, u.shard_id, u.checkpoint, u.lease_owner, u.lease_count, u.completed
-    FROM ROWS
-    FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7)) AS u(app_name, stream_name, shard_id, checkpoint, lease_owner, lease_count, completed)) AS s) AS r
-WHERE ((r.app_name IS NOT NULL
-    AND NOT (pg_catalog.btrim(r.app_name, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '')
-    AND pg_catalog.octet_length(r.app_name) OPERATOR(pg_catalog.<=) 256)
-  AND (r.stream_name IS NOT NULL
-    AND NOT (pg_catalog.btrim(r.stream_name, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '')
-    AND pg_catalog.octet_length(r.stream_name) OPERATOR(pg_catalog.<=) 256)
-  AND (r.shard_id IS NOT NULL
-    AND NOT (pg_catalog.btrim(r.shard_id, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '')
-    AND pg_catalog.octet_length(r.shard_id) OPERATOR(pg_catalog.<=) 256)
-  AND (r.lease_owner IS NULL OR pg_catalog.octet_length(r.lease_owner) OPERATOR(pg_catalog.<=) 256)
-  AND (r.checkpoint IS NULL OR pg_catalog.octet_length(r.checkpoint) OPERATOR(pg_catalog.<=) 1024)
-  AND r.lease_count OPERATOR(pg_catalog.>=) 0
-  AND r.lease_count OPERATOR(pg_catalog.<) 2305843009213693952) IS NOT TRUE;
-
--- import_kcl_ex_rows: insert the leases (src/leases/import.c)
-INSERT INTO lease.shard_leases AS l(app_name, stream_name, shard_id, lease_owner, lease_expires_at, lease_count, checkpoint)
-SELECT r.app_name, r.stream_name, r.shard_id, CASE
-WHEN NOT COALESCE(r.completed OR r.checkpoint OPERATOR(pg_catalog.=) 'SHARD_END', false) THEN r.lease_owner END, CASE
-WHEN r.lease_owner IS NOT NULL
-AND NOT COALESCE(r.completed OR r.checkpoint OPERATOR(pg_catalog.=) 'SHARD_END', false) THEN pg_catalog.clock_timestamp() END, r.lease_count, CASE
-WHEN r.completed THEN 'SHARD_END'
-ELSE COALESCE(r.checkpoint, 'TRIM_HORIZON') END
-FROM (SELECT CAST(s.app_name AS pg_catalog.text) AS app_name, CAST(s.stream_name AS pg_catalog.text) AS stream_name, CAST(s.shard_id AS pg_catalog.text) AS shard_id, CASE
-  WHEN NOT (pg_catalog.btrim(s.lease_owner, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '') THEN CAST(s.lease_owner AS pg_catalog.text) END AS lease_owner, CASE
-  WHEN NOT (pg_catalog.btrim(s.checkpoint, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '') THEN CAST(s.checkpoint AS pg_catalog.text) END AS checkpoint, CAST(COALESCE(s.lease_count, 0) AS pg_catalog.int8) AS lease_count, COALESCE(s.completed, false) AS completed
-  FROM (SELECT u.app_name, u.stream_name, u.shard_id, u.checkpoint, u.lease_owner, u.lease_count, u.completed
-    FROM ROWS
-    FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7)) AS u(app_name, stream_name, shard_id, checkpoint, lease_owner, lease_count, completed)) AS s) AS r
-ON CONFLICT(app_name, stream_name, shard_id) DO NOTHING;
-
--- import_kcl_dynamodb: read the items (src/leases/import.c)
+-- import_kcl_dynamodb: read the items (src/leases/import/kcl_dynamodb.c)
 WITH docs AS (SELECT d.doc, d.ord
   FROM pg_catalog.unnest(CAST($1 AS pg_catalog.jsonb[]))
   WITH ORDINALITY AS d(doc, ord)),
@@ -317,7 +279,7 @@ FROM (SELECT c.item, c.lease_key, c.shard, 'lease' AS kind, (SELECT 'not importe
   WHERE p.problem IS NOT NULL) AS x
 ORDER BY x.item;
 
--- import_kcl_dynamodb: insert the leases (src/leases/import.c)
+-- import_kcl_dynamodb: insert the leases (src/leases/import/kcl_dynamodb.c)
 INSERT INTO lease.shard_leases AS l(app_name, stream_name, shard_id, lease_owner, lease_expires_at, lease_count, checkpoint, checkpoint_sub_sequence, parent_shard_ids, owner_switches_since_checkpoint, pending_checkpoint)
 SELECT $1, $2, r.shard, r.owner, CASE
 WHEN r.owner IS NOT NULL THEN pg_catalog.clock_timestamp() END, r.lease_count, r.checkpoint, r.sub_seq, CAST(r.parents AS pg_catalog.text[]), r.switches, r.pending
@@ -326,6 +288,44 @@ FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_ca
 ORDER BY r.shard COLLATE pg_catalog."C"
 ON CONFLICT(app_name, stream_name, shard_id) DO NOTHING
 RETURNING l.shard_id;
+
+-- import_kcl_ex_rows: check the rows (src/leases/import/kcl_ex.c)
+SELECT pg_catalog.count(*)
+FROM (SELECT CAST(s.app_name AS pg_catalog.text) AS app_name, CAST(s.stream_name AS pg_catalog.text) AS stream_name, CAST(s.shard_id AS pg_catalog.text) AS shard_id, CASE
+  WHEN NOT (pg_catalog.btrim(s.lease_owner, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '') THEN CAST(s.lease_owner AS pg_catalog.text) END AS lease_owner, CASE
+  WHEN NOT (pg_catalog.btrim(s.checkpoint, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '') THEN CAST(s.checkpoint AS pg_catalog.text) END AS checkpoint, CAST(COALESCE(s.lease_count, 0) AS pg_catalog.int8) AS lease_count, COALESCE(s.completed, false) AS completed
+  FROM (SELECT u.app_name, u.stream_name, u.shard_id, u.checkpoint, u.lease_owner, u.lease_count, u.completed
+    FROM ROWS
+    FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7)) AS u(app_name, stream_name, shard_id, checkpoint, lease_owner, lease_count, completed)) AS s) AS r
+WHERE ((r.app_name IS NOT NULL
+    AND NOT (pg_catalog.btrim(r.app_name, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '')
+    AND pg_catalog.octet_length(r.app_name) OPERATOR(pg_catalog.<=) 256)
+  AND (r.stream_name IS NOT NULL
+    AND NOT (pg_catalog.btrim(r.stream_name, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '')
+    AND pg_catalog.octet_length(r.stream_name) OPERATOR(pg_catalog.<=) 256)
+  AND (r.shard_id IS NOT NULL
+    AND NOT (pg_catalog.btrim(r.shard_id, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '')
+    AND pg_catalog.octet_length(r.shard_id) OPERATOR(pg_catalog.<=) 256)
+  AND (r.lease_owner IS NULL OR pg_catalog.octet_length(r.lease_owner) OPERATOR(pg_catalog.<=) 256)
+  AND (r.checkpoint IS NULL OR pg_catalog.octet_length(r.checkpoint) OPERATOR(pg_catalog.<=) 1024)
+  AND r.lease_count OPERATOR(pg_catalog.>=) 0
+  AND r.lease_count OPERATOR(pg_catalog.<) 2305843009213693952) IS NOT TRUE;
+
+-- import_kcl_ex_rows: insert the leases (src/leases/import/kcl_ex.c)
+INSERT INTO lease.shard_leases AS l(app_name, stream_name, shard_id, lease_owner, lease_expires_at, lease_count, checkpoint)
+SELECT r.app_name, r.stream_name, r.shard_id, CASE
+WHEN NOT COALESCE(r.completed OR r.checkpoint OPERATOR(pg_catalog.=) 'SHARD_END', false) THEN r.lease_owner END, CASE
+WHEN r.lease_owner IS NOT NULL
+AND NOT COALESCE(r.completed OR r.checkpoint OPERATOR(pg_catalog.=) 'SHARD_END', false) THEN pg_catalog.clock_timestamp() END, r.lease_count, CASE
+WHEN r.completed THEN 'SHARD_END'
+ELSE COALESCE(r.checkpoint, 'TRIM_HORIZON') END
+FROM (SELECT CAST(s.app_name AS pg_catalog.text) AS app_name, CAST(s.stream_name AS pg_catalog.text) AS stream_name, CAST(s.shard_id AS pg_catalog.text) AS shard_id, CASE
+  WHEN NOT (pg_catalog.btrim(s.lease_owner, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '') THEN CAST(s.lease_owner AS pg_catalog.text) END AS lease_owner, CASE
+  WHEN NOT (pg_catalog.btrim(s.checkpoint, E ' \t\n\r\f' OPERATOR(pg_catalog.||) pg_catalog.chr(11)) OPERATOR(pg_catalog.=) '') THEN CAST(s.checkpoint AS pg_catalog.text) END AS checkpoint, CAST(COALESCE(s.lease_count, 0) AS pg_catalog.int8) AS lease_count, COALESCE(s.completed, false) AS completed
+  FROM (SELECT u.app_name, u.stream_name, u.shard_id, u.checkpoint, u.lease_owner, u.lease_count, u.completed
+    FROM ROWS
+    FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7)) AS u(app_name, stream_name, shard_id, checkpoint, lease_owner, lease_count, completed)) AS s) AS r
+ON CONFLICT(app_name, stream_name, shard_id) DO NOTHING;
 
 -- read the server incarnation (src/leases/incarnation.c)
 SELECT i.first_seen, i.follows IS NOT NULL
@@ -450,13 +450,14 @@ WITH o0 AS (SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_
           AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name
           AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner), l.lease_expires_at) OPERATOR(pg_catalog.>) k.now) OR NOT (l.handoff_to IS NOT NULL
       AND k.now OPERATOR(pg_catalog.<) (l.handoff_deadline OPERATOR(pg_catalog.+) l.handoff_lease_duration)) OR l.handoff_to OPERATOR(pg_catalog.=) $4) END
-  AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-    AND EXISTS (SELECT 1
+  AND NOT (CASE
+    WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+    ELSE EXISTS (SELECT 1
       FROM lease.shard_leases AS p
       WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
       AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
       AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))
+      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END)
   FOR NO KEY UPDATE OF l),
 wl AS (SELECT w.worker, w.renewed_until, w.session_pid, w.session_start, w.server_incarnation, w.renewed_at, w.renew_every
   FROM lease.stream_workers AS w
@@ -557,13 +558,14 @@ WITH o0 AS (SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_
           AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name
           AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner), l.lease_expires_at) OPERATOR(pg_catalog.>) k.now) OR NOT (l.handoff_to IS NOT NULL
       AND k.now OPERATOR(pg_catalog.<) (l.handoff_deadline OPERATOR(pg_catalog.+) l.handoff_lease_duration)) OR l.handoff_to OPERATOR(pg_catalog.=) $4) END
-  AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-    AND EXISTS (SELECT 1
+  AND NOT (CASE
+    WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+    ELSE EXISTS (SELECT 1
       FROM lease.shard_leases AS p
       WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
       AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
       AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))
+      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END)
   FOR NO KEY UPDATE OF l),
 wl AS (SELECT w.worker, w.renewed_until, w.session_pid, w.session_start, w.server_incarnation, w.renewed_at, w.renew_every
   FROM lease.stream_workers AS w
@@ -1127,6 +1129,46 @@ DELETE FROM lease.app_grants AS g
 WHERE g.app_name OPERATOR(pg_catalog.=) $1
 AND g.grantee OPERATOR(pg_catalog.=) $2;
 
+-- renew_leases (src/leases/renewal.c)
+SELECT l.shard_id, l.lease_count, CASE
+WHEN (l.handoff_to IS NOT NULL
+  AND k.now OPERATOR(pg_catalog.<) (l.handoff_deadline OPERATOR(pg_catalog.+) l.handoff_lease_duration)) THEN l.handoff_to END AS handoff_to, l.lease_epoch
+FROM lease.shard_leases AS l, (SELECT pg_catalog.clock_timestamp() AS now) AS k
+WHERE l.app_name OPERATOR(pg_catalog.=) $1
+AND l.stream_name OPERATOR(pg_catalog.=) $2
+AND l.lease_owner OPERATOR(pg_catalog.=) $3
+ORDER BY l.shard_id COLLATE pg_catalog."C";
+
+-- request_handoff (src/leases/renewal.c)
+WITH c AS (UPDATE lease.shard_leases AS l
+  SET handoff_to = $4, handoff_requested_at = k.now, handoff_deadline = k.now OPERATOR(pg_catalog.+) $5, handoff_lease_duration = $6, updated_at = pg_catalog.now()
+  FROM (SELECT pg_catalog.clock_timestamp() AS now) AS k
+  WHERE l.app_name OPERATOR(pg_catalog.=) $1
+  AND l.stream_name OPERATOR(pg_catalog.=) $2
+  AND l.shard_id OPERATOR(pg_catalog.=) $3
+  AND (l.lease_owner IS NOT NULL
+    AND COALESCE((SELECT LEAST(GREATEST(l.lease_expires_at, hw.renewed_until), CASE
+          WHEN k.now OPERATOR(pg_catalog.>=) (hw.renewed_at OPERATOR(pg_catalog.+) hw.renew_every) THEN lease.liveness_cutoff(hw.session_pid, hw.session_start, hw.server_incarnation, hw.renewed_at, hw.renew_every, k.now) END)
+        FROM lease.stream_workers AS hw
+        WHERE hw.app_name OPERATOR(pg_catalog.=) l.app_name
+        AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name
+        AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner), l.lease_expires_at) OPERATOR(pg_catalog.>) k.now)
+  AND NOT (l.handoff_to IS NOT NULL
+    AND k.now OPERATOR(pg_catalog.<) (l.handoff_deadline OPERATOR(pg_catalog.+) l.handoff_lease_duration))
+  AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
+  AND l.lease_owner OPERATOR(pg_catalog.<>) $4
+  RETURNING l.app_name, l.stream_name, l.shard_id, 'handoff_request' AS event, l.lease_owner AS from_owner, l.handoff_to AS to_owner, l.lease_count, l.lease_epoch),
+recorded AS (INSERT INTO lease.lease_events(app_name, stream_name, shard_id, event, from_owner, to_owner, lease_count, lease_epoch)
+  SELECT app_name, stream_name, shard_id, event, from_owner, to_owner, lease_count, lease_epoch
+  FROM c
+  WHERE $7
+  ORDER BY c.shard_id COLLATE pg_catalog."C")
+SELECT true, CASE
+WHEN $8 OPERATOR(pg_catalog.=) '' THEN NULL
+WHEN pg_catalog.pg_notification_queue_usage() OPERATOR(pg_catalog.>=) CAST(pg_catalog.current_setting('lease.notify_queue_limit') AS pg_catalog.float8) THEN CAST(pg_catalog.nextval(pg_catalog.to_regclass('lease.notifications_skipped')) AS pg_catalog.text)
+ELSE CAST(pg_catalog.pg_notify($8, CAST(pg_catalog.json_build_object('app', c.app_name, 'stream', c.stream_name, 'shard', c.shard_id, 'event', c.event, 'from', c.from_owner, 'to', c.to_owner, 'lease_count', c.lease_count, 'lease_epoch', c.lease_epoch) AS pg_catalog.text)) AS pg_catalog.text) END
+FROM c;
+
 -- sync_shards: check the lineage (src/leases/shard_sync.c)
 WITH s AS (SELECT u.shard_id, u.i
   FROM pg_catalog.unnest($3)
@@ -1324,13 +1366,14 @@ FROM lease.shard_leases AS l
 WHERE l.app_name OPERATOR(pg_catalog.=) $1
 AND l.stream_name OPERATOR(pg_catalog.=) $2
 AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
-AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-  AND EXISTS (SELECT 1
+AND NOT (CASE
+  WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+  ELSE EXISTS (SELECT 1
     FROM lease.shard_leases AS p
     WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
     AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
     AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-    AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'));
+    AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END);
 
 -- take_leases: count and store takeable leases (src/leases/taker.c)
 WITH n AS (SELECT pg_catalog.count(*) AS n
@@ -1338,13 +1381,14 @@ WITH n AS (SELECT pg_catalog.count(*) AS n
   WHERE l.app_name OPERATOR(pg_catalog.=) $1
   AND l.stream_name OPERATOR(pg_catalog.=) $2
   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
-  AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-    AND EXISTS (SELECT 1
+  AND NOT (CASE
+    WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+    ELSE EXISTS (SELECT 1
       FROM lease.shard_leases AS p
       WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
       AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
       AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))),
+      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END)),
 seen AS (DELETE FROM lease.lineage_changes AS g
   WHERE g.app_name OPERATOR(pg_catalog.=) $1
   AND g.stream_name OPERATOR(pg_catalog.=) $2)
@@ -1372,13 +1416,14 @@ WITH o AS (SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_o
     AND k.now OPERATOR(pg_catalog.<) (l.handoff_deadline OPERATOR(pg_catalog.+) l.handoff_lease_duration))
   AND k.now OPERATOR(pg_catalog.>=) l.handoff_deadline
   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
-  AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-    AND EXISTS (SELECT 1
+  AND NOT (CASE
+    WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+    ELSE EXISTS (SELECT 1
       FROM lease.shard_leases AS p
       WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
       AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
       AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))
+      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END)
   FOR NO KEY UPDATE OF l SKIP LOCKED),
 c AS (UPDATE lease.shard_leases AS l
   SET lease_owner = $3, lease_count = l.lease_count OPERATOR(pg_catalog.+) 1, lease_epoch = l.lease_epoch OPERATOR(pg_catalog.+) 1, lease_expires_at = k.now OPERATOR(pg_catalog.+) $4, owner_switches_since_checkpoint = l.owner_switches_since_checkpoint OPERATOR(pg_catalog.+) CASE
@@ -1432,13 +1477,14 @@ WITH o AS (SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_o
     AND k.now OPERATOR(pg_catalog.<) (l.handoff_deadline OPERATOR(pg_catalog.+) l.handoff_lease_duration))
   AND k.now OPERATOR(pg_catalog.>=) l.handoff_deadline
   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
-  AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-    AND EXISTS (SELECT 1
+  AND NOT (CASE
+    WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+    ELSE EXISTS (SELECT 1
       FROM lease.shard_leases AS p
       WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
       AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
       AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))
+      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END)
   FOR NO KEY UPDATE OF l SKIP LOCKED),
 c AS (UPDATE lease.shard_leases AS l
   SET lease_owner = $3, lease_count = l.lease_count OPERATOR(pg_catalog.+) 1, lease_epoch = l.lease_epoch OPERATOR(pg_catalog.+) 1, lease_expires_at = k.now OPERATOR(pg_catalog.+) $4, owner_switches_since_checkpoint = l.owner_switches_since_checkpoint OPERATOR(pg_catalog.+) CASE
@@ -1490,13 +1536,14 @@ WITH o0 AS (SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_
         AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name
         AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner), l.lease_expires_at) OPERATOR(pg_catalog.>) k.now)
   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
-  AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-    AND EXISTS (SELECT 1
+  AND NOT (CASE
+    WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+    ELSE EXISTS (SELECT 1
       FROM lease.shard_leases AS p
       WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
       AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
       AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))
+      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END)
   ORDER BY COALESCE((SELECT LEAST(GREATEST(l.lease_expires_at, hw.renewed_until), CASE
         WHEN k.now OPERATOR(pg_catalog.>=) (hw.renewed_at OPERATOR(pg_catalog.+) hw.renew_every) THEN lease.liveness_cutoff(hw.session_pid, hw.session_start, hw.server_incarnation, hw.renewed_at, hw.renew_every, k.now) END)
       FROM lease.stream_workers AS hw
@@ -1576,13 +1623,14 @@ WITH o0 AS (SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_
         AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name
         AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner), l.lease_expires_at) OPERATOR(pg_catalog.>) k.now)
   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
-  AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-    AND EXISTS (SELECT 1
+  AND NOT (CASE
+    WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+    ELSE EXISTS (SELECT 1
       FROM lease.shard_leases AS p
       WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
       AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
       AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))
+      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END)
   ORDER BY COALESCE((SELECT LEAST(GREATEST(l.lease_expires_at, hw.renewed_until), CASE
         WHEN k.now OPERATOR(pg_catalog.>=) (hw.renewed_at OPERATOR(pg_catalog.+) hw.renew_every) THEN lease.liveness_cutoff(hw.session_pid, hw.session_start, hw.server_incarnation, hw.renewed_at, hw.renew_every, k.now) END)
       FROM lease.stream_workers AS hw
@@ -1700,13 +1748,14 @@ AND NOT (l.lease_owner IS NOT NULL
       AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name
       AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner), l.lease_expires_at) OPERATOR(pg_catalog.>) k.now)
 AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
-AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-  AND EXISTS (SELECT 1
+AND NOT (CASE
+  WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+  ELSE EXISTS (SELECT 1
     FROM lease.shard_leases AS p
     WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
     AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
     AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-    AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))
+    AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END)
 ORDER BY l.shard_id COLLATE pg_catalog."C";
 
 -- take_leases: movable leases and their weights (src/leases/taker.c)
@@ -1741,13 +1790,14 @@ WITH o0 AS (SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_
         AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name
         AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner), l.lease_expires_at) OPERATOR(pg_catalog.>) k.now)
   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
-  AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-    AND EXISTS (SELECT 1
+  AND NOT (CASE
+    WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+    ELSE EXISTS (SELECT 1
       FROM lease.shard_leases AS p
       WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
       AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
       AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))
+      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END)
   ORDER BY COALESCE((SELECT LEAST(GREATEST(l.lease_expires_at, hw.renewed_until), CASE
         WHEN k.now OPERATOR(pg_catalog.>=) (hw.renewed_at OPERATOR(pg_catalog.+) hw.renew_every) THEN lease.liveness_cutoff(hw.session_pid, hw.session_start, hw.server_incarnation, hw.renewed_at, hw.renew_every, k.now) END)
       FROM lease.stream_workers AS hw
@@ -1826,13 +1876,14 @@ WITH o0 AS (SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_
         AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name
         AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner), l.lease_expires_at) OPERATOR(pg_catalog.>) k.now)
   AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
-  AND NOT (pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.>) 0
-    AND EXISTS (SELECT 1
+  AND NOT (CASE
+    WHEN pg_catalog.cardinality(l.parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false
+    ELSE EXISTS (SELECT 1
       FROM lease.shard_leases AS p
       WHERE p.app_name OPERATOR(pg_catalog.=) l.app_name
       AND p.stream_name OPERATOR(pg_catalog.=) l.stream_name
       AND p.shard_id OPERATOR(pg_catalog.=) ANY (l.parent_shard_ids)
-      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'))
+      AND p.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END') END)
   ORDER BY COALESCE((SELECT LEAST(GREATEST(l.lease_expires_at, hw.renewed_until), CASE
         WHEN k.now OPERATOR(pg_catalog.>=) (hw.renewed_at OPERATOR(pg_catalog.+) hw.renew_every) THEN lease.liveness_cutoff(hw.session_pid, hw.session_start, hw.server_incarnation, hw.renewed_at, hw.renew_every, k.now) END)
       FROM lease.stream_workers AS hw
@@ -1932,46 +1983,6 @@ WHEN pg_catalog.pg_notification_queue_usage() OPERATOR(pg_catalog.>=) CAST(pg_ca
 ELSE CAST(pg_catalog.pg_notify($9, CAST(pg_catalog.json_build_object('app', c.app_name, 'stream', c.stream_name, 'shard', c.shard_id, 'event', c.event, 'from', c.from_owner, 'to', c.to_owner, 'lease_count', c.lease_count, 'lease_epoch', c.lease_epoch) AS pg_catalog.text)) AS pg_catalog.text) END
 FROM c
 ORDER BY c.shard_id COLLATE pg_catalog."C";
-
--- renew_leases (src/leases/taker.c)
-SELECT l.shard_id, l.lease_count, CASE
-WHEN (l.handoff_to IS NOT NULL
-  AND k.now OPERATOR(pg_catalog.<) (l.handoff_deadline OPERATOR(pg_catalog.+) l.handoff_lease_duration)) THEN l.handoff_to END AS handoff_to, l.lease_epoch
-FROM lease.shard_leases AS l, (SELECT pg_catalog.clock_timestamp() AS now) AS k
-WHERE l.app_name OPERATOR(pg_catalog.=) $1
-AND l.stream_name OPERATOR(pg_catalog.=) $2
-AND l.lease_owner OPERATOR(pg_catalog.=) $3
-ORDER BY l.shard_id COLLATE pg_catalog."C";
-
--- request_handoff (src/leases/taker.c)
-WITH c AS (UPDATE lease.shard_leases AS l
-  SET handoff_to = $4, handoff_requested_at = k.now, handoff_deadline = k.now OPERATOR(pg_catalog.+) $5, handoff_lease_duration = $6, updated_at = pg_catalog.now()
-  FROM (SELECT pg_catalog.clock_timestamp() AS now) AS k
-  WHERE l.app_name OPERATOR(pg_catalog.=) $1
-  AND l.stream_name OPERATOR(pg_catalog.=) $2
-  AND l.shard_id OPERATOR(pg_catalog.=) $3
-  AND (l.lease_owner IS NOT NULL
-    AND COALESCE((SELECT LEAST(GREATEST(l.lease_expires_at, hw.renewed_until), CASE
-          WHEN k.now OPERATOR(pg_catalog.>=) (hw.renewed_at OPERATOR(pg_catalog.+) hw.renew_every) THEN lease.liveness_cutoff(hw.session_pid, hw.session_start, hw.server_incarnation, hw.renewed_at, hw.renew_every, k.now) END)
-        FROM lease.stream_workers AS hw
-        WHERE hw.app_name OPERATOR(pg_catalog.=) l.app_name
-        AND hw.stream_name OPERATOR(pg_catalog.=) l.stream_name
-        AND hw.worker OPERATOR(pg_catalog.=) l.lease_owner), l.lease_expires_at) OPERATOR(pg_catalog.>) k.now)
-  AND NOT (l.handoff_to IS NOT NULL
-    AND k.now OPERATOR(pg_catalog.<) (l.handoff_deadline OPERATOR(pg_catalog.+) l.handoff_lease_duration))
-  AND l.checkpoint OPERATOR(pg_catalog.<>) 'SHARD_END'
-  AND l.lease_owner OPERATOR(pg_catalog.<>) $4
-  RETURNING l.app_name, l.stream_name, l.shard_id, 'handoff_request' AS event, l.lease_owner AS from_owner, l.handoff_to AS to_owner, l.lease_count, l.lease_epoch),
-recorded AS (INSERT INTO lease.lease_events(app_name, stream_name, shard_id, event, from_owner, to_owner, lease_count, lease_epoch)
-  SELECT app_name, stream_name, shard_id, event, from_owner, to_owner, lease_count, lease_epoch
-  FROM c
-  WHERE $7
-  ORDER BY c.shard_id COLLATE pg_catalog."C")
-SELECT true, CASE
-WHEN $8 OPERATOR(pg_catalog.=) '' THEN NULL
-WHEN pg_catalog.pg_notification_queue_usage() OPERATOR(pg_catalog.>=) CAST(pg_catalog.current_setting('lease.notify_queue_limit') AS pg_catalog.float8) THEN CAST(pg_catalog.nextval(pg_catalog.to_regclass('lease.notifications_skipped')) AS pg_catalog.text)
-ELSE CAST(pg_catalog.pg_notify($8, CAST(pg_catalog.json_build_object('app', c.app_name, 'stream', c.stream_name, 'shard', c.shard_id, 'event', c.event, 'from', c.from_owner, 'to', c.to_owner, 'lease_count', c.lease_count, 'lease_epoch', c.lease_epoch) AS pg_catalog.text)) AS pg_catalog.text) END
-FROM c;
 
 -- count the inserted leases' owners (0.4 schema) (src/leases/workers.c)
 WITH c AS (SELECT r.app_name, r.stream_name, CAST(NULL AS pg_catalog.text) AS from_owner, r.lease_owner AS to_owner, r.lease_expires_at AS to_expires_at

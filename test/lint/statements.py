@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The statement catalogues: every statement the C prepares, expanded and named.
 
-Each product's C (src/leases/, src/bindings/, src/common/ with src/pg_lease.c)
+Each product's C (src/leases/, src/bindings/, src/common/ with src/module.c)
 keeps its SQL in LeaseStatement initializers (src/common/spi_util.h), their
-text often pasted together from the macros of src/leases/leases.h and the
+text often pasted together from the macros of src/leases/lease_sql.h and the
 like.  This script runs the C preprocessor over every .c file of a product
 (the same headers and include path as the build), so every macro is expanded
 exactly as the compiler sees it, reads each initializer's .name and .sql,
@@ -35,7 +35,7 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 PRODUCTS = {
     "leases": ["src/leases"],
     "bindings": ["src/bindings"],
-    "common": ["src/common", "src/pg_lease.c"],
+    "common": ["src/common", "src/module.c"],
 }
 
 STRING = r'"(?:[^"\\\n]|\\.)*"'
@@ -118,7 +118,8 @@ def statements(product, include_server):
     for entry in PRODUCTS[product]:
         full = os.path.join(ROOT, entry)
         if os.path.isdir(full):
-            paths += sorted(os.path.join(entry, f) for f in os.listdir(full) if f.endswith(".c"))
+            paths += sorted(os.path.relpath(os.path.join(d, f), ROOT)
+                            for d, _, files in os.walk(full) for f in files if f.endswith(".c"))
         else:
             paths.append(entry)
     for rel in paths:

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * src/leases/leases.h
+ * src/leases/lease_sql.h
  *	  SQL fragments shared by every statement that reads or changes a lease.
  *
  * Each macro expands to a piece of fixed SQL text about one row of
@@ -12,8 +12,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef LEASE_LEASES_H
-#define LEASE_LEASES_H
+#ifndef LEASE_LEASE_SQL_H
+#define LEASE_LEASE_SQL_H
 
 #include "common/version.h"
 
@@ -138,16 +138,17 @@
 /*
  * A parent shard that still exists in the table has not ended.  The
  * cardinality test comes first so that the common lease without parents
- * never runs the subquery (AND evaluates left to right and stops at false):
- * take_leases evaluates this for every lease of a stream.
+ * never runs the subquery: a CASE evaluates its branches in order (AND
+ * promises no order), and take_leases evaluates this for every lease of a
+ * stream.
  */
 #define LEASE_SQL_BLOCKED(a) \
-	"(pg_catalog.cardinality(" a ".parent_shard_ids) OPERATOR(pg_catalog.>) 0" \
-	" AND EXISTS (SELECT 1 FROM lease.shard_leases AS p" \
+	"(CASE WHEN pg_catalog.cardinality(" a ".parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false" \
+	" ELSE EXISTS (SELECT 1 FROM lease.shard_leases AS p" \
 	" WHERE p.app_name OPERATOR(pg_catalog.=) " a ".app_name" \
 	"   AND p.stream_name OPERATOR(pg_catalog.=) " a ".stream_name" \
 	"   AND p.shard_id OPERATOR(pg_catalog.=) ANY (" a ".parent_shard_ids)" \
-	"   AND p.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END "))"
+	"   AND p.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END ") END)"
 
 /* SET list items that forget a handoff request. */
 #define LEASE_SQL_CLEAR_HANDOFF \
@@ -288,8 +289,15 @@
  * the way (an exponentially decayed rate starting from 0; for a short dt
  * the step is about work / tau, so back-to-back checkpoints do not inflate
  * it; the exponent is capped where the factor is 1 to float8 precision).
- * Needs LEASE_WORK_RATE_TAU_S (leases/balancing.h).
  */
+/*
+ * The time constant, in seconds, of the exponentially decayed work rate
+ * that update_checkpoint's records argument feeds (lease.shard_leases.
+ * work_rate): a report `dt` seconds after the previous checkpoint moves the
+ * rate by 1 - exp(-dt / LEASE_WORK_RATE_TAU_S) of the way to records / dt.
+ */
+#define LEASE_WORK_RATE_TAU_S "60"
+
 #define LEASE_SQL_CHECKPOINT_DT(a) \
 	"GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) " a ".checkpointed_at), 0.001)"
 #define LEASE_SQL_DECAYED_WORK_RATE(a, work) \
@@ -300,4 +308,4 @@
 	"   ((" work " OPERATOR(pg_catalog./) " LEASE_SQL_CHECKPOINT_DT(a) ")" \
 	"    OPERATOR(pg_catalog.-) COALESCE(" a ".work_rate, 0)))"
 
-#endif							/* LEASE_LEASES_H */
+#endif							/* LEASE_LEASE_SQL_H */
