@@ -147,6 +147,42 @@ define_binding_gucs(void)
 							NULL, NULL, NULL);
 }
 
+/* The GUCs of durability: the commit level and the standbys expected. */
+static void
+define_durability_gucs(void)
+{
+	/*
+	 * PGC_SUSET: weaker commits give up the promise that no acknowledged
+	 * renewal or checkpoint is lost; a worker must not choose that.
+	 */
+	DefineCustomEnumVariable("lease.min_synchronous_commit",
+							 "Weakest synchronous_commit the transaction of a lease function commits with.",
+							 "A session's weaker synchronous_commit is raised to it for the rest of the transaction; below on, an acknowledged lease write can be lost in a crash or a failover.",
+							 &lease_min_synchronous_commit,
+							 SYNCHRONOUS_COMMIT_REMOTE_FLUSH,
+							 synchronous_commit_levels,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: a fact about the partition's topology (its formation's
+	 * number_sync_standbys), set fleet-wide (ALTER SYSTEM); only the metric
+	 * lease.monitoring_replication() and its alert read it, and a role that
+	 * may only call the functions must not silence that alert.
+	 */
+	DefineCustomIntVariable("lease.expected_sync_standbys",
+							"Synchronous standbys this server should have while it is a primary.",
+							"lease.monitoring_replication() reports the shortfall, which the alert PgLeaseSyncStandbysMissing watches; 0 expects none.",
+							&lease_expected_sync_standbys,
+							0,
+							0,
+							64,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+}
+
 /* The GUCs of the ownership events: recording and notifying. */
 static void
 define_event_gucs(void)
@@ -254,37 +290,7 @@ lease_define_gucs(void)
 							 0,
 							 NULL, NULL, NULL);
 
-	/*
-	 * PGC_SUSET: weaker commits give up the promise that no acknowledged
-	 * renewal or checkpoint is lost; a worker must not choose that.
-	 */
-	DefineCustomEnumVariable("lease.min_synchronous_commit",
-							 "Weakest synchronous_commit the transaction of a lease function commits with.",
-							 "A session's weaker synchronous_commit is raised to it for the rest of the transaction; below on, an acknowledged lease write can be lost in a crash or a failover.",
-							 &lease_min_synchronous_commit,
-							 SYNCHRONOUS_COMMIT_REMOTE_FLUSH,
-							 synchronous_commit_levels,
-							 PGC_SUSET,
-							 0,
-							 NULL, NULL, NULL);
-
-	/*
-	 * PGC_SUSET: a fact about the partition's topology (its formation's
-	 * number_sync_standbys), set fleet-wide (ALTER SYSTEM); only the metric
-	 * lease.monitoring_replication() and its alert read it, and a role that
-	 * may only call the functions must not silence that alert.
-	 */
-	DefineCustomIntVariable("lease.expected_sync_standbys",
-							"Synchronous standbys this server should have while it is a primary.",
-							"lease.monitoring_replication() reports the shortfall, which the alert PgLeaseSyncStandbysMissing watches; 0 expects none.",
-							&lease_expected_sync_standbys,
-							0,
-							0,
-							64,
-							PGC_SUSET,
-							0,
-							NULL, NULL, NULL);
-
+	define_durability_gucs();
 	define_event_gucs();
 
 	MarkGUCPrefixReserved("lease");

@@ -714,6 +714,122 @@ kcl_ddb_lineage(KclRow ***rows, int *nrows, int nleases, Datum app, Datum stream
 	return nproblems;
 }
 
+/* Raises 22023 for the lineage problems of the export, naming the first item's. */
+static pg_attribute_noreturn() void
+kcl_refuse_lineage(const KclProblem *problems, int nproblems)
+{
+	const KclProblem *first = &problems[0];
+
+	for (int k = 1; k < nproblems; k++)
+	{
+		if (problems[k].item < first->item)
+			first = &problems[k];
+	}
+	kcl_refuse(nproblems, first->item, first->lease_key, first->problem);
+}
+
+/* Fills the lease columns of `row` from row `r` of kcl_ddb_read. */
+static void
+kcl_ddb_lease_row(uint64 r, KclRow *row)
+{
+	bool		isnull;
+	int			nparents;
+	char	  **parents;
+
+	row->action = "imported";
+	row->writes = true;
+	row->ident = kcl_text(r, KCL_COL_IDENT);
+	row->owner = kcl_text(r, KCL_COL_OWNER);
+	row->lease_count = kcl_int8(r, KCL_COL_COUNT);
+	row->checkpoint = kcl_text(r, KCL_COL_CHECKPOINT);
+	row->sub_seq = kcl_int8(r, KCL_COL_SUB_SEQ);
+	row->switches = kcl_int8(r, KCL_COL_SWITCHES);
+	row->pending = kcl_text(r, KCL_COL_PENDING);
+	parents = kcl_ids(lease_spi_value(r, KCL_COL_PARENTS, &isnull), &nparents);
+	for (int k = 0; k < nparents; k++)
+		kcl_add_parent(row, parents[k]);
+	row->children = lease_spi_value(r, KCL_COL_CHILDREN, &isnull);
+}
+
+/*
+ * The parameters of kcl_ddb_insert (insert[0..9]): app, stream, and one
+ * array per column of the rows that write a lease.
+ */
+static void
+kcl_ddb_insert_params(KclRow **rows, int nrows, Datum app, Datum stream, Datum *insert)
+{
+	Datum	   *cols[8];
+	int			nwrites = 0;
+	bool	   *owner_nulls = palloc(sizeof(bool) * Max(nrows, 1));
+	bool	   *pending_nulls = palloc(sizeof(bool) * Max(nrows, 1));
+	int			dims[1];
+	int			lbs[1] = {1};
+	FmgrInfo	array_out;
+
+	for (int c = 0; c < 8; c++)
+		cols[c] = palloc(sizeof(Datum) * Max(nrows, 1));
+	fmgr_info(F_ARRAY_OUT, &array_out);
+	for (int i = 0; i < nrows; i++)
+	{
+		KclRow	   *row = rows[i];
+		Datum	   *parents;
+
+		if (!row->writes)
+			continue;
+		parents = palloc(sizeof(Datum) * Max(row->nparents, 1));
+		for (int k = 0; k < row->nparents; k++)
+			parents[k] = CStringGetTextDatum(row->parents[k]);
+		cols[0][nwrites] = CStringGetTextDatum(row->shard);
+		owner_nulls[nwrites] = row->owner == NULL;
+		cols[1][nwrites] = row->owner ? CStringGetTextDatum(row->owner) : (Datum) 0;
+		cols[2][nwrites] = Int64GetDatum(row->lease_count);
+		cols[3][nwrites] = CStringGetTextDatum(row->checkpoint);
+		cols[4][nwrites] = Int64GetDatum(row->sub_seq);
+		cols[5][nwrites] = Int64GetDatum(row->switches);
+		pending_nulls[nwrites] = row->pending == NULL;
+		cols[6][nwrites] = row->pending ? CStringGetTextDatum(row->pending) : (Datum) 0;
+		cols[7][nwrites] = CStringGetTextDatum(OutputFunctionCall(&array_out,
+																   PointerGetDatum(construct_array(parents, row->nparents, TEXTOID, -1, false, TYPALIGN_INT))));
+		nwrites++;
+	}
+	dims[0] = nwrites;
+	insert[0] = app;
+	insert[1] = stream;
+	insert[2] = PointerGetDatum(construct_array(cols[0], nwrites, TEXTOID, -1, false, TYPALIGN_INT));
+	insert[3] = PointerGetDatum(construct_md_array(cols[1], owner_nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+	insert[4] = PointerGetDatum(construct_array(cols[2], nwrites, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	insert[5] = PointerGetDatum(construct_array(cols[3], nwrites, TEXTOID, -1, false, TYPALIGN_INT));
+	insert[6] = PointerGetDatum(construct_array(cols[4], nwrites, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	insert[7] = PointerGetDatum(construct_array(cols[5], nwrites, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	insert[8] = PointerGetDatum(construct_md_array(cols[6], pending_nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+	insert[9] = PointerGetDatum(construct_array(cols[7], nwrites, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* The rows of import_kcl_dynamodb's result, by item. */
+static void
+kcl_ddb_report(FunctionCallInfo fcinfo, KclRow **rows, int nrows)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	qsort(rows, nrows, sizeof(KclRow *), kcl_row_qsort);
+	for (int i = 0; i < nrows; i++)
+	{
+		KclRow	   *row = rows[i];
+		Datum		values[KCL_DDB_COLUMNS];
+		bool		nulls[KCL_DDB_COLUMNS] = {false, false, false, false, false};
+
+		values[0] = Int64GetDatum(row->item);
+		nulls[1] = row->lease_key == NULL;
+		values[1] = row->lease_key ? CStringGetTextDatum(row->lease_key) : (Datum) 0;
+		nulls[2] = row->shard == NULL;
+		values[2] = row->shard ? CStringGetTextDatum(row->shard) : (Datum) 0;
+		values[3] = CStringGetTextDatum(row->writes && !row->written ? "exists" : row->action);
+		nulls[4] = row->detail == NULL;
+		values[4] = row->detail ? CStringGetTextDatum(row->detail) : (Datum) 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+}
+
 PG_FUNCTION_INFO_V1(lease_import_kcl_dynamodb);
 
 /*
@@ -723,7 +839,6 @@ PG_FUNCTION_INFO_V1(lease_import_kcl_dynamodb);
 Datum
 lease_import_kcl_dynamodb(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		args[3];
 	Datum	   *docs;
 	int			ndocs;
@@ -735,13 +850,11 @@ lease_import_kcl_dynamodb(PG_FUNCTION_ARGS)
 	KclRow	  **rows;
 	int			nrows = 0;
 	int			nleases = 0;
-	int			nwrites = 0;
 	KclProblem *problems = NULL;
 	int			nproblems;
 	LeaseLineage *lineage;
 	KclRow	  **by_node = NULL;
 	Datum		insert[10];
-	Datum	   *cols[8];
 	uint64		written;
 
 	args[1] = lease_arg_ident(fcinfo, 0, "app_name");
@@ -788,23 +901,7 @@ lease_import_kcl_dynamodb(PG_FUNCTION_ARGS)
 		row->detail = kcl_text(r, KCL_COL_DETAIL);
 		if (strcmp(kind, KCL_DDB_LEASE) == 0)
 		{
-			bool		isnull;
-			int			nparents;
-			char	  **parents;
-
-			row->action = "imported";
-			row->writes = true;
-			row->ident = kcl_text(r, KCL_COL_IDENT);
-			row->owner = kcl_text(r, KCL_COL_OWNER);
-			row->lease_count = kcl_int8(r, KCL_COL_COUNT);
-			row->checkpoint = kcl_text(r, KCL_COL_CHECKPOINT);
-			row->sub_seq = kcl_int8(r, KCL_COL_SUB_SEQ);
-			row->switches = kcl_int8(r, KCL_COL_SWITCHES);
-			row->pending = kcl_text(r, KCL_COL_PENDING);
-			parents = kcl_ids(lease_spi_value(r, KCL_COL_PARENTS, &isnull), &nparents);
-			for (int k = 0; k < nparents; k++)
-				kcl_add_parent(row, parents[k]);
-			row->children = lease_spi_value(r, KCL_COL_CHILDREN, &isnull);
+			kcl_ddb_lease_row(r, row);
 			/* the leases first, in item order, for the lineage */
 			if (nrows > nleases)
 				rows[nrows] = rows[nleases];
@@ -824,85 +921,16 @@ lease_import_kcl_dynamodb(PG_FUNCTION_ARGS)
 	lineage = lease_lineage_create();
 	nproblems = kcl_ddb_lineage(&rows, &nrows, nleases, args[1], args[2], lineage, &problems, &by_node);
 	if (nproblems > 0)
-	{
-		KclProblem *first = &problems[0];
-
-		for (int k = 1; k < nproblems; k++)
-		{
-			if (problems[k].item < first->item)
-				first = &problems[k];
-		}
-		kcl_refuse(nproblems, first->item, first->lease_key, first->problem);
-	}
+		kcl_refuse_lineage(problems, nproblems);
 
 	/* 3. the write: every lease read and created, one statement */
-	for (int c = 0; c < 8; c++)
-		cols[c] = palloc(sizeof(Datum) * Max(nrows, 1));
-	{
-		bool	   *owner_nulls = palloc(sizeof(bool) * Max(nrows, 1));
-		bool	   *pending_nulls = palloc(sizeof(bool) * Max(nrows, 1));
-		int			dims[1];
-		int			lbs[1] = {1};
-		FmgrInfo	array_out;
-
-		fmgr_info(F_ARRAY_OUT, &array_out);
-		for (int i = 0; i < nrows; i++)
-		{
-			KclRow	   *row = rows[i];
-			Datum	   *parents;
-
-			if (!row->writes)
-				continue;
-			parents = palloc(sizeof(Datum) * Max(row->nparents, 1));
-			for (int k = 0; k < row->nparents; k++)
-				parents[k] = CStringGetTextDatum(row->parents[k]);
-			cols[0][nwrites] = CStringGetTextDatum(row->shard);
-			owner_nulls[nwrites] = row->owner == NULL;
-			cols[1][nwrites] = row->owner ? CStringGetTextDatum(row->owner) : (Datum) 0;
-			cols[2][nwrites] = Int64GetDatum(row->lease_count);
-			cols[3][nwrites] = CStringGetTextDatum(row->checkpoint);
-			cols[4][nwrites] = Int64GetDatum(row->sub_seq);
-			cols[5][nwrites] = Int64GetDatum(row->switches);
-			pending_nulls[nwrites] = row->pending == NULL;
-			cols[6][nwrites] = row->pending ? CStringGetTextDatum(row->pending) : (Datum) 0;
-			cols[7][nwrites] = CStringGetTextDatum(OutputFunctionCall(&array_out,
-																	   PointerGetDatum(construct_array(parents, row->nparents, TEXTOID, -1, false, TYPALIGN_INT))));
-			nwrites++;
-		}
-		dims[0] = nwrites;
-		insert[0] = args[1];
-		insert[1] = args[2];
-		insert[2] = PointerGetDatum(construct_array(cols[0], nwrites, TEXTOID, -1, false, TYPALIGN_INT));
-		insert[3] = PointerGetDatum(construct_md_array(cols[1], owner_nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-		insert[4] = PointerGetDatum(construct_array(cols[2], nwrites, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		insert[5] = PointerGetDatum(construct_array(cols[3], nwrites, TEXTOID, -1, false, TYPALIGN_INT));
-		insert[6] = PointerGetDatum(construct_array(cols[4], nwrites, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		insert[7] = PointerGetDatum(construct_array(cols[5], nwrites, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		insert[8] = PointerGetDatum(construct_md_array(cols[6], pending_nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-		insert[9] = PointerGetDatum(construct_array(cols[7], nwrites, TEXTOID, -1, false, TYPALIGN_INT));
-	}
+	kcl_ddb_insert_params(rows, nrows, args[1], args[2], insert);
 	written = lease_spi_run(&kcl_ddb_insert, insert, NULL, 0);
 	for (uint64 w = 0; w < written; w++)
 		by_node[lease_lineage_node(lineage, kcl_text(w, 1))]->written = true;
 
 	/* 4. the report, by item */
-	qsort(rows, nrows, sizeof(KclRow *), kcl_row_qsort);
-	for (int i = 0; i < nrows; i++)
-	{
-		KclRow	   *row = rows[i];
-		Datum		values[KCL_DDB_COLUMNS];
-		bool		nulls[KCL_DDB_COLUMNS] = {false, false, false, false, false};
-
-		values[0] = Int64GetDatum(row->item);
-		nulls[1] = row->lease_key == NULL;
-		values[1] = row->lease_key ? CStringGetTextDatum(row->lease_key) : (Datum) 0;
-		nulls[2] = row->shard == NULL;
-		values[2] = row->shard ? CStringGetTextDatum(row->shard) : (Datum) 0;
-		values[3] = CStringGetTextDatum(row->writes && !row->written ? "exists" : row->action);
-		nulls[4] = row->detail == NULL;
-		values[4] = row->detail ? CStringGetTextDatum(row->detail) : (Datum) 0;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
+	kcl_ddb_report(fcinfo, rows, nrows);
 	lease_spi_finish();
 	return (Datum) 0;
 }
