@@ -20,9 +20,9 @@
 # generated from pg_lease's catalog (make router-sql) and committed in sql/.
 EXTENSION = pg_lease pg_lease_router
 MODULE_big = pg_lease
-# src/pg_lease.c is the module entry; src/leases/ is the shard-lease product,
+# src/module.c is the module entry (src/pg_lease.h the header every file includes); src/leases/ is the shard-lease product,
 # src/bindings/ the channel-binding product, src/common/ what both use.
-SRCS = $(sort $(wildcard src/*.c src/*/*.c))
+SRCS = $(sort $(wildcard src/*.c src/*/*.c src/*/*/*.c))
 OBJS = $(SRCS:.c=.o)
 
 # Install scripts live in sql/, the way PGXS projects keep them: the one
@@ -109,7 +109,7 @@ docmoduledir = extension/pg_lease
 # PGXS tracks no header dependencies: rebuild every object when any header
 # changes (a struct such as LeaseStatement changing size otherwise leaves
 # objects compiled against the old layout).
-$(OBJS): $(wildcard src/*.h src/*/*.h)
+$(OBJS): $(wildcard src/*.h src/*/*.h src/*/*/*.h)
 else
 all install installcheck:
 	@echo "pg_lease: PostgreSQL server headers not found ($(PG_CONFIG) --includedir-server has no postgres.h); run 'make test' (installs them) or apt-get install postgresql-server-dev-$(or $(PG_MAJOR_BUILT),15)" >&2

@@ -6,15 +6,11 @@
  *	  admission routine rotate_channel shares with start_conversation.
  *
  * Admission is serialized by one lock held until the caller's transaction
- * ends: on a 0.4.0 schema the one row of lease.admission_gate, locked FOR NO
- * KEY UPDATE (the weakest row lock that conflicts with itself; nothing
+ * ends: the one row of lease.admission_gate, locked FOR NO KEY UPDATE (the weakest row lock that conflicts with itself; nothing
  * references the table, so FOR UPDATE would exclude nothing more).  Only the
  * extension's owner can lock that row: no other role has any privilege on
- * the table, so no stranger can take or hold the lock.  On an older schema
- * (0.1.0 to 0.3.0, until ALTER EXTENSION UPDATE) it is the fleet advisory
- * lock (lease.fleet_lock_namespace, 0) and then the tenant's
- * (lease.fleet_lock_namespace, hashtext(user_id)): see conversations.h.
- * Either way the wait for it is bounded by lease.admission_lock_timeout
+ * the table, so no stranger can take or hold the lock.  The wait for it is
+ * bounded by lease.admission_lock_timeout
  * (55P03 "admission is busy").  Counting active sandboxes and inserting the
  * new one happen under the lock, and the binding check and the count read
  * what is committed when they run, whatever the caller's isolation level
@@ -50,7 +46,6 @@
 #include "common/args.h"
 #include "common/config.h"
 #include "bindings/conversations.h"
-#include "bindings/lifecycle.h"
 #include "common/spi_util.h"
 
 /* Scope predicates; NULL vault/environment is "IS NULL", so it stays indexable. */
@@ -118,21 +113,8 @@ static LeaseStatement quota_stmt = {
 	"WITH s AS (INSERT INTO lease.sandboxes (user_id, status) VALUES ($1, " LEASE_SQL_WORD(BINDING_STATUS_PENDING) ")" \
 	"           RETURNING id)"
 
-static LeaseStatement admit_stmt = {
-	.name = "insert the sandbox and the conversation",
-	.sql =
-	BINDING_ADMIT_SANDBOX
-	" INSERT INTO lease.conversations"
-	"   (user_id, agent_id, vault_id, environment_id, channel_id, sandbox_id, status, rotated_from)"
-	" SELECT $1, $2, $3, $4, $5, s.id, " LEASE_SQL_WORD(BINDING_STATUS_PENDING) ", $6 FROM s"
-	" RETURNING id",
-	.nargs = BINDING_SCOPE_NARGS,
-	.argtypes = BINDING_SCOPE_ARGTYPES,
-	.expected = SPI_OK_INSERT_RETURNING
-};
-
 /*
- * The same, from 0.3.0 on (with lease.conversation_id_partition): the id
+ * The sandbox's conversation (with lease.conversation_id_partition): the id
  * is the identity sequence's next value n, or n * id_stride + id_offset when
  * the table holds its row (a partition behind the pg_lease_router router:
  * its ids are then unique across partitions and name the partition that
@@ -155,37 +137,6 @@ static LeaseStatement admit_routable_stmt = {
 	.nargs = BINDING_SCOPE_NARGS,
 	.argtypes = BINDING_SCOPE_ARGTYPES,
 	.expected = SPI_OK_INSERT_RETURNING
-};
-
-/*
- * admit_turn: the conversation, locked FOR UPDATE (what a rotation waits
- * on), whether it has a sandbox, and its status.
- */
-static LeaseStatement turn_lock_stmt = {
-	.name = "lock the conversation for a turn",
-	.sql =
-	"SELECT c.sandbox_id IS NOT NULL, c.status FROM lease.conversations AS c"
-	" WHERE c.id OPERATOR(pg_catalog.=) $1"
-	" FOR UPDATE OF c",
-	.nargs = 1,
-	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT,
-	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
-};
-
-/* admit_turn: insert the turn; a pending conversation becomes running. */
-static LeaseStatement turn_insert_stmt = {
-	.name = "insert the turn",
-	.sql =
-	"WITH t AS (INSERT INTO lease.turns (conversation_id) VALUES ($1) RETURNING id),"
-	"     u AS (UPDATE lease.conversations AS c"
-	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_RUNNING) ", updated_at = pg_catalog.now()"
-	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
-	"              AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_PENDING) ")"
-	" SELECT t.id FROM t",
-	.nargs = 1,
-	.argtypes = {INT8OID},
-	.expected = SPI_OK_SELECT
 };
 
 /*
@@ -267,25 +218,13 @@ find_binding(const BindingScope *scope, Datum channel_id, bool latest, int64 *co
 	return true;
 }
 
-/* 0.4.0 admission lock: the gate's one row (lease.admission_gate). */
+/* The admission lock: the gate's one row (lease.admission_gate). */
 static LeaseStatement gate_stmt = {
 	.name = "lock the admission gate",
 	.sql =
 	"SELECT g.only_row FROM lease.admission_gate AS g"
 	" FOR NO KEY UPDATE OF g",
 	.nargs = 0,
-	.expected = SPI_OK_SELECT,
-	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
-};
-
-/* 0.1.0-0.3.0 admission lock: the fleet advisory lock $1, 0, then the tenant's $1, $2. */
-static LeaseStatement advisory_stmt = {
-	.name = "take the fleet and tenant admission locks",
-	.sql =
-	"SELECT pg_catalog.pg_advisory_xact_lock($1, $2)"
-	"  FROM pg_catalog.pg_advisory_xact_lock($1, 0) AS fleet",
-	.nargs = 2,
-	.argtypes = {INT4OID, INT4OID},
 	.expected = SPI_OK_SELECT,
 	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
 };
@@ -335,30 +274,19 @@ run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversati
 	return processed;
 }
 
-/* Takes the admission lock of `schema` (conversations.h), its wait bounded. */
+/* Takes the admission lock (conversations.h), its wait bounded. */
 static void
-lock_admission(LeaseSchema schema, Datum user_id, BindingAdmission *result)
+lock_admission(BindingAdmission *result)
 {
 	result->waiting_for_lock = true;
-	if (schema >= LEASE_SCHEMA_0_4)
-	{
-		if (run_bounded_or_busy(&gate_stmt, NULL, NULL) != 1)
-			elog(ERROR, "pg_lease: lease.admission_gate does not hold its one row");
-	}
-	else
-	{
-		Datum		values[2];
-
-		values[0] = Int32GetDatum(lease_fleet_lock_namespace);
-		values[1] = DirectFunctionCall1Coll(hashtext, C_COLLATION_OID, user_id);
-		run_bounded_or_busy(&advisory_stmt, values, NULL);
-	}
+	if (run_bounded_or_busy(&gate_stmt, NULL, NULL) != 1)
+		elog(ERROR, "pg_lease: lease.admission_gate does not hold its one row");
 	result->waiting_for_lock = false;
 }
 
 /* Admission: see conversations.h. */
 void
-binding_admit(LeaseSchema schema, const BindingScope *scope, bool has_channel,
+binding_admit(const BindingScope *scope, bool has_channel,
 			Datum channel_id, bool has_from, int64 rotated_from, BindingAdmission *result)
 {
 	Datum		values[BINDING_SCOPE_NARGS];
@@ -369,7 +297,7 @@ binding_admit(LeaseSchema schema, const BindingScope *scope, bool has_channel,
 	bool		isnull;
 
 	memset(result, 0, sizeof(*result));
-	lock_admission(schema, scope->user_id, result);
+	lock_admission(result);
 
 	if (has_channel && find_binding(scope, channel_id, true, &result->conversation_id))
 	{
@@ -401,8 +329,7 @@ binding_admit(LeaseSchema schema, const BindingScope *scope, bool has_channel,
 	}
 
 	binding_scope_params(scope, has_channel, channel_id, has_from, rotated_from, values, nulls);
-	if (lease_spi_run(schema >= LEASE_SCHEMA_0_3 ? &admit_routable_stmt : &admit_stmt,
-					  values, nulls, 0) != 1)
+	if (lease_spi_run(&admit_routable_stmt, values, nulls, 0) != 1)
 		elog(ERROR, "pg_lease: admission inserted no conversation");
 	result->outcome = BINDING_ADMIT_STARTED;
 	result->conversation_id = DatumGetInt64(lease_spi_value(0, 1, &isnull));
@@ -457,7 +384,7 @@ start_conversation(FunctionCallInfo fcinfo, LeaseSchema schema)
 	has_channel = lease_arg_opt_ident(fcinfo, 4, "channel_id", &channel_id);
 
 	lease_spi_connect();
-	binding_admit(schema, &scope, has_channel, channel_id, false, 0, &admission);
+	binding_admit(&scope, has_channel, channel_id, false, 0, &admission);
 	lease_spi_finish();
 
 	switch (admission.outcome)
@@ -484,9 +411,9 @@ start_conversation(FunctionCallInfo fcinfo, LeaseSchema schema)
 	return (Datum) 0;
 }
 
-/* lease.start_conversation: lease_start_conversation, lease_start_conversation_0_4. */
-LEASE_VERSIONED_ENTRY_POINTS(lease_start_conversation, start_conversation,
-							 lease_schema_before_0_4())
+PG_FUNCTION_INFO_V1(lease_start_conversation_0_4);
+/* lease.start_conversation as the 0.4.0 script binds it. */
+Datum lease_start_conversation_0_4(PG_FUNCTION_ARGS) { return start_conversation(fcinfo, LEASE_SCHEMA_0_4); }
 
 PG_FUNCTION_INFO_V1(lease_find_channel_conversation);
 
@@ -511,63 +438,7 @@ lease_find_channel_conversation(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(conversation_id);
 }
 
-/*
- * lease.admit_turn: the new turn's id.  On the 0.4.0 schema (lifecycle.c)
- * the first turn of a replacement also ends the conversations it was
- * rotated away from, their locks taken first (oldest first).
- */
-static Datum
-admit_turn(FunctionCallInfo fcinfo, LeaseSchema schema)
-{
-	int64		conversation_id = lease_arg_int64(fcinfo, 0, "conversation_id");
-	Datum		id = Int64GetDatum(conversation_id);
-	char	   *status;
-	int64		turn_id;
-	bool		isnull;
-	BindingAncestors ancestors = {0};
-
-	lease_spi_connect();
-	if (schema >= LEASE_SCHEMA_0_4)
-		binding_lock_rotated_ancestors(conversation_id, &ancestors);
-
-	/* Turns of a conversation, hence of its sandbox, are admitted one at a time. */
-	if (run_bounded_or_busy(&turn_lock_stmt, &id, &conversation_id) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("conversation " INT64_FORMAT " does not exist", conversation_id),
-				 errhint("Look the conversation up with lease.find_channel_conversation().")));
-	if (!DatumGetBool(lease_spi_value(0, 1, &isnull)))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("conversation " INT64_FORMAT " has no sandbox", conversation_id),
-				 errdetail("Turns are admitted one at a time per sandbox, so a conversation needs one."),
-				 errhint("Start conversations with lease.start_conversation() or lease.rotate_channel(), which give them a sandbox.")));
-	status = TextDatumGetCString(lease_spi_value(0, 2, &isnull));
-	if (strcmp(status, BINDING_STATUS_FAILED) == 0 || strcmp(status, BINDING_STATUS_TERMINATED) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("conversation " INT64_FORMAT " has ended", conversation_id),
-				 errdetail("Its status is \"%s\".", status),
-				 errhint("Start a new conversation.")));
-
-	if (strcmp(status, BINDING_STATUS_PENDING) == 0)
-		binding_end_rotated_ancestors(conversation_id, &ancestors);
-
-	lease_spi_run(&turn_insert_stmt, &id, NULL, 1);
-	turn_id = DatumGetInt64(lease_spi_value(0, 1, &isnull));
-	lease_spi_finish();
-
-	PG_RETURN_INT64(turn_id);
-}
-
-/*
- * lease.admit_turn: lease_admit_turn (0.1.0-0.3.0: a turn and nothing
- * else), lease_admit_turn_0_4 (a replacement's first turn ends what it
- * replaced).
- */
-LEASE_VERSIONED_ENTRY_POINTS(lease_admit_turn, admit_turn, LEASE_SCHEMA_0_3)
-
-/* run_bounded_or_busy, for lifecycle.c's locks. */
+/* conversations.h */
 uint64
 binding_run_bounded_or_busy(LeaseStatement *stmt, Datum *values, const int64 *conversation)
 {

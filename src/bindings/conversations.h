@@ -12,6 +12,7 @@
 
 #include "fmgr.h"
 
+#include "common/spi_util.h"
 #include "common/version.h"
 
 /*
@@ -112,21 +113,14 @@ typedef struct BindingAdmission
 } BindingAdmission;
 
 /*
- * What admission serializes on depends on the installed schema
- * (common/version.h: start_conversation and rotate_channel have versioned
- * entry points):
- *
- * - 0.1.0 to 0.3.0 (the plain symbols): the transaction-scoped advisory
- *   locks (lease.fleet_lock_namespace, 0), then (lease.fleet_lock_namespace,
- *   hashtext(user_id)).  Any role may take those keys (pg_advisory_lock is
- *   PUBLIC), so a stranger can make admissions wait; the wait is bounded.
- * - 0.4.0 (the _0_4 symbols): the one row of lease.admission_gate, FOR NO
- *   KEY UPDATE, which only the extension's owner can lock.
+ * Admission serializes on the one row of lease.admission_gate, FOR NO KEY
+ * UPDATE, which only the extension's owner can lock: no role without
+ * privileges on the table can hold admissions up.
  */
 
 /*
  * Admission, the one routine behind start_conversation and rotate_channel.
- * SPI must be connected.  Takes the admission lock of `schema`, held to the end
+ * SPI must be connected.  Takes the admission lock, held to the end
  * of the caller's transaction, waiting at most lease.admission_lock_timeout
  * (a timeout is 55P03 "admission is busy", raised while
  * result->waiting_for_lock is true); then, when a channel is given, looks
@@ -135,9 +129,9 @@ typedef struct BindingAdmission
  * both reading every row committed before they run, at any isolation
  * level (lease_spi_run_latest);
  * then inserts a pending sandbox and a pending conversation bound to the
- * channel, rotated_from set when has_from (its id routable from 0.3.0 on).
+ * channel, rotated_from set when has_from (its id routable).
  */
-extern void binding_admit(LeaseSchema schema, const BindingScope *scope, bool has_channel,
+extern void binding_admit(const BindingScope *scope, bool has_channel,
 						Datum channel_id, bool has_from, int64 rotated_from,
 						BindingAdmission *result);
 
@@ -146,5 +140,15 @@ extern char *binding_admission_refusal(const BindingAdmission *admission);
 
 /* Returns one row from a RETURNS TABLE function (materialize mode). */
 extern void binding_return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
+/*
+ * Runs a locking read whose statement bounds its own wait by
+ * lease.admission_lock_timeout (LEASE_STMT_LOCK_TIMEOUT); returns its row
+ * count.  A lock timeout is raised again as 55P03 saying what is busy: the
+ * conversation when `conversation` is given, else admission.  For the
+ * locks of lifecycle.c and admit_turn.
+ */
+extern uint64 binding_run_bounded_or_busy(LeaseStatement *stmt, Datum *values,
+										const int64 *conversation);
 
 #endif							/* BINDING_CONVERSATIONS_H */

@@ -55,7 +55,23 @@
 #include "common/config.h"
 #include "common/spi_util.h"
 #include "bindings/conversations.h"
-#include "bindings/lifecycle.h"
+#include "bindings/rotation.h"
+
+/* confirm_rotation's outcomes (docs/channel-bindings.md). */
+#define BINDING_OUTCOME_CONFIRMED			"confirmed"
+#define BINDING_OUTCOME_ALREADY_RUNNING	"already_running"
+#define BINDING_OUTCOME_ENDED				"ended"
+
+/*
+ * The ancestors a replacement's start ends, locked.  `count` ids, oldest
+ * first; empty unless the conversation was pending with rotated_from set
+ * when looked at.
+ */
+typedef struct BindingAncestors
+{
+	int			count;
+	Datum		ids;			/* a bigint[] Datum; meaningless when count is 0 */
+} BindingAncestors;
 
 /*
  * The live, unbound conversations up the rotated_from chain of $1 while $1
@@ -83,6 +99,37 @@
 	" NOT up.looped" \
 	" AND up.status OPERATOR(pg_catalog.=) ANY (" BINDING_LIVE_CONVERSATION_STATUSES ")" \
 	" AND up.channel_id IS NULL"
+
+/*
+ * admit_turn: the conversation, locked FOR UPDATE (what a rotation waits
+ * on), whether it has a sandbox, and its status.
+ */
+static LeaseStatement turn_lock_stmt = {
+	.name = "lock the conversation for a turn",
+	.sql =
+	"SELECT c.sandbox_id IS NOT NULL, c.status FROM lease.conversations AS c"
+	" WHERE c.id OPERATOR(pg_catalog.=) $1"
+	" FOR UPDATE OF c",
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_SELECT,
+	LEASE_STMT_LOCK_TIMEOUT(lease_admission_lock_timeout_ms)
+};
+
+/* admit_turn: insert the turn; a pending conversation becomes running. */
+static LeaseStatement turn_insert_stmt = {
+	.name = "insert the turn",
+	.sql =
+	"WITH t AS (INSERT INTO lease.turns (conversation_id) VALUES ($1) RETURNING id),"
+	"     u AS (UPDATE lease.conversations AS c"
+	"              SET status = " LEASE_SQL_WORD(BINDING_STATUS_RUNNING) ", updated_at = pg_catalog.now()"
+	"            WHERE c.id OPERATOR(pg_catalog.=) $1"
+	"              AND c.status OPERATOR(pg_catalog.=) " LEASE_SQL_WORD(BINDING_STATUS_PENDING) ")"
+	" SELECT t.id FROM t",
+	.nargs = 1,
+	.argtypes = {INT8OID},
+	.expected = SPI_OK_SELECT
+};
 
 /* The ancestors to end, without locks: a bigint[] ascending (NULL: none). */
 static LeaseStatement ancestors_stmt = {
@@ -131,8 +178,16 @@ static LeaseStatement ancestors_end_stmt = {
 	.expected = SPI_OK_SELECT
 };
 
-/* Finds and locks the ancestors a pending replacement's start ends. */
-void
+/*
+ * Before the conversation's own lock (SPI connected): finds, without locks,
+ * the live, unbound ancestors up the rotated_from chain of a pending
+ * conversation (across failed ones; the walk stops at a conversation that
+ * holds a channel or has ended) and locks them FOR NO KEY UPDATE, oldest
+ * first, the wait bounded by lease.admission_lock_timeout (55P03
+ * "conversation N is busy").  Oldest first is restore_rotated_channel's
+ * order, so the two never wait on each other in a cycle.
+ */
+static void
 binding_lock_rotated_ancestors(int64 conversation_id, BindingAncestors *ancestors)
 {
 	Datum		value = Int64GetDatum(conversation_id);
@@ -151,8 +206,13 @@ binding_lock_rotated_ancestors(int64 conversation_id, BindingAncestors *ancestor
 	ancestors->count = (int) SPI_processed;
 }
 
-/* Ends the locked ancestors the chain still reaches; how many ended. */
-int64
+/*
+ * Under the conversation's lock, once it is known to be pending: ends the
+ * locked ancestors that the chain, walked again, still reaches (a
+ * conversation and its sandbox become terminated, as end_conversation
+ * does); returns how many ended.
+ */
+static int64
 binding_end_rotated_ancestors(int64 conversation_id, const BindingAncestors *ancestors)
 {
 	Datum		values[2];
@@ -262,10 +322,8 @@ PG_FUNCTION_INFO_V1(lease_list_conversations);
 Datum
 lease_list_conversations(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		args[4];
 	char		argnulls[4] = {' ', ' ', ' ', ' '};
-	uint64		n;
 
 	args[0] = lease_arg_ident(fcinfo, 0, "user_id");
 	if (!lease_arg_opt_ident(fcinfo, 1, "agent_id", &args[1]))
@@ -277,17 +335,8 @@ lease_list_conversations(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_spi_connect();
-	n = lease_spi_run(&list_stmt, args, argnulls, 0);
-	for (uint64 i = 0; i < n; i++)
-	{
-		Datum		values[LIST_COLUMNS];
-		bool		nulls[LIST_COLUMNS];
-
-		for (int col = 0; col < LIST_COLUMNS; col++)
-			values[col] = lease_spi_value(i, col + 1, &nulls[col]);
-		/* tuplestore_putvalues copies the values out of SPI's memory. */
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
+	lease_spi_run(&list_stmt, args, argnulls, 0);
+	lease_spi_put_rows(fcinfo, LIST_COLUMNS);
 	lease_spi_finish();
 	return (Datum) 0;
 }
@@ -467,3 +516,55 @@ lease_set_conversation_status(PG_FUNCTION_ARGS)
 	lease_spi_finish();
 	PG_RETURN_BOOL(changed > 0);
 }
+
+/*
+ * lease.admit_turn: the new turn's id.  The first turn of a replacement
+ * also ends the conversations it was rotated away from, their locks taken
+ * first (oldest first).
+ */
+static Datum
+admit_turn(FunctionCallInfo fcinfo, LeaseSchema schema)
+{
+	int64		conversation_id = lease_arg_int64(fcinfo, 0, "conversation_id");
+	Datum		id = Int64GetDatum(conversation_id);
+	char	   *status;
+	int64		turn_id;
+	bool		isnull;
+	BindingAncestors ancestors = {0};
+
+	lease_spi_connect();
+	binding_lock_rotated_ancestors(conversation_id, &ancestors);
+
+	/* Turns of a conversation, hence of its sandbox, are admitted one at a time. */
+	if (binding_run_bounded_or_busy(&turn_lock_stmt, &id, &conversation_id) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("conversation " INT64_FORMAT " does not exist", conversation_id),
+				 errhint("Look the conversation up with lease.find_channel_conversation().")));
+	if (!DatumGetBool(lease_spi_value(0, 1, &isnull)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("conversation " INT64_FORMAT " has no sandbox", conversation_id),
+				 errdetail("Turns are admitted one at a time per sandbox, so a conversation needs one."),
+				 errhint("Start conversations with lease.start_conversation() or lease.rotate_channel(), which give them a sandbox.")));
+	status = TextDatumGetCString(lease_spi_value(0, 2, &isnull));
+	if (strcmp(status, BINDING_STATUS_FAILED) == 0 || strcmp(status, BINDING_STATUS_TERMINATED) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("conversation " INT64_FORMAT " has ended", conversation_id),
+				 errdetail("Its status is \"%s\".", status),
+				 errhint("Start a new conversation.")));
+
+	if (strcmp(status, BINDING_STATUS_PENDING) == 0)
+		binding_end_rotated_ancestors(conversation_id, &ancestors);
+
+	lease_spi_run(&turn_insert_stmt, &id, NULL, 1);
+	turn_id = DatumGetInt64(lease_spi_value(0, 1, &isnull));
+	lease_spi_finish();
+
+	PG_RETURN_INT64(turn_id);
+}
+
+PG_FUNCTION_INFO_V1(lease_admit_turn_0_4);
+/* lease.admit_turn as the 0.4.0 script binds it. */
+Datum lease_admit_turn_0_4(PG_FUNCTION_ARGS) { return admit_turn(fcinfo, LEASE_SCHEMA_0_4); }

@@ -158,21 +158,11 @@ PG_FUNCTION_INFO_V1(lease_list_tenant_limits);
 Datum
 lease_list_tenant_limits(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	uint64		n;
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_spi_connect();
-	n = lease_spi_run(&list_stmt, NULL, NULL, 0);
-	for (uint64 i = 0; i < n; i++)
-	{
-		Datum		values[3];
-		bool		nulls[3];
-
-		for (int col = 0; col < 3; col++)
-			values[col] = lease_spi_value(i, col + 1, &nulls[col]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
+	lease_spi_run(&list_stmt, NULL, NULL, 0);
+	lease_spi_put_rows(fcinfo, 3);
 	lease_spi_finish();
 	return (Datum) 0;
 }

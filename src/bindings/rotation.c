@@ -22,9 +22,7 @@
  * timeout in step 1 or in admission's wait for its lock is caught as `busy`,
  * after the rollback released the old conversation's row lock.  The unbind
  * thus commits with the replacement, in the caller's transaction, or not at
- * all.  Which admission lock is taken depends on the installed schema's
- * version: lease_rotate_channel serves 0.1.0 to 0.3.0,
- * lease_rotate_channel_0_4 serves 0.4.0 (conversations.h).
+ * all.
  *
  * restore_rotated_channel undoes a committed rotation whose replacement's
  * worker failed to start, only while the replacement still owns the channel,
@@ -53,7 +51,7 @@
 #include "common/args.h"
 #include "common/config.h"
 #include "bindings/conversations.h"
-#include "bindings/lifecycle.h"
+#include "bindings/rotation.h"
 #include "common/spi_util.h"
 #include "bindings/subxact.h"
 
@@ -289,7 +287,7 @@ rotation_step(void *arg)
 	}
 
 	lease_spi_run(&unbind_stmt, &old_id, NULL, 0);
-	binding_admit(r->schema, &r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
+	binding_admit(&r->scope, true, r->channel_id, true, r->rotate_from, &r->admission);
 
 	switch (r->admission.outcome)
 	{
@@ -368,8 +366,9 @@ rotate_channel(FunctionCallInfo fcinfo, LeaseSchema schema)
 	return (Datum) 0;
 }
 
-/* lease.rotate_channel: lease_rotate_channel, lease_rotate_channel_0_4. */
-LEASE_VERSIONED_ENTRY_POINTS(lease_rotate_channel, rotate_channel, lease_schema_before_0_4())
+PG_FUNCTION_INFO_V1(lease_rotate_channel_0_4);
+/* lease.rotate_channel as the 0.4.0 script binds it. */
+Datum lease_rotate_channel_0_4(PG_FUNCTION_ARGS) { return rotate_channel(fcinfo, LEASE_SCHEMA_0_4); }
 
 /* The outcomes of restore_rotated_channel. */
 typedef enum RestoreOutcome

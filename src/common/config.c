@@ -104,7 +104,7 @@ define_binding_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("lease.fleet_lock_namespace",
-							"First key of the transaction-scoped advisory locks that serialize admission on schemas 0.1.0 to 0.3.0 (fleet and tenant locks).",
+							"Unused since 0.5.0 (was the first key of the advisory admission locks of schemas 0.1.0 to 0.3.0).",
 							NULL,
 							&lease_fleet_lock_namespace,
 							4315,
@@ -146,6 +146,94 @@ define_binding_gucs(void)
 							PGC_USERSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+}
+
+/* The GUCs of durability: the commit level, the heartbeats' flush and the standbys expected. */
+static void
+define_durability_gucs(void)
+{
+	/*
+	 * PGC_SUSET: weaker commits give up the promise that no acknowledged
+	 * renewal or checkpoint is lost; a worker must not choose that.
+	 */
+	DefineCustomEnumVariable("lease.min_synchronous_commit",
+							 "Weakest synchronous_commit the transaction of a lease function commits with.",
+							 "A session's weaker synchronous_commit is raised to it for the rest of the transaction; below on, an acknowledged lease write can be lost in a crash or a failover.",
+							 &lease_min_synchronous_commit,
+							 SYNCHRONOUS_COMMIT_REMOTE_FLUSH,
+							 synchronous_commit_levels,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: off (the default) relies on lease.restart_grace for the
+	 * heartbeats a crash loses; the fleet's operator decides that, as the
+	 * grace itself.
+	 */
+	DefineCustomBoolVariable("lease.flush_heartbeats",
+							 "Makes a transaction that only sends a heartbeat wait for the WAL flush.",
+							 "Off, a heartbeat-only transaction (lease.heartbeat, renew_leases) commits without waiting for the flush while lease.restart_grace is on; the grace covers a heartbeat lost in a crash or a failover.",
+							 &lease_flush_heartbeats,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: a fact about the partition's topology (its formation's
+	 * number_sync_standbys), set fleet-wide (ALTER SYSTEM); only the metric
+	 * lease.monitoring_replication() and its alert read it, and a role that
+	 * may only call the functions must not silence that alert.
+	 */
+	DefineCustomIntVariable("lease.expected_sync_standbys",
+							"Synchronous standbys this server should have while it is a primary.",
+							"lease.monitoring_replication() reports the shortfall, which the alert PgLeaseSyncStandbysMissing watches; 0 expects none.",
+							&lease_expected_sync_standbys,
+							0,
+							0,
+							64,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+}
+
+/* The GUCs of the ownership events: recording and notifying. */
+static void
+define_event_gucs(void)
+{
+	DefineCustomBoolVariable("lease.record_events",
+							 "Records every change of a lease's ownership in lease.lease_events.",
+							 NULL,
+							 &lease_record_events,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("lease.notify_channel",
+							   "pg_notify channel announcing every change of a lease's ownership; empty disables.",
+							   NULL,
+							   &lease_notify_channel,
+							   "lease_events",
+							   PGC_USERSET,
+							   0,
+							   check_notify_channel, NULL, NULL);
+
+	/*
+	 * PGC_SUSET: the count of skipped notifications is a fleet-wide metric,
+	 * which a worker lowering the limit in its own session would inflate.
+	 */
+	DefineCustomRealVariable("lease.notify_queue_limit",
+							 "Fill of PostgreSQL's NOTIFY queue (pg_notification_queue_usage) at which ownership changes skip their notification.",
+							 "A full queue fails every committing transaction that notifies; skipping keeps the change. At 1 only a full queue skips.",
+							 &lease_notify_queue_limit,
+							 0.5,
+							 0.0,
+							 1.0,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 }
 
 /* Defines every lease.* GUC and reserves the prefix. */
@@ -217,83 +305,8 @@ lease_define_gucs(void)
 							 0,
 							 NULL, NULL, NULL);
 
-	/*
-	 * PGC_SUSET: weaker commits give up the promise that no acknowledged
-	 * renewal or checkpoint is lost; a worker must not choose that.
-	 */
-	DefineCustomEnumVariable("lease.min_synchronous_commit",
-							 "Weakest synchronous_commit the transaction of a lease function commits with.",
-							 "A session's weaker synchronous_commit is raised to it for the rest of the transaction; below on, an acknowledged lease write can be lost in a crash or a failover.",
-							 &lease_min_synchronous_commit,
-							 SYNCHRONOUS_COMMIT_REMOTE_FLUSH,
-							 synchronous_commit_levels,
-							 PGC_SUSET,
-							 0,
-							 NULL, NULL, NULL);
-
-	/*
-	 * PGC_SUSET: off (the default) relies on lease.restart_grace for the
-	 * heartbeats a crash loses; the fleet's operator decides that, as the
-	 * grace itself.
-	 */
-	DefineCustomBoolVariable("lease.flush_heartbeats",
-							 "Makes a transaction that only sends a heartbeat wait for the WAL flush.",
-							 "Off, a heartbeat-only transaction (lease.heartbeat, renew_leases) commits without waiting for the flush while lease.restart_grace is on; the grace covers a heartbeat lost in a crash or a failover.",
-							 &lease_flush_heartbeats,
-							 false,
-							 PGC_SUSET,
-							 0,
-							 NULL, NULL, NULL);
-
-	/*
-	 * PGC_SUSET: a fact about the partition's topology (its formation's
-	 * number_sync_standbys), set fleet-wide (ALTER SYSTEM); only the metric
-	 * lease.monitoring_replication() and its alert read it, and a role that
-	 * may only call the functions must not silence that alert.
-	 */
-	DefineCustomIntVariable("lease.expected_sync_standbys",
-							"Synchronous standbys this server should have while it is a primary.",
-							"lease.monitoring_replication() reports the shortfall, which the alert PgLeaseSyncStandbysMissing watches; 0 expects none.",
-							&lease_expected_sync_standbys,
-							0,
-							0,
-							64,
-							PGC_SUSET,
-							0,
-							NULL, NULL, NULL);
-
-	DefineCustomBoolVariable("lease.record_events",
-							 "Records every change of a lease's ownership in lease.lease_events.",
-							 NULL,
-							 &lease_record_events,
-							 true,
-							 PGC_SUSET,
-							 0,
-							 NULL, NULL, NULL);
-
-	DefineCustomStringVariable("lease.notify_channel",
-							   "pg_notify channel announcing every change of a lease's ownership; empty disables.",
-							   NULL,
-							   &lease_notify_channel,
-							   "lease_events",
-							   PGC_USERSET,
-							   0,
-							   check_notify_channel, NULL, NULL);
-
-	/*
-	 * PGC_SUSET: the count of skipped notifications is a fleet-wide metric,
-	 * which a worker lowering the limit in its own session would inflate.
-	 */
-	DefineCustomRealVariable("lease.notify_queue_limit",
-							 "Fill of PostgreSQL's NOTIFY queue (pg_notification_queue_usage) at which ownership changes skip their notification.",
-							 "A full queue fails every committing transaction that notifies; skipping keeps the change. At 1 only a full queue skips.",
-							 &lease_notify_queue_limit,
-							 0.5,
-							 0.0,
-							 1.0,
-							 PGC_SUSET,
-							 0,
-							 NULL, NULL, NULL);
+	define_durability_gucs();
+	define_event_gucs();
 
 	MarkGUCPrefixReserved("lease");
 }

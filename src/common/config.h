@@ -17,7 +17,7 @@ extern int	lease_default_sandbox_limit;
 /* lease.fleet_capacity: active sandboxes across all tenants */
 extern int	lease_fleet_capacity;
 
-/* lease.fleet_lock_namespace: advisory key space of the fleet and tenant admission locks (schemas 0.1.0-0.3.0) */
+/* lease.fleet_lock_namespace: unused since 0.5.0 (was the advisory admission locks of schemas 0.1.0-0.3.0) */
 extern int	lease_fleet_lock_namespace;
 
 /* lease.sandbox_lock_namespace: unused since 0.4.0 (was admit_turn's per-sandbox advisory lock) */

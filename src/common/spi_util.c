@@ -13,6 +13,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
 #include "utils/syscache.h"
 
 #include "common/spi_util.h"
@@ -225,4 +226,23 @@ lease_spi_value(uint64 row, int col, bool *isnull)
 	if (SPI_tuptable == NULL || row >= SPI_processed)
 		elog(ERROR, "pg_lease: no result row " UINT64_FORMAT, row);
 	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+}
+
+/* spi_util.h */
+void
+lease_spi_put_rows(FunctionCallInfo fcinfo, int ncols)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum	   *values = (Datum *) palloc(sizeof(Datum) * ncols);
+	bool	   *nulls = (bool *) palloc(sizeof(bool) * ncols);
+
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		for (int col = 0; col < ncols; col++)
+			values[col] = lease_spi_value(row, col + 1, &nulls[col]);
+		/* tuplestore_putvalues copies the values out of SPI's memory */
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	pfree(values);
+	pfree(nulls);
 }

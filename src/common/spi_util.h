@@ -125,4 +125,12 @@ extern void lease_spi_rethrow_without_sql(const char *name, const char *sql,
 /* Column `col` (1-based) of result row `row`; *isnull set. */
 extern Datum lease_spi_value(uint64 row, int col, bool *isnull);
 
+/*
+ * Appends every row of the current SPI result, its first `ncols` columns,
+ * to the result set of `fcinfo`, a set-returning call in materialize mode
+ * (InitMaterializedSRF); the values are copied, so nothing points into SPI
+ * memory after SPI_finish.
+ */
+extern void lease_spi_put_rows(FunctionCallInfo fcinfo, int ncols);
+
 #endif							/* LEASE_SPI_UTIL_H */

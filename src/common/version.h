@@ -1,28 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * src/common/version.h
- *	  Which installed schema a call serves: versioned C entry points.
+ *	  Which installed schema a call serves: the support window.
  *
- * One module serves every installed schema version until ALTER EXTENSION
- * pg_lease UPDATE.  As in pg_stat_statements, each release's install script
- * binds its own C symbols: the released scripts (0.1.0 to 0.3.0, frozen)
- * bind the plain symbols (lease_take_lease), the 0.4.0 script and the
- * 0.3.0--0.4.0 upgrade bind the _0_4 ones (lease_take_lease_0_4), and the
- * 0.5.0 script and the 0.4.0--0.5.0 upgrade bind a _0_5 one where 0.5.0
- * changed what the C does (each written out next to its function).  Every
- * function whose C depends on the schema has both, made by
- * LEASE_VERSIONED_ENTRY_POINTS from one implementation that takes the
- * LeaseSchema down to the statements it picks.  A _0_4 symbol never looks
- * at the catalog.
+ * The module serves two schemas: the current release's (0.5.0) and the
+ * previous release's (0.4.0), no older (docs/operations.md, "Upgrades").
+ * As in pg_stat_statements, each release's install script binds its own C
+ * symbols: the 0.4.0 script and the 0.3.0--0.4.0 upgrade bind the _0_4
+ * symbols (lease_take_lease_0_4), the 0.5.0 script and the 0.4.0--0.5.0
+ * upgrade a _0_5 one where 0.5.0 changed what the C does (each written out
+ * next to its function), so a call knows its schema by its symbol and never
+ * looks at the catalog.  Each symbol calls one implementation with the
+ * LeaseSchema, which picks the statements.
  *
- * The frozen 0.2.0 and 0.3.0 scripts bind the same plain symbols, so a
- * plain symbol cannot tell those two schemas apart by its name.  Where the
- * function's result row differs (renew_leases) the call's own tuple
- * descriptor tells them apart, as in pg_stat_statements.  Where it does not
- * and the statement differs (the taker's bookkeeping tables and the
- * conversation id partition came with 0.3.0), lease_schema_before_0_4()
- * looks the 0.3.0 table up: the one catalog look-up left, and only on the
- * plain symbols (docs/operations.md, "Upgrades").
+ * The released 0.1.0 to 0.3.0 scripts (frozen) bind the plain symbols
+ * (lease_take_lease).  Those stay defined, so that the old scripts still
+ * install and ALTER EXTENSION pg_lease UPDATE can run the upgrade chain,
+ * but each raises lease_schema_too_old() (src/common/version.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -34,10 +28,9 @@
 /* The schema a call's statements are written for, oldest first. */
 typedef enum LeaseSchema
 {
-	LEASE_SCHEMA_0_2,			/* 0.1.0 and 0.2.0 objects */
-	LEASE_SCHEMA_0_3,			/* + the taker's bookkeeping tables,
-								 * lease.conversation_id_partition */
-	LEASE_SCHEMA_0_4,			/* + lease.admission_gate,
+	LEASE_SCHEMA_0_4,			/* the previous release: the taker's
+								 * bookkeeping in lease.stream_workers,
+								 * lease.admission_gate,
 								 * app_grants.grantee_name */
 	LEASE_SCHEMA_0_5			/* + lease.stream_placements (the stream
 								 * functions' placement check,
@@ -49,22 +42,9 @@ typedef enum LeaseSchema
 } LeaseSchema;
 
 /*
- * For a plain symbol whose statements differ between 0.2.0 and 0.3.0:
- * LEASE_SCHEMA_0_3 when lease.stream_workers exists, else LEASE_SCHEMA_0_2.
+ * Raises 55000: the installed schema is older than the previous release,
+ * so this module has no statements for it (ALTER EXTENSION pg_lease UPDATE).
  */
-extern LeaseSchema lease_schema_before_0_4(void);
-
-/*
- * Defines the C entry points of a versioned function: `sym`, bound by the
- * released scripts, calls impl(fcinfo, plain) (`plain` is an expression:
- * LEASE_SCHEMA_0_3 when the statements do not differ before 0.4.0, else
- * e.g. lease_schema_before_0_4()); `sym`_0_4, bound from 0.4.0 on, calls
- * impl(fcinfo, LEASE_SCHEMA_0_4).
- */
-#define LEASE_VERSIONED_ENTRY_POINTS(sym, impl, plain) \
-	PG_FUNCTION_INFO_V1(sym); \
-	Datum sym(PG_FUNCTION_ARGS) { return impl(fcinfo, (plain)); } \
-	PG_FUNCTION_INFO_V1(sym##_0_4); \
-	Datum sym##_0_4(PG_FUNCTION_ARGS) { return impl(fcinfo, LEASE_SCHEMA_0_4); }
+extern void lease_schema_too_old(void) pg_attribute_noreturn();
 
 #endif							/* LEASE_VERSION_H */

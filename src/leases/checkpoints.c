@@ -47,8 +47,7 @@
 
 #include "common/args.h"
 #include "common/spi_util.h"
-#include "leases/balancing.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
 
@@ -286,6 +285,54 @@ batch_check_elements(BatchArray *shards, BatchArray *checkpoints, BatchArray *su
 }
 
 /*
+ * Checks the arguments of update_checkpoints and fills its statement's
+ * parameters values[0..7] (nulls: $8, the work, when not `measured`);
+ * *shards and *tokens are the checked arrays the call reads again.
+ */
+static void
+batch_args(FunctionCallInfo fcinfo, bool measured, Datum *values, char *nulls,
+		   BatchArray *shards, BatchArray *tokens)
+{
+	BatchArray	checkpoints,
+				subseqs,
+				work;
+
+	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
+	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
+	values[2] = lease_arg_ident(fcinfo, 2, "owner");
+	batch_array(fcinfo, BATCH_SHARDS, "shard_ids", TEXTOID, shards);
+	batch_array(fcinfo, BATCH_CHECKPOINTS, "checkpoints", TEXTOID, &checkpoints);
+	batch_array(fcinfo, BATCH_SUBSEQS, "sub_sequences", INT8OID, &subseqs);
+	batch_array(fcinfo, BATCH_TOKENS, "fencing_tokens", INT8OID, tokens);
+	if (measured)
+		batch_array(fcinfo, BATCH_WORK, "work", INT8OID, &work);
+	if (checkpoints.n != shards->n || subseqs.n != shards->n || tokens->n != shards->n ||
+		(measured && work.n != shards->n))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the arrays of update_checkpoints must have the same length"),
+				 measured ?
+				 errdetail("shard_ids has %d elements, checkpoints %d, sub_sequences %d, fencing_tokens %d, work %d.",
+						   shards->n, checkpoints.n, subseqs.n, tokens->n, work.n) :
+				 errdetail("shard_ids has %d elements, checkpoints %d, sub_sequences %d, fencing_tokens %d.",
+						   shards->n, checkpoints.n, subseqs.n, tokens->n),
+				 errhint("Pass one element per shard in each array (element i of each is shard i's).")));
+	batch_check_elements(shards, &checkpoints, &subseqs, tokens, measured ? &work : NULL);
+
+	values[3] = shards->array;
+	values[4] = checkpoints.array;
+	values[5] = subseqs.array;
+	values[6] = tokens->array;
+	if (measured)
+		values[7] = work.array;
+	else
+	{
+		values[7] = (Datum) 0;
+		nulls[7] = 'n';
+	}
+}
+
+/*
  * lease.update_checkpoints: one row (shard_id, ok, reason) per shard, in
  * the caller's order; reason is 'not_owner', 'stale_token', 'ended' or
  * 'unknown' for a refused shard, NULL for a written one.
@@ -298,10 +345,7 @@ lease_update_checkpoints(PG_FUNCTION_ARGS)
 	Datum		values[8];
 	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	BatchArray	shards,
-				checkpoints,
-				subseqs,
-				tokens,
-				work;
+				tokens;
 	bool		measured = !PG_ARGISNULL(BATCH_WORK);
 	LeaseCaller caller;
 	uint64		rows;
@@ -313,39 +357,7 @@ lease_update_checkpoints(PG_FUNCTION_ARGS)
 	bool	   *out_ok;
 	Datum	   *out_reason;
 
-	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
-	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
-	values[2] = lease_arg_ident(fcinfo, 2, "owner");
-	batch_array(fcinfo, BATCH_SHARDS, "shard_ids", TEXTOID, &shards);
-	batch_array(fcinfo, BATCH_CHECKPOINTS, "checkpoints", TEXTOID, &checkpoints);
-	batch_array(fcinfo, BATCH_SUBSEQS, "sub_sequences", INT8OID, &subseqs);
-	batch_array(fcinfo, BATCH_TOKENS, "fencing_tokens", INT8OID, &tokens);
-	if (measured)
-		batch_array(fcinfo, BATCH_WORK, "work", INT8OID, &work);
-	if (checkpoints.n != shards.n || subseqs.n != shards.n || tokens.n != shards.n ||
-		(measured && work.n != shards.n))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the arrays of update_checkpoints must have the same length"),
-				 measured ?
-				 errdetail("shard_ids has %d elements, checkpoints %d, sub_sequences %d, fencing_tokens %d, work %d.",
-						   shards.n, checkpoints.n, subseqs.n, tokens.n, work.n) :
-				 errdetail("shard_ids has %d elements, checkpoints %d, sub_sequences %d, fencing_tokens %d.",
-						   shards.n, checkpoints.n, subseqs.n, tokens.n),
-				 errhint("Pass one element per shard in each array (element i of each is shard i's).")));
-	batch_check_elements(&shards, &checkpoints, &subseqs, &tokens, measured ? &work : NULL);
-
-	values[3] = shards.array;
-	values[4] = checkpoints.array;
-	values[5] = subseqs.array;
-	values[6] = tokens.array;
-	if (measured)
-		values[7] = work.array;
-	else
-	{
-		values[7] = (Datum) 0;
-		nulls[7] = 'n';
-	}
+	batch_args(fcinfo, measured, values, nulls, &shards, &tokens);
 
 	InitMaterializedSRF(fcinfo, 0);
 	out_shard = palloc(sizeof(Datum) * Max(shards.n, 1));

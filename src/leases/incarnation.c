@@ -35,7 +35,7 @@
 #include "common/spi_util.h"
 #include "leases/events.h"
 #include "leases/incarnation.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 
 /* See incarnation.h. */
 text *

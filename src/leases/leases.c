@@ -28,10 +28,9 @@
 #include "utils/builtins.h"
 
 #include "common/args.h"
-#include "leases/balancing.h"
 #include "leases/events.h"
 #include "leases/incarnation.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
 #include "leases/workers.h"
@@ -63,14 +62,14 @@ static LeaseStatement create_stmt = {
  * re-checked against the committed row), so the event records the owner it
  * really took the lease from.
  */
-#define TAKE_SQL(loads, live, recheck) \
+#define TAKE_SQL(loads) \
 	"WITH o0 AS (" \
 	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner," \
 	"        l.lease_expires_at AS from_expires_at," \
 	"        (NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"         OR l.handoff_to OPERATOR(pg_catalog.=) $4) AS may_steal," \
 	"        CASE WHEN l.lease_owner IS NULL THEN 'take'" \
-	"             WHEN NOT " live("l", LEASE_SQL_NOW) " THEN 'expiry_takeover'" \
+	"             WHEN NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) " THEN 'expiry_takeover'" \
 	"             WHEN l.handoff_to OPERATOR(pg_catalog.=) $4" \
 	"                  AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) " THEN 'transfer'" \
 	"             ELSE 'steal' END AS event" \
@@ -78,30 +77,26 @@ static LeaseStatement create_stmt = {
 	"  WHERE " LEASE_KEY_MATCHES \
 	"    AND " LEASE_SQL_NOT_ENDED("l") \
 	"    AND CASE WHEN $5 IS NULL" \
-	"             THEN NOT " live("l", LEASE_SQL_NOW) \
+	"             THEN NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
 	"                  OR (l.handoff_to OPERATOR(pg_catalog.=) $4" \
 	"                      AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"                      AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline)" \
 	"             ELSE l.lease_count OPERATOR(pg_catalog.=) $5" \
 	"                  AND l.lease_owner IS DISTINCT FROM $4" \
-	"                  AND (NOT " live("l", LEASE_SQL_NOW) \
+	"                  AND (NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
 	"                       OR NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"                       OR l.handoff_to OPERATOR(pg_catalog.=) $4)" \
 	"        END" \
 	"    AND NOT " LEASE_SQL_BLOCKED("l") \
 	"    FOR NO KEY UPDATE OF l)," \
-	recheck \
+	TAKE_RECHECKED \
 	LEASE_SQL_TAKE_LOCKED("$4", "$6", "o.event") \
 	LEASE_SQL_RECORD_EVENTS("$7") \
 	loads \
 	" SELECT c.lease_count, " LEASE_SQL_NOTIFY("$8") " FROM c"
 
-/* Up to 0.3.0 the lease row's own expiry decides: nothing to re-check. */
-#define TAKE_AS_READ " o AS (SELECT o0.* FROM o0),"
-
 /*
- * From 0.4.0 on an expiry takeover is decided by the holder's heartbeat
- * too, which a renewal moves without touching the lease row: the
+ * An expiry takeover is decided by the holder's heartbeat too, which a renewal moves without touching the lease row: the
  * workers' lease.stream_workers rows (holder and taker, in key order:
  * LEASE_SQL_LOCK_WORKERS) are locked and the expiry judged again on what is
  * committed
@@ -120,11 +115,8 @@ static LeaseStatement create_stmt = {
 						"o0.event OPERATOR(pg_catalog.<>) 'expiry_takeover'" \
 						" OR ($5 IS NOT NULL AND o0.may_steal)")
 
-static LeaseStatement take_stmts[4] =
-	LEASE_SCHEMA_STMTS4("take_lease", TAKE_SQL("", LEASE_SQL_LIVE_0_3, TAKE_AS_READ),
-						TAKE_SQL(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE_0_3, TAKE_AS_READ),
-						TAKE_SQL(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE, TAKE_RECHECKED),
-						TAKE_SQL(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE, TAKE_RECHECKED),
+static LeaseStatement take_stmts[2] =
+	LEASE_SCHEMA_STMTS2("take_lease", TAKE_SQL(LEASE_SQL_RECORD_LOADS_0_4), TAKE_SQL(LEASE_SQL_RECORD_LOADS),
 						0, false, 8,
 						TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INTERVALOID,
 						LEASE_EVENT_ARGTYPES);
@@ -177,7 +169,7 @@ static LeaseStatement renew_stmt = {
 #define CHECKPOINT_STMTS(stmt_name, tail, n, ...) \
 	{ \
 		{ \
-			.name = stmt_name, .sql = CHECKPOINT_SET(CHECKPOINT_0_4) tail, .nargs = n, \
+			.name = stmt_name " (0.4 schema)", .sql = CHECKPOINT_SET(CHECKPOINT_0_4) tail, .nargs = n, \
 			.argtypes = {__VA_ARGS__}, .expected = SPI_OK_UPDATE_RETURNING \
 		}, \
 		{ \
@@ -229,7 +221,7 @@ static LeaseStatement prepare_stmt = {
  * straight to the requester (for the lease duration it asked for), so no
  * third worker can grab it in between; otherwise it becomes unowned.
  */
-#define RELEASE_SQL(loads, live) \
+#define RELEASE_SQL(loads) \
 	"WITH c AS (UPDATE lease.shard_leases AS l" \
 	" SET lease_owner = CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"                   THEN l.handoff_to END," \
@@ -253,12 +245,12 @@ static LeaseStatement prepare_stmt = {
 	loads \
 	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c"
 
-static LeaseStatement release_stmts[4] =
+static LeaseStatement release_stmts[2] =
 	LEASE_OWNERSHIP_STMTS("release_lease", RELEASE_SQL, 6,
 						  TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES);
 
 /* Close: checkpoint SHARD_END and give the lease up, guarded on ownership. */
-#define CLOSE_SQL(loads, live) \
+#define CLOSE_SQL(loads) \
 	"WITH c AS (UPDATE lease.shard_leases AS l" \
 	" SET checkpoint = " LEASE_SQL_SHARD_END "," \
 	"     checkpoint_sub_sequence = 0," \
@@ -281,7 +273,7 @@ static LeaseStatement release_stmts[4] =
 	loads \
 	" SELECT true, " LEASE_SQL_NOTIFY("$6") " FROM c"
 
-static LeaseStatement close_stmts[4] =
+static LeaseStatement close_stmts[2] =
 	LEASE_OWNERSHIP_STMTS("close_shard", CLOSE_SQL, 6,
 						  TEXTOID, TEXTOID, TEXTOID, TEXTOID, LEASE_EVENT_ARGTYPES);
 
@@ -349,7 +341,9 @@ create_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &create_stmt, values, NULL) > 0);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_create_lease, create_lease, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_create_lease_0_4);
+/* lease.create_lease as the 0.4.0 script binds it. */
+Datum lease_create_lease_0_4(PG_FUNCTION_ARGS) { return create_lease(fcinfo, LEASE_SCHEMA_0_4); }
 
 PG_FUNCTION_INFO_V1(lease_create_lease_0_5);
 /* lease.create_lease from 0.5.0 on: with the placement check (src/leases/placement.h). */
@@ -402,7 +396,9 @@ take_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	PG_RETURN_INT64(count);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_take_lease, take_lease, lease_schema_before_0_4())
+PG_FUNCTION_INFO_V1(lease_take_lease_0_4);
+/* lease.take_lease as the 0.4.0 script binds it. */
+Datum lease_take_lease_0_4(PG_FUNCTION_ARGS) { return take_lease(fcinfo, LEASE_SCHEMA_0_4); }
 
 /* lease.take_lease from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_take_lease_0_5);
@@ -425,7 +421,9 @@ renew_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	PG_RETURN_INT64(count);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_renew_lease, renew_lease, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_renew_lease_0_4);
+/* lease.renew_lease as the 0.4.0 script binds it. */
+Datum lease_renew_lease_0_4(PG_FUNCTION_ARGS) { return renew_lease(fcinfo, LEASE_SCHEMA_0_4); }
 
 PG_FUNCTION_INFO_V1(lease_renew_lease_0_5);
 /* lease.renew_lease from 0.5.0 on: with the placement check (src/leases/placement.h). */
@@ -454,7 +452,9 @@ update_checkpoint(FunctionCallInfo fcinfo, LeaseSchema schema)
 											 values, NULL) > 0);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint, update_checkpoint, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_update_checkpoint_0_4);
+/* lease.update_checkpoint as the 0.4.0 script binds it. */
+Datum lease_update_checkpoint_0_4(PG_FUNCTION_ARGS) { return update_checkpoint(fcinfo, LEASE_SCHEMA_0_4); }
 
 PG_FUNCTION_INFO_V1(lease_update_checkpoint_0_5);
 /* lease.update_checkpoint from 0.5.0 on: with the placement check (src/leases/placement.h); checkpointed_at moved by the statement. */
@@ -483,7 +483,9 @@ update_checkpoint_fenced(FunctionCallInfo fcinfo, LeaseSchema schema)
 											 values, NULL) > 0);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_update_checkpoint_fenced, update_checkpoint_fenced, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_update_checkpoint_fenced_0_4);
+/* lease.update_checkpoint_fenced as the 0.4.0 script binds it. */
+Datum lease_update_checkpoint_fenced_0_4(PG_FUNCTION_ARGS) { return update_checkpoint_fenced(fcinfo, LEASE_SCHEMA_0_4); }
 
 PG_FUNCTION_INFO_V1(lease_update_checkpoint_fenced_0_5);
 /* lease.update_checkpoint with a fencing token from 0.5.0 on: with the placement check (src/leases/placement.h); checkpointed_at moved by the statement. */
@@ -503,11 +505,31 @@ prepare_checkpoint(FunctionCallInfo fcinfo, LeaseSchema schema)
 	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &prepare_stmt, values, NULL) > 0);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_prepare_checkpoint, prepare_checkpoint, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_prepare_checkpoint_0_4);
+/* lease.prepare_checkpoint as the 0.4.0 script binds it. */
+Datum lease_prepare_checkpoint_0_4(PG_FUNCTION_ARGS) { return prepare_checkpoint(fcinfo, LEASE_SCHEMA_0_4); }
 
 PG_FUNCTION_INFO_V1(lease_prepare_checkpoint_0_5);
 /* lease.prepare_checkpoint from 0.5.0 on: with the placement check (src/leases/placement.h). */
 Datum lease_prepare_checkpoint_0_5(PG_FUNCTION_ARGS) { return prepare_checkpoint(fcinfo, LEASE_SCHEMA_0_5); }
+
+/*
+ * Runs the ownership change of `stmts` (release_stmts or close_stmts) for
+ * the key and owner of the call, with the event parameters: true when the
+ * owner's lease changed.
+ */
+static Datum
+give_up_lease(FunctionCallInfo fcinfo, LeaseSchema schema, LeaseStatement *stmts)
+{
+	Datum		values[4 + LEASE_EVENT_NPARAMS];
+
+	lease_key_args(fcinfo, values);
+	values[3] = lease_arg_ident(fcinfo, 3, "owner");
+	lease_event_params(&values[4]);
+
+	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, LEASE_SCHEMA_STMT(stmts, schema),
+											 values, NULL) > 0);
+}
 
 /*
  * lease.release_lease: true when the owner gave the lease up (to the
@@ -516,18 +538,12 @@ Datum lease_prepare_checkpoint_0_5(PG_FUNCTION_ARGS) { return prepare_checkpoint
 static Datum
 release_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	Datum		values[4 + LEASE_EVENT_NPARAMS];
-
-	lease_key_args(fcinfo, values);
-	values[3] = lease_arg_ident(fcinfo, 3, "owner");
-	lease_event_params(&values[4]);
-
-	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
-										     LEASE_SCHEMA_STMT(release_stmts, schema),
-										     values, NULL) > 0);
+	return give_up_lease(fcinfo, schema, release_stmts);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_release_lease, release_lease, lease_schema_before_0_4())
+PG_FUNCTION_INFO_V1(lease_release_lease_0_4);
+/* lease.release_lease as the 0.4.0 script binds it. */
+Datum lease_release_lease_0_4(PG_FUNCTION_ARGS) { return release_lease(fcinfo, LEASE_SCHEMA_0_4); }
 
 /* lease.release_lease from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_release_lease_0_5);
@@ -537,18 +553,12 @@ Datum lease_release_lease_0_5(PG_FUNCTION_ARGS) { return release_lease(fcinfo, L
 static Datum
 close_shard(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	Datum		values[4 + LEASE_EVENT_NPARAMS];
-
-	lease_key_args(fcinfo, values);
-	values[3] = lease_arg_ident(fcinfo, 3, "owner");
-	lease_event_params(&values[4]);
-
-	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema,
-										     LEASE_SCHEMA_STMT(close_stmts, schema),
-										     values, NULL) > 0);
+	return give_up_lease(fcinfo, schema, close_stmts);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_close_shard, close_shard, lease_schema_before_0_4())
+PG_FUNCTION_INFO_V1(lease_close_shard_0_4);
+/* lease.close_shard as the 0.4.0 script binds it. */
+Datum lease_close_shard_0_4(PG_FUNCTION_ARGS) { return close_shard(fcinfo, LEASE_SCHEMA_0_4); }
 
 /* lease.close_shard from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_close_shard_0_5);

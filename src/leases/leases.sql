@@ -137,7 +137,7 @@ CREATE INDEX shard_leases_unowned_idx
 --                holds, and how many of them have one; kept by the trigger
 --                shard_leases_load_changed below.
 -- Written by the statements that change who holds a lease, for both
--- workers (LEASE_SQL_RECORD_LOADS in src/leases/leases.h), so a transfer
+-- workers (LEASE_SQL_RECORD_LOADS in src/leases/lease_sql.h), so a transfer
 -- to a worker holds that worker's row until it commits.  Up to 0.4.0 these
 -- were columns of lease.stream_workers, the row the worker's own heartbeat
 -- writes: such a transfer left open made the worker's renewals wait
@@ -400,7 +400,7 @@ CREATE TRIGGER shard_leases_deleted
 
 -- The owners of inserted and deleted leases (src/leases/workers.c): the
 -- C runs the bookkeeping every ownership change runs (LEASE_SQL_RECORD_LOADS
--- in src/leases/leases.h) over the statement's rows, so the rule is written
+-- in src/leases/lease_sql.h) over the statement's rows, so the rule is written
 -- once.
 CREATE FUNCTION lease.shard_leases_owners_changed()
 RETURNS trigger
@@ -701,7 +701,7 @@ AS 'MODULE_PATHNAME', 'lease_take_leases_0_5'
 LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
--- The dry run of weighted balancing (src/leases/taker.c, balancing.c): the
+-- The dry run of weighted balancing (src/leases/taker.c, planner.c): the
 -- moves the next rounds would make, changing nothing; owner: as that
 -- worker's round sees the stream (counted even when it holds nothing).
 CREATE FUNCTION lease.plan_rebalance(app_name text, stream_name text, owner text DEFAULT NULL)
@@ -956,7 +956,7 @@ COMMENT ON VIEW lease.worker_loads IS
     'Live (unexpired) leases per owner and stream, their load (the sum of their weights: the operator''s weight, else the measured work rate, else the mean of the stream''s known weights, else 1), the owner''s capacity and its target (the stream''s load shared in proportion to the capacities of the owners listed).';
 
 ----------------------------------------------------------------------------
--- Switching over from the Elixir kcl_ex Ecto adapter (src/leases/import.c)
+-- Switching over from the Elixir kcl_ex Ecto adapter (src/leases/import/kcl_ex.c)
 ----------------------------------------------------------------------------
 
 -- SECURITY INVOKER on purpose, unlike every other function here: it reads a
@@ -983,7 +983,7 @@ LANGUAGE C VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 -- The leases of an export of the AWS Kinesis Client Library's DynamoDB
--- lease table (src/leases/import.c): one row per item saying what became of
+-- lease table (src/leases/import/kcl_dynamodb.c): one row per item saying what became of
 -- it.  SECURITY INVOKER like import_kcl_ex_rows: the caller needs SELECT and
 -- INSERT on lease.shard_leases, and row-level security admits the rows of
 -- its own apps only.  An operator function; worker roles are not granted it.

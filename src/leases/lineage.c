@@ -7,7 +7,7 @@
  *	  outright.
  *
  * Children of a split or merge are held back from take_lease/take_leases
- * while a parent still in the table has not ended (leases.h,
+ * while a parent still in the table has not ended (lease_sql.h,
  * LEASE_SQL_BLOCKED); an ended parent can be removed once every child has
  * started, i.e. checkpointed past TRIM_HORIZON / LATEST / AT_TIMESTAMP (the
  * starting positions KCL writes; an imported lease may hold any of them).
@@ -43,7 +43,7 @@
 #include "utils/hsearch.h"
 
 #include "common/args.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 #include "leases/lineage.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
@@ -599,7 +599,9 @@ cleanup_ended(FunctionCallInfo fcinfo, LeaseSchema schema)
 	PG_RETURN_INT32((int32) processed);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_cleanup_ended, cleanup_ended, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_cleanup_ended_0_4);
+/* lease.cleanup_ended as the 0.4.0 script binds it. */
+Datum lease_cleanup_ended_0_4(PG_FUNCTION_ARGS) { return cleanup_ended(fcinfo, LEASE_SCHEMA_0_4); }
 
 PG_FUNCTION_INFO_V1(lease_cleanup_ended_0_5);
 /* lease.cleanup_ended from 0.5.0 on: with the placement check (src/leases/placement.h). */
@@ -618,7 +620,9 @@ delete_lease(FunctionCallInfo fcinfo, LeaseSchema schema)
 	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, &delete_stmt, values, NULL) > 0);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_delete_lease, delete_lease, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_delete_lease_0_4);
+/* lease.delete_lease as the 0.4.0 script binds it. */
+Datum lease_delete_lease_0_4(PG_FUNCTION_ARGS) { return delete_lease(fcinfo, LEASE_SCHEMA_0_4); }
 
 PG_FUNCTION_INFO_V1(lease_delete_lease_0_5);
 /* lease.delete_lease from 0.5.0 on: with the placement check (src/leases/placement.h). */

@@ -4,12 +4,12 @@
  *	  A stream's lineage as a graph, and the cycles in it.
  *
  * A lease's parents are the shards it was split or merged from; a child is
- * blocked until every parent still in the table has ended (leases.h,
+ * blocked until every parent still in the table has ended (lease_sql.h,
  * LEASE_SQL_BLOCKED).  A lineage that is a cycle blocks every lease on it
  * for good, so no write may make one: the trigger
  * lease.shard_leases_lineage_checked (0.5.0) checks every insert against
  * the leases already there, and the importers check an export before they
- * write (import.c).  Both build this graph: one node per shard id, an edge
+ * write (import/kcl_dynamodb.c).  Both build this graph: one node per shard id, an edge
  * from each child to each of its parents, and ask whether one of the nodes
  * they wrote lies on a cycle.  Linear in nodes and edges (Tarjan's strongly
  * connected components, iteratively), whatever the lineage's depth.

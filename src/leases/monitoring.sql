@@ -8,7 +8,7 @@
 
 -- checkpointed_at follows the checkpoint.  From 0.5.0 on the checkpoint
 -- statements (update_checkpoint, fenced or not, and update_checkpoints)
--- move it themselves (LEASE_SQL_SET_CHECKPOINTED, src/leases/leases.h),
+-- move it themselves (LEASE_SQL_SET_CHECKPOINTED, src/leases/lease_sql.h),
 -- which spares them a PL/pgSQL call per row; this BEFORE UPDATE trigger
 -- covers every other write of a new checkpoint (close_shard's SHARD_END),
 -- and skips a row whose statement moved checkpointed_at already.  Up to

@@ -21,7 +21,7 @@
 
 #include "common/args.h"
 #include "common/spi_util.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
 
@@ -62,16 +62,12 @@
 	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	") AS m ORDER BY m.shard_id COLLATE pg_catalog.\"C\""
 
-#define MY_LEASES_STMT(stmt_name, expiry) \
-	{ \
-		.name = stmt_name, .sql = MY_LEASES_SQL(expiry), .nargs = 3, \
-		.argtypes = {TEXTOID, TEXTOID, TEXTOID}, .expected = SPI_OK_SELECT \
-	}
-
-/* [0] up to 0.3.0 (each lease's own expiry), [1] the effective expiry. */
-static LeaseStatement my_leases_stmts[2] = {
-	MY_LEASES_STMT("my_leases (0.3 schema)", "l.lease_expires_at"),
-	MY_LEASES_STMT("my_leases", LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW)),
+static LeaseStatement my_leases_stmt = {
+	.name = "my_leases",
+	.sql = MY_LEASES_SQL(LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW)),
+	.nargs = 3,
+	.argtypes = {TEXTOID, TEXTOID, TEXTOID},
+	.expected = SPI_OK_SELECT
 };
 
 
@@ -82,10 +78,8 @@ static LeaseStatement my_leases_stmts[2] = {
 static Datum
 my_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[3];
 	LeaseCaller caller;
-	uint64		rows;
 
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
 	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
@@ -93,21 +87,15 @@ my_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
-	rows = lease_spi_run(&my_leases_stmts[schema >= LEASE_SCHEMA_0_4 ? 1 : 0], values, NULL, 0);
-	for (uint64 row = 0; row < rows; row++)
-	{
-		Datum		out[MY_LEASES_COLUMNS];
-		bool		nulls[MY_LEASES_COLUMNS];
-
-		for (int col = 0; col < MY_LEASES_COLUMNS; col++)
-			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
-	}
+	lease_spi_run(&my_leases_stmt, values, NULL, 0);
+	lease_spi_put_rows(fcinfo, MY_LEASES_COLUMNS);
 	lease_app_end(&caller);
 	return (Datum) 0;
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_my_leases, my_leases, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_my_leases_0_4);
+/* lease.my_leases as the 0.4.0 script binds it. */
+Datum lease_my_leases_0_4(PG_FUNCTION_ARGS) { return my_leases(fcinfo, LEASE_SCHEMA_0_4); }
 
 PG_FUNCTION_INFO_V1(lease_my_leases_0_5);
 /* lease.my_leases from 0.5.0 on: with the placement check (src/leases/placement.h). */

@@ -576,21 +576,11 @@ PG_FUNCTION_INFO_V1(lease_move_stream_placements);
 Datum
 lease_move_stream_placements(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	uint64		rows;
 
 	InitMaterializedSRF(fcinfo, 0);
 	lease_spi_connect();
-	rows = lease_spi_run(&placements_stmt, NULL, NULL, 0);
-	for (uint64 row = 0; row < rows; row++)
-	{
-		Datum		out[6];
-		bool		nulls[6];
-
-		for (int col = 0; col < 6; col++)
-			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
-	}
+	lease_spi_run(&placements_stmt, NULL, NULL, 0);
+	lease_spi_put_rows(fcinfo, 6);
 	lease_spi_finish();
 	return (Datum) 0;
 }
@@ -675,6 +665,19 @@ lease_move_stream_export(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(doc);
 }
 
+/* The max_epoch of a move_stream_export document; 0 when it has none. */
+static int64
+document_max_epoch(Datum doc)
+{
+	Jsonb	   *jb = DatumGetJsonbP(doc);
+	JsonbValue	key = {.type = jbvString, .val.string = {.len = 9, .val = "max_epoch"}};
+	JsonbValue *v = findJsonbValueFromContainer(&jb->root, JB_FOBJECT, &key);
+
+	if (v != NULL && v->type == jbvNumeric)
+		return DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v->val.numeric)));
+	return 0;
+}
+
 PG_FUNCTION_INFO_V1(lease_move_stream_import);
 
 /*
@@ -697,7 +700,6 @@ lease_move_stream_import(PG_FUNCTION_ARGS)
 	Placement	p;
 	bool		isnull;
 	int64		added;
-	int64		max_epoch;
 	uint64		rows;
 
 	if (PG_ARGISNULL(5))
@@ -763,16 +765,7 @@ lease_move_stream_import(PG_FUNCTION_ARGS)
 							TextDatumGetCString(app), TextDatumGetCString(stream)),
 					 errdetail("Its arrays of rows must hold objects of that stream only."),
 					 errhint("Pass the document move_stream_export returned.")));
-	{
-		Jsonb	   *jb = DatumGetJsonbP(doc);
-		JsonbValue	key = {.type = jbvString, .val.string = {.len = 9, .val = "max_epoch"}};
-		JsonbValue *v = findJsonbValueFromContainer(&jb->root, JB_FOBJECT, &key);
-
-		max_epoch = 0;
-		if (v != NULL && v->type == jbvNumeric)
-			max_epoch = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v->val.numeric)));
-	}
-	values[3] = Int64GetDatum(max_epoch + 1);
+	values[3] = Int64GetDatum(document_max_epoch(doc) + 1);
 	write_placement(app, stream, "arriving", here, from, generation);
 	importing = true;
 	PG_TRY();

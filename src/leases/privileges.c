@@ -23,69 +23,44 @@
 #include "common/spi_util.h"
 
 /*
- * A grant that still belongs to its grantee: the role with the OID has the
- * name it was granted by (app_grants.grantee_name, 0.4.0), so a role given
- * a dropped grantee's OID is not its grantee.  Before 0.4.0 the table has
- * no names and every grant belongs to its grantee.
+ * The roles granted app $1 whose grants still belong to them: the role with
+ * the OID has the name it was granted by (app_grants.grantee_name), so a
+ * role given a dropped grantee's OID is not its grantee.
  */
-#define GRANT_STILL_THEIRS_0_4 \
-	"pg_catalog.pg_get_userbyid(g.grantee) OPERATOR(pg_catalog.=) g.grantee_name"
-
-/* The roles granted app $1 whose grants still belong to them. */
-#define GRANTEES_SQL(still_theirs) \
+#define GRANTEES_SQL \
 	"SELECT g.grantee FROM lease.app_grants AS g" \
 	" WHERE g.app_name OPERATOR(pg_catalog.=) $1" \
-	"   AND " still_theirs
+	"   AND pg_catalog.pg_get_userbyid(g.grantee) OPERATOR(pg_catalog.=) g.grantee_name"
+
+/* Indexed by read-only (has_app_access is STABLE). */
+static LeaseStatement grantees_stmts[2] = {
+	{
+		.name = "app grantees", .sql = GRANTEES_SQL,
+		.nargs = 1, .argtypes = {TEXTOID}, .expected = SPI_OK_SELECT
+	},
+	{
+		.name = "app grantees (read only)", .sql = GRANTEES_SQL,
+		.nargs = 1, .argtypes = {TEXTOID}, .expected = SPI_OK_SELECT, .read_only = true
+	},
+};
 
 /*
  * Grant an app to a role unless it already is.  A grant left by a role that
  * was renamed or dropped since is renewed for the role that now has the
- * OID, which the trigger app_grants_grantee_name records (0.4.0).
+ * OID, which the trigger app_grants_grantee_name records.
  */
-#define GRANT_SQL(still_theirs) \
-	"INSERT INTO lease.app_grants AS g (app_name, grantee, granted_by)" \
-	" VALUES ($1, $2, $3)" \
-	" ON CONFLICT (app_name, grantee) DO UPDATE" \
-	"    SET granted_by = excluded.granted_by, granted_at = excluded.granted_at" \
-	"  WHERE NOT (" still_theirs ")" \
-	" RETURNING true"
-
-#define GRANTEES_STMT(still_theirs, ro) \
-	{ \
-		.name = "app grantees", .sql = GRANTEES_SQL(still_theirs), \
-		.nargs = 1, .argtypes = {TEXTOID}, .expected = SPI_OK_SELECT, .read_only = (ro) \
-	}
-
-/*
- * Indexed by read-only (has_app_access is STABLE), then by schema_index():
- * the released schemas, then 0.4.0.
- */
-static LeaseStatement grantees_stmts[2][2] = {
-	{GRANTEES_STMT("true", false), GRANTEES_STMT(GRANT_STILL_THEIRS_0_4, false)},
-	{GRANTEES_STMT("true", true), GRANTEES_STMT(GRANT_STILL_THEIRS_0_4, true)},
+static LeaseStatement grant_stmt = {
+	.name = "grant_app",
+	.sql =
+	"INSERT INTO lease.app_grants AS g (app_name, grantee, granted_by)"
+	" VALUES ($1, $2, $3)"
+	" ON CONFLICT (app_name, grantee) DO UPDATE"
+	"    SET granted_by = excluded.granted_by, granted_at = excluded.granted_at"
+	"  WHERE NOT (pg_catalog.pg_get_userbyid(g.grantee) OPERATOR(pg_catalog.=) g.grantee_name)"
+	" RETURNING true",
+	.nargs = 3, .argtypes = {TEXTOID, REGROLEOID, REGROLEOID},
+	.expected = SPI_OK_INSERT_RETURNING
 };
-
-static LeaseStatement grant_stmts[2] = {
-	{
-		.name = "grant_app",
-		.sql = GRANT_SQL("true"),
-		.nargs = 3, .argtypes = {TEXTOID, REGROLEOID, REGROLEOID},
-		.expected = SPI_OK_INSERT_RETURNING
-	},
-	{
-		.name = "grant_app",
-		.sql = GRANT_SQL(GRANT_STILL_THEIRS_0_4),
-		.nargs = 3, .argtypes = {TEXTOID, REGROLEOID, REGROLEOID},
-		.expected = SPI_OK_INSERT_RETURNING
-	},
-};
-
-/* Which of grantees_stmts and grant_stmts `schema` has. */
-static int
-schema_index(LeaseSchema schema)
-{
-	return schema >= LEASE_SCHEMA_0_4 ? 1 : 0;
-}
 
 /* Revoke an app from a role. */
 static LeaseStatement revoke_stmt = {
@@ -103,8 +78,7 @@ static LeaseStatement revoke_stmt = {
  * True when `caller` may act for the app: it has the owner's privileges,
  * or those of a role granted the app.  Runs as the owner, connected to SPI
  * (it reads lease.app_grants).  A grantee role that was dropped or renamed
- * matches nobody, nor does a role that was given a dropped grantee's OID
- * (0.4.0).  read_only: called from the STABLE has_app_access.
+ * matches nobody, nor does a role that was given a dropped grantee's OID.  read_only: called from the STABLE has_app_access.
  */
 static bool
 caller_may_act_for(Oid caller, Oid owner, LeaseSchema schema, Datum app_name, bool read_only)
@@ -114,7 +88,7 @@ caller_may_act_for(Oid caller, Oid owner, LeaseSchema schema, Datum app_name, bo
 	if (has_privs_of_role(caller, owner))
 		return true;
 
-	rows = lease_spi_run(&grantees_stmts[read_only ? 1 : 0][schema_index(schema)], &app_name,
+	rows = lease_spi_run(&grantees_stmts[read_only ? 1 : 0], &app_name,
 						 NULL, 0);
 	for (uint64 row = 0; row < rows; row++)
 	{
@@ -228,7 +202,9 @@ has_app_access(FunctionCallInfo fcinfo, LeaseSchema schema)
 	PG_RETURN_BOOL(allowed);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_has_app_access, has_app_access, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_has_app_access_0_4);
+/* lease.has_app_access as the 0.4.0 script binds it. */
+Datum lease_has_app_access_0_4(PG_FUNCTION_ARGS) { return has_app_access(fcinfo, LEASE_SCHEMA_0_4); }
 
 /* A required role argument that names an existing role (22004, 42704). */
 static Oid
@@ -258,11 +234,13 @@ grant_app(FunctionCallInfo fcinfo, LeaseSchema schema)
 	values[1] = ObjectIdGetDatum(role_arg(fcinfo, 1, "grantee"));
 	values[2] = ObjectIdGetDatum(GetUserId());
 
-	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &grant_stmts[schema_index(schema)],
+	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &grant_stmt,
 										  values, NULL) > 0);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_grant_app, grant_app, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_grant_app_0_4);
+/* lease.grant_app as the 0.4.0 script binds it. */
+Datum lease_grant_app_0_4(PG_FUNCTION_ARGS) { return grant_app(fcinfo, LEASE_SCHEMA_0_4); }
 
 /*
  * lease.revoke_app: removes a grant made by grant_app; true when there was
@@ -280,4 +258,6 @@ revoke_app(FunctionCallInfo fcinfo, LeaseSchema schema)
 	PG_RETURN_BOOL(lease_spi_exec_for_app(fcinfo, schema, &revoke_stmt, values, NULL) > 0);
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_revoke_app, revoke_app, LEASE_SCHEMA_0_3)
+PG_FUNCTION_INFO_V1(lease_revoke_app_0_4);
+/* lease.revoke_app as the 0.4.0 script binds it. */
+Datum lease_revoke_app_0_4(PG_FUNCTION_ARGS) { return revoke_app(fcinfo, LEASE_SCHEMA_0_4); }

@@ -39,7 +39,7 @@
 
 #include "common/args.h"
 #include "common/spi_util.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
 
@@ -386,12 +386,10 @@ sync_parent_pairs(FunctionCallInfo fcinfo, Datum *shards, int n, HTAB *listed, D
 static Datum
 sync_shards(FunctionCallInfo fcinfo, LeaseSchema schema)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[5];
 	Datum	   *shards;
 	int			n;
 	LeaseCaller caller;
-	uint64		rows;
 	HTAB	   *listed;
 
 	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
@@ -418,16 +416,8 @@ sync_shards(FunctionCallInfo fcinfo, LeaseSchema schema)
 				 errdetail("The lease records the parents %s; the list gives %s.", recorded, listed),
 				 errhint("A shard's parents never change: fix the shard list, or delete the lease with lease.delete_lease() if its lineage is wrong.  Nothing was created.")));
 	}
-	rows = lease_spi_run(&sync_stmt, values, NULL, 0);
-	for (uint64 row = 0; row < rows; row++)
-	{
-		Datum		out[2];
-		bool		nulls[2];
-
-		out[0] = lease_spi_value(row, 1, &nulls[0]);
-		out[1] = lease_spi_value(row, 2, &nulls[1]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
-	}
+	lease_spi_run(&sync_stmt, values, NULL, 0);
+	lease_spi_put_rows(fcinfo, 2);
 	lease_app_end(&caller);
 	return (Datum) 0;
 }

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * src/leases/taker.c
- *	  The server-side lease taker: balanced take_leases, graceful handoff
- *	  requests and batch renewal.
+ *	  The server-side lease taker: balanced take_leases rounds, and
+ *	  plan_rebalance, the dry run of their weighted plan (the planner
+ *	  itself is planner.c; renew_leases and request_handoff, renewal.c).
  *
  * One take_leases call is one balancing round for one worker, in four
  * prepared statements inside one SPI connection:
@@ -51,12 +52,12 @@
 
 #include "common/args.h"
 #include "common/config.h"
-#include "common/durability.h"
 #include "leases/balancing.h"
 #include "leases/events.h"
 #include "leases/incarnation.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 #include "leases/placement.h"
+#include "leases/planner.h"
 #include "leases/privileges.h"
 #include "leases/workers.h"
 #include "common/spi_util.h"
@@ -66,61 +67,21 @@
  * pending handoff, and for the caller $3, with its effective live load (a
  * lease promised away counts for the worker it is promised to), its number
  * of live leases (a worker is someone with a live lease, or the caller),
- * and whether it may hold expired leases.  Most loaded first.
+ * whether it may hold expired leases, its effective known load, how many
+ * of its leases have a known weight, and its declared capacity.  Most
+ * loaded first.
  *
- * Nothing here reads the stream's leases: the workers come from
- * lease.stream_workers (the 0.3.0 bookkeeping); a worker whose expires_min
- * is still ahead holds live leases only, so its count is its live count;
- * only a worker whose
- * bound has passed (it may be dead, or renews lease by lease) has its own
- * leases counted, through shard_leases_owner_idx.  The pending handoffs
- * come through shard_leases_handoff_idx.
+ * Nothing here reads the stream's leases but the pending handoffs (through
+ * shard_leases_handoff_idx) and the leases of a suspect worker: the
+ * workers come from their bookkeeping rows.
  */
-#define LOADS_SQL(live, suspect, alive) \
-	"WITH h AS (" \
-	" SELECT l.lease_owner, l.handoff_to" \
-	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
-	"  WHERE " LEASE_STREAM_MATCHES \
-	"    AND l.handoff_to IS NOT NULL" \
-	"    AND " live("l", LEASE_SQL_NOW) \
-	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ")," \
-	" o AS (" \
-	" SELECT w.worker," \
-	"        " suspect " AS suspect," \
-	"        CASE WHEN NOT " suspect " THEN w.leases" \
-	"             ELSE (SELECT pg_catalog.count(*) FROM lease.shard_leases AS l" \
-	"                    WHERE " LEASE_STREAM_MATCHES \
-	"                      AND l.lease_owner OPERATOR(pg_catalog.=) w.worker" \
-	"                      AND " alive " OPERATOR(pg_catalog.>) k.now) END AS live" \
-	"   FROM lease.stream_workers AS w, " LEASE_SQL_CLOCK \
-	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
-	"    AND w.stream_name OPERATOR(pg_catalog.=) $2" \
-	"    AND w.leases OPERATOR(pg_catalog.>) 0)" \
-	" SELECT x.worker, pg_catalog.sum(x.load)::pg_catalog.int8 AS load," \
-	"        pg_catalog.sum(x.live)::pg_catalog.int8 AS live," \
-	"        pg_catalog.bool_or(x.suspect) AS suspect" \
-	"   FROM (SELECT o.worker, o.live AS load, o.live, o.suspect FROM o" \
-	"         UNION ALL" \
-	"         SELECT h.lease_owner, -1, 0, false FROM h" \
-	"         UNION ALL" \
-	"         SELECT h.handoff_to, 1, 1, false FROM h" \
-	"         UNION ALL" \
-	"         SELECT $3, 0, 1, false) AS x" \
-	"  GROUP BY x.worker" \
-	"  ORDER BY load DESC, x.worker COLLATE pg_catalog.\"C\""
-
-/* Up to 0.3.0: a worker's bound, and each lease's own expiry. */
-#define LOADS_SQL_0_3 \
-	LOADS_SQL(LEASE_SQL_LIVE_0_3, "(w.expires_min OPERATOR(pg_catalog.<=) k.now)", "l.lease_expires_at")
-
 /*
- * From 0.4.0 on a worker's leases are all live while its bound or its
+ * A worker's leases are all live while its bound or its
  * heartbeat is ahead (min over its leases of GREATEST(own expiry,
  * heartbeat) = GREATEST(bound, heartbeat)) and no liveness cutoff applies
  * (LOADS_SUSPECT false); otherwise each lease's effective expiry
  * (LOADS_ALIVE) is read.  `hb` is the alias of the worker's heartbeat row,
- * `w` that of its bookkeeping (the same row on 0.4.0).  The loads from
- * 0.4.0 on are LOADS_SQL_WEIGHTED.
+ * `w` that of its bookkeeping (the same row on 0.4.0).
  */
 #define LOADS_SUSPECT(hb) \
 	"(GREATEST(w.expires_min, " hb ".renewed_until) OPERATOR(pg_catalog.<=) k.now" \
@@ -140,7 +101,7 @@
 	"  AND hb.worker OPERATOR(pg_catalog.=) w.worker"
 
 /*
- * From 0.4.0 on, three more columns: the worker's effective known load
+ * The last three columns: the worker's effective known load
  * (the sum of COALESCE(weight, work_rate) of its live leases, a promised
  * lease counting for the worker it is promised to), how many of those
  * leases have a known weight, and the worker's declared capacity.  A
@@ -197,40 +158,8 @@
 	"  GROUP BY x.worker" \
 	"  ORDER BY load DESC, x.worker COLLATE pg_catalog.\"C\""
 
-/*
- * Loads before the bookkeeping tables (0.1.0 and 0.2.0 objects): one read
- * of the whole stream per round; the fourth column is the stream's
- * takeable total (on the row of no worker).
- */
-#define LOADS_SQL_0_2 \
-	"SELECT w.worker, pg_catalog.sum(w.load)::pg_catalog.int8 AS load," \
-	"       pg_catalog.sum(w.live)::pg_catalog.int8 AS live," \
-	"       pg_catalog.max(pg_catalog.max(w.takeable)) OVER () AS takeable" \
-	"  FROM (SELECT l.lease_owner AS worker," \
-	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE_0_3("l", LEASE_SQL_NOW) \
-	"                   AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) ") AS load," \
-	"               pg_catalog.count(*) FILTER (WHERE " LEASE_SQL_LIVE_0_3("l", LEASE_SQL_NOW) ") AS live," \
-	"               pg_catalog.sum(pg_catalog.count(*) FILTER (WHERE " \
-	LEASE_SQL_NOT_ENDED("l") " AND NOT " LEASE_SQL_BLOCKED("l") "))" \
-	"                   OVER ()::pg_catalog.int8 AS takeable" \
-	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
-	"         WHERE " LEASE_STREAM_MATCHES \
-	"         GROUP BY l.lease_owner" \
-	"        UNION ALL" \
-	"        SELECT l.handoff_to, pg_catalog.count(*), pg_catalog.count(*), NULL" \
-	"          FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
-	"         WHERE " LEASE_STREAM_MATCHES \
-	"           AND l.handoff_to IS NOT NULL" \
-	"           AND " LEASE_SQL_LIVE_0_3("l", LEASE_SQL_NOW) \
-	"           AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
-	"         GROUP BY l.handoff_to" \
-	"        UNION ALL" \
-	"        SELECT $3, 0, 1, NULL) AS w" \
-	" GROUP BY w.worker" \
-	" ORDER BY w.worker IS NULL, load DESC, w.worker COLLATE pg_catalog.\"C\""
-
-static LeaseStatement loads_stmts[4] =
-	LEASE_SCHEMA_STMTS4("take_leases: loads", LOADS_SQL_0_2, LOADS_SQL_0_3,
+static LeaseStatement loads_stmts[2] =
+	LEASE_SCHEMA_STMTS2("take_leases: loads",
 						LOADS_SQL_WEIGHTED(LOADS_WORKERS_0_4, "w"), LOADS_SQL_WEIGHTED(LOADS_WORKERS, "hb"),
 						CURSOR_OPT_GENERIC_PLAN, true, 3, TEXTOID, TEXTOID, TEXTOID);
 
@@ -321,13 +250,13 @@ static LeaseStatement takeable_store_stmt = {
  * Claim: leases promised to $3 whose handoff deadline has passed and whose
  * holder still has them (live), taken with duration $4.
  */
-#define CLAIM_SQL(loads, live) \
+#define CLAIM_SQL(loads) \
 	"WITH o AS (" \
 	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner" \
 	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
 	"  WHERE " LEASE_STREAM_MATCHES \
 	"    AND l.handoff_to OPERATOR(pg_catalog.=) $3" \
-	"    AND " live("l", LEASE_SQL_NOW) \
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
 	"    AND " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"    AND " LEASE_SQL_NOW " OPERATOR(pg_catalog.>=) l.handoff_deadline" \
 	"    AND " LEASE_SQL_NOT_ENDED("l") \
@@ -338,49 +267,41 @@ static LeaseStatement takeable_store_stmt = {
 	loads \
 	TAKER_RESULT("$6")
 
-static LeaseStatement claim_stmts[4] =
-	LEASE_SCHEMA_STMTS4("take_leases: claim due handoffs",
-					   CLAIM_SQL("", LEASE_SQL_LIVE_0_3),
-					   CLAIM_SQL(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE_0_3),
-					   CLAIM_SQL(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE),
-					   CLAIM_SQL(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE), CURSOR_OPT_GENERIC_PLAN,
-					   false,
+static LeaseStatement claim_stmts[2] =
+	LEASE_SCHEMA_STMTS2("take_leases: claim due handoffs",
+						CLAIM_SQL(LEASE_SQL_RECORD_LOADS_0_4), CLAIM_SQL(LEASE_SQL_RECORD_LOADS),
+						CURSOR_OPT_GENERIC_PLAN, false,
 					   6, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, LEASE_EVENT_ARGTYPES);
 
 /*
  * Take: at most $5 unowned or expired takeable leases, unowned first, then
  * the longest expired, skipping rows another transaction has locked.  An
  * expired lease is takeable even with a handoff pending: its holder is gone.
- * From 0.3.0 on, `owners` limits the owned leases read to those of $8, the
- * workers whose expiry bound has passed (an index scan per worker).
+ * `owners` limits the owned leases read: to those of $8, the workers whose
+ * expiry bound has passed (an index scan per worker), or to the planned
+ * ones.
  */
-#define TAKE_FREE_SQL(owners, live, expiry, recheck, loads) \
+#define TAKE_FREE_SQL(owners, loads) \
 	"WITH o0 AS (" \
 	" SELECT l.app_name, l.stream_name, l.shard_id, l.lease_owner AS from_owner," \
 	"        l.lease_expires_at AS from_expires_at" \
 	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
 	"  WHERE " LEASE_STREAM_MATCHES \
 	owners \
-	"    AND NOT " live("l", LEASE_SQL_NOW) \
+	"    AND NOT " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
 	"    AND " LEASE_SQL_NOT_ENDED("l") \
 	"    AND NOT " LEASE_SQL_BLOCKED("l") \
-	"  ORDER BY " expiry " NULLS FIRST, l.shard_id COLLATE pg_catalog.\"C\"" \
+	"  ORDER BY " LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW) " NULLS FIRST, l.shard_id COLLATE pg_catalog.\"C\"" \
 	"  LIMIT $5" \
 	"    FOR NO KEY UPDATE OF l SKIP LOCKED)," \
-	recheck \
+	TAKE_FREE_RECHECKED \
 	LEASE_SQL_TAKE_LOCKED("$3", "$4", "o.event") \
 	LEASE_SQL_RECORD_EVENTS("$6") \
 	loads \
 	TAKER_RESULT("$7")
 
-/* Up to 0.3.0 the lease row's own expiry decides: nothing to re-check. */
-#define TAKE_FREE_AS_READ \
-	" o AS (SELECT o0.*," \
-	"              CASE WHEN o0.from_owner IS NULL THEN 'take' ELSE 'expiry_takeover' END AS event" \
-	"         FROM o0),"
-
 /*
- * From 0.4.0 on, the expiry of an owned lease is judged again on its
+ * The expiry of an owned lease is judged again on its
  * holder's committed heartbeat, with the workers' rows locked (see
  * TAKE_RECHECKED in leases.c): a lease a renewal made live again is left.
  */
@@ -395,20 +316,13 @@ static LeaseStatement claim_stmts[4] =
 	"    AND ((l.lease_owner IS NULL AND " LEASE_SQL_NOT_ENDED("l") ")" \
 	"         OR l.lease_owner OPERATOR(pg_catalog.=) ANY ($8))"
 
-static LeaseStatement take_free_stmts[4] =
-	LEASE_SCHEMA_STMTS4("take_leases: take unowned and expired",
-					   TAKE_FREE_SQL("", LEASE_SQL_LIVE_0_3, "l.lease_expires_at", TAKE_FREE_AS_READ, ""),
-					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_LIVE_0_3, "l.lease_expires_at",
-									 TAKE_FREE_AS_READ, LEASE_SQL_RECORD_LOADS_0_4),
-					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_LIVE,
-									 LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW),
-									 TAKE_FREE_RECHECKED, LEASE_SQL_RECORD_LOADS_0_4),
-					   TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_LIVE,
-									 LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW),
-									 TAKE_FREE_RECHECKED, LEASE_SQL_RECORD_LOADS),
-					   CURSOR_OPT_GENERIC_PLAN, true,
-					   8, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES,
-					   TEXTARRAYOID);
+static LeaseStatement take_free_stmts[2] =
+	LEASE_SCHEMA_STMTS2("take_leases: take unowned and expired",
+						TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_RECORD_LOADS_0_4),
+						TAKE_FREE_SQL(TAKE_FREE_SUSPECTS, LEASE_SQL_RECORD_LOADS),
+						CURSOR_OPT_GENERIC_PLAN, true,
+						8, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES,
+						TEXTARRAYOID);
 
 /*
  * Request: ask holder $5 to hand at most $6 of its live leases (those not
@@ -416,13 +330,13 @@ static LeaseStatement take_free_stmts[4] =
  * duration the requester will hold them for.  Neither lease_count nor
  * lease_epoch changes: the holder keeps renewing and checkpointing.
  */
-#define REQUEST_SQL(live) \
+#define REQUEST_SQL \
 	"WITH o AS (" \
 	" SELECT l.app_name, l.stream_name, l.shard_id" \
 	"   FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
 	"  WHERE " LEASE_STREAM_MATCHES \
 	"    AND l.lease_owner OPERATOR(pg_catalog.=) $5" \
-	"    AND " live("l", LEASE_SQL_NOW) \
+	"    AND " LEASE_SQL_LIVE("l", LEASE_SQL_NOW) \
 	"    AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
 	"    AND " LEASE_SQL_NOT_ENDED("l") \
 	"  ORDER BY l.shard_id COLLATE pg_catalog.\"C\"" \
@@ -442,9 +356,8 @@ static LeaseStatement take_free_stmts[4] =
 	LEASE_SQL_RECORD_EVENTS("$8") \
 	TAKER_RESULT("$9")
 
-static LeaseStatement request_stmts[3] =
-	LEASE_SCHEMA_STMTS3("take_leases: request handoffs", REQUEST_SQL(LEASE_SQL_LIVE_0_3),
-						REQUEST_SQL(LEASE_SQL_LIVE_0_3), REQUEST_SQL(LEASE_SQL_LIVE), 0, false, 9,
+static LeaseStatement request_stmt =
+	LEASE_SCHEMA_STMT_ENTRY("take_leases: request handoffs", REQUEST_SQL, 0, false, 9,
 						TEXTOID, TEXTOID, TEXTOID, INTERVALOID, TEXTOID, INT8OID, INTERVALOID,
 						LEASE_EVENT_ARGTYPES);
 
@@ -498,8 +411,7 @@ static LeaseStatement movable_stmt =
 #define TAKE_IDS_STMT(stmt_name, loads) \
 	{ \
 		.name = stmt_name, \
-		.sql = TAKE_FREE_SQL("    AND l.shard_id OPERATOR(pg_catalog.=) ANY ($8)", LEASE_SQL_LIVE, \
-							 LEASE_SQL_EXPIRY("l", LEASE_SQL_NOW), TAKE_FREE_RECHECKED, loads), \
+		.sql = TAKE_FREE_SQL("    AND l.shard_id OPERATOR(pg_catalog.=) ANY ($8)", loads), \
 		.nargs = 8, \
 		.argtypes = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INT8OID, LEASE_EVENT_ARGTYPES, TEXTARRAYOID}, \
 		.expected = SPI_OK_SELECT, \
@@ -547,107 +459,6 @@ static LeaseStatement request_move_stmt = {
 	LEASE_EVENT_ARGTYPES, TEXTOID},
 	.expected = SPI_OK_SELECT
 };
-
-/*
- * renew_leases gives every lease of $3 in the stream the same expiry, so
- * that expiry is the worker's expires_min, unless an ownership change of
- * the worker raced the renewal (its version moved since the statement's
- * snapshot: it may have brought a lease this renewal did not see), in which
- * case the bound is only lowered if need be.
- */
-#define RENEW_SQL_RAISE_BOUND \
-	", bound AS (UPDATE lease.stream_workers AS w" \
-	"    SET expires_min = CASE WHEN w.version OPERATOR(pg_catalog.=) s.version" \
-	"                           THEN r.expires_at" \
-	"                           ELSE LEAST(w.expires_min, r.expires_at) END" \
-	"   FROM lease.stream_workers AS s," \
-	"        (SELECT pg_catalog.min(c.expires_at) AS expires_at FROM c) AS r" \
-	"  WHERE w.app_name OPERATOR(pg_catalog.=) $1" \
-	"    AND w.stream_name OPERATOR(pg_catalog.=) $2" \
-	"    AND w.worker OPERATOR(pg_catalog.=) $3" \
-	"    AND s.app_name OPERATOR(pg_catalog.=) $1" \
-	"    AND s.stream_name OPERATOR(pg_catalog.=) $2" \
-	"    AND s.worker OPERATOR(pg_catalog.=) $3" \
-	"    AND r.expires_at IS NOT NULL" \
-	"    AND w.expires_min IS DISTINCT FROM r.expires_at)"
-
-/*
- * Renew every lease $3 holds in the stream (guarded on ownership: a lease
- * taken away is simply absent), reporting pending handoff requests and each
- * lease's fencing token.  A lease handed to $3 by its holder's
- * release_lease is held by $3 already, so it shows up here with the epoch
- * the transfer gave it.  0.1.0 and 0.2.0 declare no lease_epoch column: the
- * caller returns the columns its function declares.
- */
-#define RENEW_ALL_SQL(bound) \
-	"WITH c AS (UPDATE lease.shard_leases AS l" \
-	"    SET lease_count = l.lease_count OPERATOR(pg_catalog.+) 1," \
-	"        lease_expires_at = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $4," \
-	"        updated_at = pg_catalog.now()" \
-	"   FROM " LEASE_SQL_CLOCK \
-	"  WHERE " LEASE_STREAM_MATCHES \
-	"    AND l.lease_owner OPERATOR(pg_catalog.=) $3" \
-	"  RETURNING l.shard_id, l.lease_count," \
-	"            CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
-	"                 THEN l.handoff_to END AS handoff_to, l.lease_epoch," \
-	"            l.lease_expires_at AS expires_at)" \
-	bound \
-	" SELECT c.shard_id, c.lease_count, c.handoff_to, c.lease_epoch" \
-	"   FROM c ORDER BY c.shard_id COLLATE pg_catalog.\"C\""
-
-/*
- * From 0.4.0 on a renewal writes one row, the worker's heartbeat
- * (lease_record_session), whatever the number of its leases; this
- * statement, run after it in a snapshot of its own, lists what the
- * heartbeat renewed: the leases $3 holds, with the pending handoffs and
- * the fencing tokens.  lease_count, lease_expires_at and updated_at of the
- * leases stay as they were (docs/shard-leases.md, "renew_leases").  A take
- * that judged one of them expired either locked the worker's row first
- * (the heartbeat waited for it, and the lease is gone from this list) or
- * waits for this renewal and then finds the lease live (TAKE_RECHECKED).
- */
-#define RENEW_LIST_SQL \
-	"SELECT l.shard_id, l.lease_count," \
-	"       CASE WHEN " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
-	"            THEN l.handoff_to END AS handoff_to, l.lease_epoch" \
-	"  FROM lease.shard_leases AS l, " LEASE_SQL_CLOCK \
-	" WHERE " LEASE_STREAM_MATCHES \
-	"   AND l.lease_owner OPERATOR(pg_catalog.=) $3" \
-	" ORDER BY l.shard_id COLLATE pg_catalog.\"C\""
-
-static LeaseStatement renew_all_stmts[3] =
-	LEASE_SCHEMA_STMTS3("renew_leases", RENEW_ALL_SQL(""), RENEW_ALL_SQL(RENEW_SQL_RAISE_BOUND),
-						RENEW_LIST_SQL, 0, false, 4, TEXTOID, TEXTOID, TEXTOID, INTERVALOID);
-
-/*
- * An operator's handoff request: a live lease, not already promised, not
- * held by $4 already, to be handed to $4 by now + $5 (lease duration $6).
- */
-#define REQUEST_ONE_SQL(live) \
-	"WITH c AS (UPDATE lease.shard_leases AS l" \
-	"    SET handoff_to = $4," \
-	"        handoff_requested_at = " LEASE_SQL_NOW "," \
-	"        handoff_deadline = " LEASE_SQL_NOW " OPERATOR(pg_catalog.+) $5," \
-	"        handoff_lease_duration = $6," \
-	"        updated_at = pg_catalog.now()" \
-	"   FROM " LEASE_SQL_CLOCK \
-	"  WHERE " LEASE_KEY_MATCHES \
-	"    AND " live("l", LEASE_SQL_NOW) \
-	"    AND NOT " LEASE_SQL_HANDOFF_PENDING("l", LEASE_SQL_NOW) \
-	"    AND " LEASE_SQL_NOT_ENDED("l") \
-	"    AND l.lease_owner OPERATOR(pg_catalog.<>) $4" \
-	"  RETURNING l.app_name, l.stream_name, l.shard_id, 'handoff_request' AS event," \
-	"            l.lease_owner AS from_owner, l.handoff_to AS to_owner," \
-	"            l.lease_count, l.lease_epoch)" \
-	LEASE_SQL_RECORD_EVENTS("$7") \
-	" SELECT true, " LEASE_SQL_NOTIFY("$8") " FROM c"
-
-static LeaseStatement request_one_stmts[3] =
-	LEASE_SCHEMA_STMTS3("request_handoff", REQUEST_ONE_SQL(LEASE_SQL_LIVE_0_3),
-						REQUEST_ONE_SQL(LEASE_SQL_LIVE_0_3), REQUEST_ONE_SQL(LEASE_SQL_LIVE), 0, false,
-						8, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INTERVALOID, INTERVALOID,
-						LEASE_EVENT_ARGTYPES);
-
 
 /* The actions take_leases reports (docs/shard-leases.md). */
 #define LEASE_ACTION_TAKEN				"taken"
@@ -736,7 +547,7 @@ typedef struct TakeRound
 	int64		victim_load;
 	Datum	   *suspects;		/* workers whose leases may have expired */
 	int			nsuspects;
-	/* from 0.4.0 on, for weighted balancing: */
+	/* for weighted balancing: */
 	BalanceWorker *bw;			/* the workers (rows with live leases) */
 	int64	   *weighed;		/* how many of each one's leases have a weight */
 	int			nbw;
@@ -759,7 +570,7 @@ round_copy(TakeRound *r, Datum value)
  * Phase 1: the workers, their effective loads, and the takeable leases.
  * JIT off (LEASE_STMT_JIT_OFF on the statements that read many leases):
  * the planner prices the per-worker count (run only for a worker
- * whose bound has passed; 0.2: the parent subquery) as if it ran for every
+ * whose bound has passed) as if it ran for every
  * row, so at 100,000 leases the estimate crosses jit_above_cost and
  * compiling takes ~250 ms for a statement that runs in a tenth of a
  * millisecond.
@@ -767,7 +578,6 @@ round_copy(TakeRound *r, Datum value)
 static void
 read_loads(TakeRound *r)
 {
-	bool		weighted = r->schema >= LEASE_SCHEMA_0_4;
 	uint64		rows = lease_spi_run(LEASE_SCHEMA_STMT(loads_stmts, r->schema), r->stream, NULL, 0);
 
 	r->suspects = (Datum *) MemoryContextAlloc(r->callcxt, sizeof(Datum) * (rows + 1));
@@ -782,31 +592,26 @@ read_loads(TakeRound *r)
 		bool		no_worker = isnull;
 		int64		load = DatumGetInt64(lease_spi_value(row, 2, &isnull));
 		int64		live = DatumGetInt64(lease_spi_value(row, 3, &isnull));
-		Datum		col4 = lease_spi_value(row, 4, &isnull);
+		Datum		suspect = lease_spi_value(row, 4, &isnull);
+		BalanceWorker *w;
 
-		if (r->schema < LEASE_SCHEMA_0_3 && !isnull)
-			r->takeable = DatumGetInt64(col4);	/* 0.2: the takeable total */
-		else if (r->schema >= LEASE_SCHEMA_0_3 && DatumGetBool(col4))
+		if (DatumGetBool(suspect))
 			r->suspects[r->nsuspects++] = round_copy(r, worker);	/* may hold expired leases */
 		if (no_worker || live == 0)
 			continue;			/* unowned leases, or an owner whose leases all expired */
 		r->workers++;
-		if (weighted)
+		w = &r->bw[r->nbw];
+		w->name = round_copy(r, worker);
+		w->leases = load;
+		w->load = DatumGetFloat8(lease_spi_value(row, 5, &isnull));
+		r->weighed[r->nbw] = DatumGetInt64(lease_spi_value(row, 6, &isnull));
+		w->capacity = DatumGetFloat8(lease_spi_value(row, 7, &isnull));
+		if (text_equal(worker, r->stream[2]))
 		{
-			BalanceWorker *w = &r->bw[r->nbw];
-
-			w->name = round_copy(r, worker);
-			w->leases = load;
-			w->load = DatumGetFloat8(lease_spi_value(row, 5, &isnull));
-			r->weighed[r->nbw] = DatumGetInt64(lease_spi_value(row, 6, &isnull));
-			w->capacity = DatumGetFloat8(lease_spi_value(row, 7, &isnull));
-			if (text_equal(worker, r->stream[2]))
-			{
-				r->me = r->nbw;
-				r->stored_capacity = w->capacity;
-			}
-			r->nbw++;
+			r->me = r->nbw;
+			r->stored_capacity = w->capacity;
 		}
+		r->nbw++;
 		if (text_equal(worker, r->stream[2]))
 			r->mine = load;
 		else if (!r->have_victim)
@@ -819,8 +624,7 @@ read_loads(TakeRound *r)
 	}
 	if (r->workers < 1)
 		elog(ERROR, "pg_lease: take_leases found no worker, not even the caller");
-	if (r->schema >= LEASE_SCHEMA_0_3)
-		r->takeable = stream_takeable(r->stream);
+	r->takeable = stream_takeable(r->stream);
 }
 
 /* Fills $1..$4 of a taking statement; returns the number filled. */
@@ -880,7 +684,7 @@ request_handoffs(TakeRound *r, int64 count)
 	values[n++] = Int64GetDatum(count);
 	values[n++] = lease_interval_from_ms(lease_handoff_timeout_ms);
 	lease_event_params(&values[n]);
-	lease_spi_run(LEASE_SCHEMA_STMT(request_stmts, r->schema), values, NULL, 0);
+	lease_spi_run(&request_stmt, values, NULL, 0);
 	put_rows(r->rsinfo, LEASE_ACTION_HANDOFF_REQUESTED);
 }
 
@@ -1137,13 +941,13 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 		lease_restart_grace(r.stream, r.duration, true);
 
 	read_loads(&r);
-	if (schema >= LEASE_SCHEMA_0_4 && capacity != r.stored_capacity)
+	if (capacity != r.stored_capacity)
 	{
 		lease_record_capacity(r.stream, capacity);
 		if (r.me >= 0)
 			r.bw[r.me].capacity = capacity;
 	}
-	if (schema < LEASE_SCHEMA_0_4 || !weighted_round(&r, capped, max_leases, max_steal))
+	if (!weighted_round(&r, capped, max_leases, max_steal))
 		count_round(&r, capped, max_leases, max_steal);
 	if (have_every)
 		lease_record_session(schema, r.stream, true, renew_every, NULL);
@@ -1152,103 +956,13 @@ take_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
 	return (Datum) 0;
 }
 
-LEASE_VERSIONED_ENTRY_POINTS(lease_take_leases, take_leases, lease_schema_before_0_4())
+PG_FUNCTION_INFO_V1(lease_take_leases_0_4);
+/* lease.take_leases as the 0.4.0 script binds it. */
+Datum lease_take_leases_0_4(PG_FUNCTION_ARGS) { return take_leases(fcinfo, LEASE_SCHEMA_0_4); }
 
 /* lease.take_leases from 0.5.0 on: the placement check (src/leases/placement.h), the bookkeeping in lease.worker_holdings. */
 PG_FUNCTION_INFO_V1(lease_take_leases_0_5);
 Datum lease_take_leases_0_5(PG_FUNCTION_ARGS) { return take_leases(fcinfo, LEASE_SCHEMA_0_5); }
-
-/*
- * The schema a plain renew_leases call serves, told by its declared result
- * row as pg_stat_statements tells its API versions: 0.1.0 and 0.2.0 return
- * no lease_epoch (three columns).
- */
-static LeaseSchema
-renew_leases_plain_schema(FunctionCallInfo fcinfo)
-{
-	TupleDesc	tupdesc;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) == TYPEFUNC_COMPOSITE &&
-		tupdesc->natts < 4)
-		return LEASE_SCHEMA_0_2;
-	return LEASE_SCHEMA_0_3;
-}
-
-/*
- * lease.renew_leases: renews every lease the owner holds in the stream;
- * handoff_to is set where a handoff has been requested, lease_epoch is the
- * fencing token of each.
- */
-static Datum
-renew_leases(FunctionCallInfo fcinfo, LeaseSchema schema)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[4];
-	Datum		renew_every = (Datum) 0;
-	bool		have_every = false;
-	LeaseCaller caller;
-	bool		flush_free = schema >= LEASE_SCHEMA_0_5 && lease_heartbeat_flush_free_begin();
-
-	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
-	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
-	values[2] = lease_arg_ident(fcinfo, 2, "owner");
-	values[3] = lease_arg_duration(fcinfo, 3, "lease_duration");
-	if (schema >= LEASE_SCHEMA_0_4)
-		have_every = lease_arg_opt_duration(fcinfo, 4, "renew_every", &renew_every);
-
-	InitMaterializedSRF(fcinfo, 0);
-	lease_stream_begin(fcinfo, schema, values[0], values[1], &caller);
-	if (schema >= LEASE_SCHEMA_0_4)
-		lease_record_session(schema, values, have_every, renew_every, &values[3]);
-	if (schema >= LEASE_SCHEMA_0_5)
-		lease_check_holdings_current(values);
-	lease_spi_run(LEASE_SCHEMA_STMT(renew_all_stmts, schema), values, NULL, 0);
-	for (uint64 row = 0; row < SPI_processed; row++)
-	{
-		Datum		out[4];
-		bool		nulls[4];
-
-		/* the function's declared columns: 0.1.0 and 0.2.0 have no lease_epoch */
-		for (int col = 0; col < Min(rsinfo->setDesc->natts, 4); col++)
-			out[col] = lease_spi_value(row, col + 1, &nulls[col]);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, nulls);
-	}
-	lease_heartbeat_flush_free_end(flush_free);
-	lease_app_end(&caller);
-	return (Datum) 0;
-}
-
-LEASE_VERSIONED_ENTRY_POINTS(lease_renew_leases, renew_leases, renew_leases_plain_schema(fcinfo))
-
-/* lease.renew_leases from 0.5.0 on: the placement check (src/leases/placement.h), the heartbeat row only its worker writes. */
-PG_FUNCTION_INFO_V1(lease_renew_leases_0_5);
-Datum lease_renew_leases_0_5(PG_FUNCTION_ARGS) { return renew_leases(fcinfo, LEASE_SCHEMA_0_5); }
-
-/*
- * lease.request_handoff: true when the lease's holder has been asked to
- * hand it to to_owner (for operators and leaders).
- */
-static Datum
-request_handoff(FunctionCallInfo fcinfo, LeaseSchema schema)
-{
-	Datum		values[6 + LEASE_EVENT_NPARAMS];
-
-	values[0] = lease_arg_ident(fcinfo, 0, "app_name");
-	values[1] = lease_arg_ident(fcinfo, 1, "stream_name");
-	values[2] = lease_arg_ident(fcinfo, 2, "shard_id");
-	values[3] = lease_arg_ident(fcinfo, 3, "to_owner");
-	values[4] = lease_interval_from_ms(lease_handoff_timeout_ms);
-	values[5] = lease_interval_from_ms(lease_default_lease_duration_ms);
-	lease_event_params(&values[6]);
-
-	PG_RETURN_BOOL(lease_spi_exec_for_stream(fcinfo, schema, LEASE_SCHEMA_STMT(request_one_stmts, schema), values, NULL) > 0);
-}
-
-LEASE_VERSIONED_ENTRY_POINTS(lease_request_handoff, request_handoff, LEASE_SCHEMA_0_3)
-
-PG_FUNCTION_INFO_V1(lease_request_handoff_0_5);
-/* lease.request_handoff from 0.5.0 on: with the placement check (src/leases/placement.h). */
-Datum lease_request_handoff_0_5(PG_FUNCTION_ARGS) { return request_handoff(fcinfo, LEASE_SCHEMA_0_5); }
 
 /*
  * lease.plan_rebalance: the moves the weighted rounds would make from the

@@ -6,7 +6,7 @@
  *	  liveness record.
  *
  * Every statement that changes who holds a lease keeps the bookkeeping
- * exact with LEASE_SQL_RECORD_LOADS (leases.h) in the same statement.
+ * exact with LEASE_SQL_RECORD_LOADS (lease_sql.h) in the same statement.
  * Inserts (create_lease, import_kcl_ex, a restore) and deletes
  * (delete_lease, cleanup_ended) reach it through this statement trigger,
  * which runs the same text over the statement's transition table, so the
@@ -45,7 +45,7 @@
 #include "common/durability.h"
 #include "common/spi_util.h"
 #include "leases/incarnation.h"
-#include "leases/leases.h"
+#include "leases/lease_sql.h"
 #include "leases/placement.h"
 #include "leases/privileges.h"
 #include "leases/workers.h"

@@ -110,15 +110,33 @@ AS $$
      ORDER BY b.ord
 $$;
 
--- Bindings: admit_turn as released up to 0.3.0, the module's plain symbol
--- (src/bindings/conversations.c, LEASE_VERSIONED_ENTRY_POINTS): a turn and
--- nothing else, so a replacement's first turn leaves the conversation it
--- replaced live and holding its sandbox slot.
+-- Bindings: admit_turn as released up to 0.3.0: a turn and nothing else
+-- (the conversation locked, then the turn inserted and a pending
+-- conversation made running), so a replacement's first turn leaves the
+-- conversation it replaced live and holding its sandbox slot.
 CREATE FUNCTION explore_mutant.admit_turn(conversation_id bigint)
 RETURNS bigint
-AS '$libdir/pg_lease', 'lease_admit_turn'
-LANGUAGE C VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp;
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    st text;
+    turn bigint;
+BEGIN
+    SELECT c.status INTO st FROM lease.conversations AS c
+     WHERE c.id = admit_turn.conversation_id AND c.sandbox_id IS NOT NULL
+       FOR UPDATE OF c;
+    IF NOT FOUND OR st IN ('failed', 'terminated') THEN
+        RAISE EXCEPTION 'conversation % cannot take a turn', admit_turn.conversation_id
+            USING ERRCODE = '55000';
+    END IF;
+    INSERT INTO lease.turns (conversation_id) VALUES (admit_turn.conversation_id)
+        RETURNING id INTO turn;
+    UPDATE lease.conversations AS c SET status = 'running', updated_at = now()
+     WHERE c.id = admit_turn.conversation_id AND c.status = 'pending';
+    RETURN turn;
+END
+$$;
 
 -- Leases (lease.heartbeat): a lease that leaves its holder (an
 -- expiry or session_ended takeover, a claim past a handoff deadline, a

@@ -24,28 +24,13 @@ SELECT lease_test.try($$SET lease.fleet_capacity = -1$$);
 SELECT lease_test.try($$SET lease.default_sandbox_limit = -1$$);
 SELECT lease_test.try($$SET lease.fleet_lock_namespace = 4294967296$$);
 
--- lease.fleet_lock_namespace chooses the advisory keys of admission on a
--- schema older than 0.4.0: the C symbol lease_start_conversation, bound
--- here the way pg_lease--0.3.0.sql binds lease.start_conversation (fleet
--- and tenant lock).  A 0.4.0 schema's admission (lease_start_conversation_0_4,
--- the admission gate) takes no advisory lock at all.
-CREATE FUNCTION lease_test.start_conversation_0_3(
-    user_id text, agent_id text, vault_id text, environment_id text, channel_id text)
-RETURNS TABLE (outcome text, conversation_id bigint, detail text)
-AS '$libdir/pg_lease', 'lease_start_conversation' LANGUAGE C VOLATILE ROWS 1;
-SET lease.fleet_lock_namespace = -7;
-BEGIN;
-SELECT outcome FROM lease_test.start_conversation_0_3('gu-u1', 'agent', NULL, NULL, NULL);
-SELECT classid::int4 AS namespace, count(*) FROM pg_locks
- WHERE locktype = 'advisory' AND pid = pg_backend_pid() GROUP BY 1;
-ROLLBACK;
+-- admission serializes on the admission gate and takes no advisory lock
+-- (lease.fleet_lock_namespace has no effect since 0.5.0)
 BEGIN;
 SELECT outcome FROM lease.start_conversation('gu-u1', 'agent', NULL, NULL, NULL);
 SELECT count(*) AS advisory_locks FROM pg_locks
  WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 ROLLBACK;
-RESET lease.fleet_lock_namespace;
-DROP FUNCTION lease_test.start_conversation_0_3(text, text, text, text, text);
 
 -- admission_lock_timeout is a millisecond time GUC too, always bounded
 SHOW lease.admission_lock_timeout;

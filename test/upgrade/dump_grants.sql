@@ -1,6 +1,7 @@
 -- Part of the dump/restore fixture (test/upgrade/dump_fixture.sql), on its
 -- own because test/upgrade/dump.sh runs it again after upgrading a database
--- filled under an older version, which had no lease.grant_app.
+-- filled under an older version, which had less of what it fills (each part
+-- runs once: again after the update only where the older version lacked it).
 -- 0.2.0 and later: an app granted to a role (lease.app_grants; roles are
 -- cluster-wide, so the restored copy in the same cluster maps it again).
 DO $$
@@ -12,7 +13,8 @@ BEGIN
         PERFORM lease.grant_app('dump', 'lease_dump_worker');
         -- 0.4.0: a grant to a role dropped since is not dumped
         -- (test/upgrade/dump.sh checks the source still has it).
-        IF pg_catalog.to_regprocedure('lease.app_grants_grantee_name()') IS NOT NULL THEN
+        IF pg_catalog.to_regprocedure('lease.app_grants_grantee_name()') IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM lease.app_grants WHERE app_name = 'dump-gone') THEN
             CREATE ROLE lease_dump_gone NOLOGIN;
             PERFORM lease.grant_app('dump-gone', 'lease_dump_gone');
             DROP ROLE lease_dump_gone;
@@ -21,7 +23,8 @@ BEGIN
         -- granter's name (granted_by is a name), not a bare OID
         -- (test/upgrade/dump.sh reads the dump).
         IF (SELECT a.atttypid = 'pg_catalog.name'::pg_catalog.regtype FROM pg_attribute AS a
-             WHERE a.attrelid = 'lease.app_grants'::regclass AND a.attname = 'granted_by') THEN
+             WHERE a.attrelid = 'lease.app_grants'::regclass AND a.attname = 'granted_by')
+           AND NOT EXISTS (SELECT 1 FROM lease.app_grants WHERE app_name = 'dump-granter') THEN
             CREATE ROLE lease_dump_granter NOLOGIN;
             GRANT USAGE ON SCHEMA lease TO lease_dump_granter;
             GRANT EXECUTE ON FUNCTION lease.grant_app(text, regrole) TO lease_dump_granter;

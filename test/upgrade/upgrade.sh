@@ -13,6 +13,9 @@
 #      ACLs, columns with defaults, constraints, indexes with predicates,
 #      views, sequences, comments, extconfig/extcondition, and pg_depend
 #      membership of every object in schema lease.
+# Before each update it checks the support window (docs/operations.md,
+# "Upgrades"): on the previous release's schema a call runs; on an older one
+# it raises 55000 with the hint to update (updating needs only the scripts).
 # It also checks that no released script changed: test/upgrade/released.sha256
 # lists the checksum of each one.
 #
@@ -69,6 +72,8 @@ done < test/upgrade/released.sha256
 # 2. Every released version older than the default version, upgraded.
 default=$(pg_lease_version) || exit 1
 releases=$(pg_lease_releases) || exit 1
+# the previous release: the oldest schema the module serves
+previous=$(tail -n 1 <<<"$releases")
 echo "upgrade: default version $default; released versions: $(echo $releases)"
 
 psql_do -d postgres -c "DROP DATABASE IF EXISTS pg_lease_fresh" -c "CREATE DATABASE pg_lease_fresh" &&
@@ -85,8 +90,24 @@ for from in $releases; do
     db=pg_lease_from_${from//[^0-9a-zA-Z]/_}
     echo "upgrade: $from -> $default"
     psql_do -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" &&
-        psql_do -d "$db" -c "CREATE EXTENSION pg_lease VERSION '$from'" \
-            -c "ALTER EXTENSION pg_lease UPDATE" || { failed=1; continue; }
+        psql_do -d "$db" -c "CREATE EXTENSION pg_lease VERSION '$from'" || { failed=1; continue; }
+    call=$(psql_do -d "$db" -At -v VERBOSITY=verbose -c "BEGIN" \
+        -c "SELECT lease.create_lease('upgrade', 's', 'window')" -c "ROLLBACK" 2>&1)
+    if [ "$from" = "$previous" ]; then
+        want=t
+    else
+        want="ERROR:  55000: pg_lease schema version $from is too old for this module"
+        call=$(grep -E '^ERROR|^HINT' <<<"$call" | tr '\n' '|')
+        want="$want|HINT:  Update the extension with ALTER EXTENSION pg_lease UPDATE.|"
+    fi
+    if [ "$call" = "$want" ]; then
+        echo "upgrade: a call on the $from schema: ${want%%|*}"
+    else
+        echo "upgrade: a call on the $from schema FAILED: got '$call', want '$want'"
+        failed=1
+    fi
+    psql_do -d "$db" -c "ALTER EXTENSION pg_lease UPDATE" ||
+        { failed=1; continue; }
     got=$(psql_do -d "$db" -Atc "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_lease'")
     if [ "$got" != "$default" ]; then
         echo "upgrade: ALTER EXTENSION pg_lease UPDATE from $from left version $got, not $default"

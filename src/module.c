@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * src/pg_lease.c
+ * src/module.c
  *	  The module's entry point.
  *
  * pg_lease has two products sharing one extension and one schema:

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * src/leases/leases.h
+ * src/leases/lease_sql.h
  *	  SQL fragments shared by every statement that reads or changes a lease.
  *
  * Each macro expands to a piece of fixed SQL text about one row of
@@ -12,8 +12,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef LEASE_LEASES_H
-#define LEASE_LEASES_H
+#ifndef LEASE_LEASE_SQL_H
+#define LEASE_LEASE_SQL_H
 
 #include "common/version.h"
 
@@ -31,11 +31,6 @@
 /* The database clock, once per statement: FROM-list item and its column. */
 #define LEASE_SQL_CLOCK		"(SELECT pg_catalog.clock_timestamp() AS now) AS k"
 #define LEASE_SQL_NOW		"k.now"
-
-/* Owned and not expired: the 0.1.0 to 0.3.0 schemas (a lease's own expiry). */
-#define LEASE_SQL_LIVE_0_3(a, now) \
-	"(" a ".lease_owner IS NOT NULL" \
-	" AND " a ".lease_expires_at OPERATOR(pg_catalog.>) " now ")"
 
 /*
  * From 0.4.0 on, a lease's effective expiry, for its own lease_expires_at
@@ -122,7 +117,7 @@
 	"              " LEASE_SQL_CLOCK \
 	"        WHERE " keep " OR NOT " LEASE_SQL_HELD_AGAIN "),"
 
-/* Owned and not expired, by the effective expiry (0.4.0 on). */
+/* Owned and not expired, by the effective expiry. */
 #define LEASE_SQL_LIVE(a, now) \
 	"(" a ".lease_owner IS NOT NULL" \
 	" AND " LEASE_SQL_EXPIRY(a, now) " OPERATOR(pg_catalog.>) " now ")"
@@ -143,16 +138,17 @@
 /*
  * A parent shard that still exists in the table has not ended.  The
  * cardinality test comes first so that the common lease without parents
- * never runs the subquery (AND evaluates left to right and stops at false):
- * take_leases evaluates this for every lease of a stream.
+ * never runs the subquery: a CASE evaluates its branches in order (AND
+ * promises no order), and take_leases evaluates this for every lease of a
+ * stream.
  */
 #define LEASE_SQL_BLOCKED(a) \
-	"(pg_catalog.cardinality(" a ".parent_shard_ids) OPERATOR(pg_catalog.>) 0" \
-	" AND EXISTS (SELECT 1 FROM lease.shard_leases AS p" \
+	"(CASE WHEN pg_catalog.cardinality(" a ".parent_shard_ids) OPERATOR(pg_catalog.=) 0 THEN false" \
+	" ELSE EXISTS (SELECT 1 FROM lease.shard_leases AS p" \
 	" WHERE p.app_name OPERATOR(pg_catalog.=) " a ".app_name" \
 	"   AND p.stream_name OPERATOR(pg_catalog.=) " a ".stream_name" \
 	"   AND p.shard_id OPERATOR(pg_catalog.=) ANY (" a ".parent_shard_ids)" \
-	"   AND p.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END "))"
+	"   AND p.checkpoint OPERATOR(pg_catalog.<>) " LEASE_SQL_SHARD_END ") END)"
 
 /* SET list items that forget a handoff request. */
 #define LEASE_SQL_CLEAR_HANDOFF \
@@ -239,7 +235,7 @@
 #define LEASE_SQL_RECORD_LOADS_0_4	LEASE_SQL_RECORD_LOADS_IN("lease.stream_workers")
 #define LEASE_SQL_RECORD_LOADS		LEASE_SQL_RECORD_LOADS_IN("lease.worker_holdings")
 
-/* One prepared statement of a LEASE_SCHEMA_STMTS set. */
+/* One prepared statement of a LEASE_SCHEMA_STMTS2 pair, or a statement alone. */
 #define LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_, opts, jit_off, n, ...) \
 	{ \
 		.name = stmt_name, .sql = sql_, .nargs = n, \
@@ -249,57 +245,29 @@
 	}
 
 /*
- * A statement in the three forms the schemas need up to 0.4.0
- * (common/version.h), indexed by LeaseSchema: [0] for 0.1.0/0.2.0 objects,
- * which have no bookkeeping tables (lease.stream_workers and the takeable
- * cache), [1] for 0.3.0, [2] from 0.4.0 on (the workers' heartbeat and
- * liveness columns); opts the cursor_options of the last two; jit_off: all
- * run with JIT off (LEASE_STMT_JIT_OFF).  A newer schema runs the last form
- * (LEASE_SCHEMA_STMT).
+ * A statement in the two forms of the schemas the module serves
+ * (common/version.h), indexed by LeaseSchema: [0] for 0.4.0 (the
+ * bookkeeping in lease.stream_workers, beside the heartbeat), [1] from 0.5.0
+ * on (the bookkeeping in lease.worker_holdings); opts their cursor_options;
+ * jit_off: both run with JIT off (LEASE_STMT_JIT_OFF).
  */
-#define LEASE_SCHEMA_STMTS3(stmt_name, sql_0_2, sql_0_3, sql_0_4, opts, jit_off, n, ...) \
+#define LEASE_SCHEMA_STMTS2(stmt_name, sql_0_4, sql_0_5, opts, jit_off, n, ...) \
 	{ \
-		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.2 schema)", sql_0_2, 0, jit_off, n, __VA_ARGS__), \
-		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.3 schema)", sql_0_3, opts, jit_off, n, __VA_ARGS__), \
-		LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_0_4, opts, jit_off, n, __VA_ARGS__) \
-	}
-
-/*
- * The same with a fourth form, [3], from 0.5.0 on (the bookkeeping in
- * lease.worker_holdings, apart from the heartbeat row in
- * lease.stream_workers); [2] then serves 0.4.0 only.
- */
-#define LEASE_SCHEMA_STMTS4(stmt_name, sql_0_2, sql_0_3, sql_0_4, sql_0_5, opts, jit_off, n, ...) \
-	{ \
-		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.2 schema)", sql_0_2, 0, jit_off, n, __VA_ARGS__), \
-		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.3 schema)", sql_0_3, opts, jit_off, n, __VA_ARGS__), \
 		LEASE_SCHEMA_STMT_ENTRY(stmt_name " (0.4 schema)", sql_0_4, opts, jit_off, n, __VA_ARGS__), \
 		LEASE_SCHEMA_STMT_ENTRY(stmt_name, sql_0_5, opts, jit_off, n, __VA_ARGS__) \
 	}
 
-/* A statement whose text is the same from 0.3.0 on. */
-#define LEASE_SCHEMA_STMTS(stmt_name, sql_0_2, sql_0_3, opts_0_3, jit_off, n, ...) \
-	LEASE_SCHEMA_STMTS3(stmt_name, sql_0_2, sql_0_3, sql_0_3, opts_0_3, jit_off, n, __VA_ARGS__)
-
 /*
- * The common case: a statement that changes who holds a lease, with the
- * bookkeeping CTE from 0.3.0 on (in lease.worker_holdings from 0.5.0 on).
- * `sql` is a macro taking that CTE and the liveness test of the schema
- * (LEASE_SQL_LIVE_0_3 or LEASE_SQL_LIVE).
+ * The common case: a statement that changes who holds a lease, with its
+ * bookkeeping CTE.  `sql` is a macro taking that CTE.
  */
 #define LEASE_OWNERSHIP_STMTS(stmt_name, sql, n, ...) \
-	LEASE_SCHEMA_STMTS4(stmt_name, sql("", LEASE_SQL_LIVE_0_3), \
-						sql(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE_0_3), \
-						sql(LEASE_SQL_RECORD_LOADS_0_4, LEASE_SQL_LIVE), \
-						sql(LEASE_SQL_RECORD_LOADS, LEASE_SQL_LIVE), 0, false, n, __VA_ARGS__)
+	LEASE_SCHEMA_STMTS2(stmt_name, sql(LEASE_SQL_RECORD_LOADS_0_4), sql(LEASE_SQL_RECORD_LOADS), \
+						0, false, n, __VA_ARGS__)
 
-/*
- * Which of a LEASE_SCHEMA_STMTS set `schema` runs: its form for that
- * schema, or the newest form the set has (a statement whose SQL did not
- * change; 0.5.0's placement check, for one, is not SQL).
- */
+/* Which of a LEASE_SCHEMA_STMTS2 pair `schema` runs. */
 #define LEASE_SCHEMA_STMT(stmts, schema) \
-	(&(stmts)[Min((int) (schema), (int) lengthof(stmts) - 1)])
+	(&(stmts)[(schema) == LEASE_SCHEMA_0_5 ? 1 : 0])
 
 /*
  * From 0.5.0 on, the SET item with which a statement writing checkpoint
@@ -321,8 +289,15 @@
  * the way (an exponentially decayed rate starting from 0; for a short dt
  * the step is about work / tau, so back-to-back checkpoints do not inflate
  * it; the exponent is capped where the factor is 1 to float8 precision).
- * Needs LEASE_WORK_RATE_TAU_S (leases/balancing.h).
  */
+/*
+ * The time constant, in seconds, of the exponentially decayed work rate
+ * that update_checkpoint's records argument feeds (lease.shard_leases.
+ * work_rate): a report `dt` seconds after the previous checkpoint moves the
+ * rate by 1 - exp(-dt / LEASE_WORK_RATE_TAU_S) of the way to records / dt.
+ */
+#define LEASE_WORK_RATE_TAU_S "60"
+
 #define LEASE_SQL_CHECKPOINT_DT(a) \
 	"GREATEST(pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) " a ".checkpointed_at), 0.001)"
 #define LEASE_SQL_DECAYED_WORK_RATE(a, work) \
@@ -333,4 +308,4 @@
 	"   ((" work " OPERATOR(pg_catalog./) " LEASE_SQL_CHECKPOINT_DT(a) ")" \
 	"    OPERATOR(pg_catalog.-) COALESCE(" a ".work_rate, 0)))"
 
-#endif							/* LEASE_LEASES_H */
+#endif							/* LEASE_LEASE_SQL_H */
