@@ -10,10 +10,10 @@
 #          (number_sync_standbys forced to 0);
 #   three: h1 (primary) + h2 + h3, replication-quorum true on each,
 #          number-sync-standbys 1.
-# In each the same fault: one standby made unhealthy (SIGSTOP of its
+# In each the same fault: one standby's host crashes (SIGKILL of its
 # pg_autoctl and Postgres), a client writes checkpoints and records which
-# the server acknowledged, the primary is SIGKILLed (its whole process
-# tree), the standby resumes (SIGCONT) and the monitor fails over.  A
+# the server acknowledged, the primary is SIGKILLed too, the standby starts
+# again and the monitor fails over.  A
 # checker compares the client's record with what the new primary holds.
 # The 2-node case must lose acknowledged checkpoints (the negative
 # control), the 3-node case none.  Prints TAP.
@@ -78,8 +78,7 @@ node_pids() {
     [ -n "$pm" ] && [ "$(readlink "/proc/$pm/cwd" 2>/dev/null)" = "$DIR/$1" ] && tree "$pm"
 }
 
-# Stops everything started here, by PID (resumes what a fault left stopped
-# first), and removes DIR.
+# Stops everything started here, by PID, and removes DIR.
 cleanup() {
     local f name pids="" pid i alive
     for f in "$DIR"/pids/*; do
@@ -87,8 +86,6 @@ cleanup() {
         name=$(basename "$f")
         pids="$pids $(node_pids "$name")"
     done
-    # shellcheck disable=SC2086
-    [ -n "${pids// /}" ] && kill -CONT $pids 2>/dev/null
     # pg_autoctl stops its Postgres on SIGTERM; the monitor last
     for f in "$DIR"/pids/[th]* "$DIR"/pids/monitor; do
         [ -s "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null
@@ -110,6 +107,7 @@ trap 'exit 1' INT TERM
 start_autoctl() {
     local name=$1 i
     shift
+    rm -f "$DIR/pids/$name"
     as_pg bash -c 'echo $$ >"$0"; exec "$@"' "$DIR/pids/$name" "$PG_AUTOCTL" "$@" \
         >>"$DIR/logs/$name.log" 2>&1 </dev/null &
     for i in $(seq 1 50); do
@@ -256,22 +254,24 @@ ok_show $? "a 2-node formation refuses number-sync-standbys 1 (exit $st, still $
 
 # 3. The fault, the same in both formations:
 #  a. a checkpoint while all is healthy (shard-0);
-#  b. the standby STANDBY stops (SIGSTOP of its pg_autoctl and Postgres); the
-#     monitor marks it unhealthy and no longer a candidate (goal catchingup);
+#  b. the standby STANDBY crashes (SIGKILL of its pg_autoctl and Postgres);
+#     the monitor marks it unhealthy and no longer a candidate (goal
+#     catchingup);
 #     on two nodes the primary goes to wait_primary and empties
 #     synchronous_standby_names, on three it stays primary;
 #  c. the client writes checkpoints (shard-1 .. shard-K) and records which
 #     the server acknowledged;
 #  d. the primary is SIGKILLed (its whole process tree), the standby
-#     resumes (SIGCONT), the monitor fails over if it can (WAIT seconds).
+#     starts again (pg_autoctl run), the monitor fails over if it can (WAIT
+#     seconds).
 # The checker reads the new primary or, when there is none, the standby
 # STANDBY (the only copy left once the primary's host is gone).  Sets LOST
 # (acknowledged checkpoints missing there), ACKED, AMBIGUOUS, NEWPRIMARY
 # (empty: no failover), SURVIVOR, SSN_DURING and PSTATE (the primary's state
-# while the standby was stopped).
+# while the standby was down).
 K=20
 fault() {
-    local formation=$1 primary=$2 standby=$3 port i out v fpids wr
+    local formation=$1 primary=$2 standby=$3 port i out v
     PSTATE= SSN_DURING= NEWPRIMARY= SURVIVOR= SURVIVOR_STATE= LOST= ACKED=0
     port=$(port_of "$primary")
     STEP="set up the leases"
@@ -294,10 +294,9 @@ fault() {
     STEP="checkpoint shard-0"
     write 0 "before-$formation" || return 1
     STEP="find the standby's walreceiver"
-    fpids=$(node_pids "$standby")
-    # shellcheck disable=SC2086
-    kill -STOP $fpids
-    STEP="wait for the monitor to react to the stopped standby"
+    # shellcheck disable=SC2046
+    kill -KILL $(node_pids "$standby") 2>/dev/null
+    STEP="wait for the monitor to react to the crashed standby"
     if [ "$formation" = two ]; then
         wait_for '[ "$(state_of "$primary")" = wait_primary/wait_primary ] && [ -z "$(ssn "$primary")" ]' 60 || return 1
     else
@@ -311,22 +310,33 @@ fault() {
     sleep 1.5
     # shellcheck disable=SC2046
     kill -KILL $(node_pids "$primary") 2>/dev/null
-    # shellcheck disable=SC2086
-    kill -CONT $fpids
+    STEP="start the standby again"
+    start_autoctl "$standby" run --pgdata "$DIR/$standby" || return 1
     STEP="wait for a failover"
     wait_for 'NEWPRIMARY=$(primary_of "$formation"); [ -n "$NEWPRIMARY" ] && [ "$NEWPRIMARY" != "$primary" ] &&
               [ "$(psql_at "$(port_of "$NEWPRIMARY")" -d "$DB" -c "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ]' "$4" ||
         NEWPRIMARY=
     SURVIVOR=${NEWPRIMARY:-$standby}
-    STEP="read $SURVIVOR"
-    wait_for 'psql_at "$(port_of "$SURVIVOR")" -d "$DB" -c "SELECT 1" >/dev/null 2>&1' 30 || return 1
     SURVIVOR_STATE=$(state_of "$SURVIVOR")
+    if [ -z "$NEWPRIMARY" ]; then
+        # no failover: the standby's keeper keeps trying to follow the dead
+        # primary and leaves its Postgres down; stop the keeper and start
+        # that Postgres alone (a hot standby) to read the copy it holds
+        STEP="stop $standby's keeper and start its Postgres alone"
+        kill -TERM "$(cat "$DIR/pids/$standby")" 2>/dev/null
+        wait_for '! kill -0 "$(cat "$DIR/pids/$standby")" 2>/dev/null' 30 || return 1
+        as_pg "$PG_BINDIR/pg_ctl" -D "$DIR/$standby" -l "$DIR/logs/$standby.alone.log" -w -t 60 start >/dev/null ||
+            return 1
+    fi
+    STEP="read $SURVIVOR"
+    wait_for 'psql_at "$(port_of "$SURVIVOR")" -d "$DB" -c "SELECT 1" >/dev/null 2>&1' 60 || return 1
     # the checker: every checkpoint the client was told was written, on the new primary
     LOST=0
     while read -r shard v; do
         [ "$(psql_at "$(port_of "$SURVIVOR")" -d "$DB" -c "SELECT checkpoint FROM lease.shard_leases
               WHERE app_name = 'ha' AND stream_name = 's' AND shard_id = '$shard'")" = "$v" ] || LOST=$((LOST + 1))
     done <"$DIR/told.$formation"
+    [ -n "$NEWPRIMARY" ] || as_pg "$PG_BINDIR/pg_ctl" -D "$DIR/$standby" -m fast -w -t 60 stop >/dev/null
 }
 
 # the monitor's events for formation $1, as TAP comments
@@ -337,13 +347,14 @@ events() {
 
 # 2 nodes: pg_auto_failover 2.0 promotes no standby in catchingup, and the
 # standby's keeper cannot leave secondary for catchingup while the primary
-# it follows is dead, so the formation is left with no primary; the
-# standby, the only copy left, lacks what the primary acknowledged alone.
+# it follows is dead (nor starts its Postgres), so the formation is left
+# with no primary; the standby's data, the only copy left, lacks what the
+# primary acknowledged alone (it was never sent there).
 t0=$(date +%s)
 fault two t1 t2 20
 st=$?
 [ $st -eq 0 ] || echo "# failed at: $STEP"
-ok_show $st "2-node: standby t2 stopped, primary t1 went to $PSTATE (synchronous_standby_names '$SSN_DURING'), acknowledged $ACKED checkpoints, was killed; after the failover wait: ${NEWPRIMARY:-no primary}, t2 $SURVIVOR_STATE ($(($(date +%s) - t0)) s)" \
+ok_show $st "2-node: standby t2 crashed, primary t1 went to $PSTATE (synchronous_standby_names '$SSN_DURING'), acknowledged $ACKED checkpoints, was killed; after the failover wait: ${NEWPRIMARY:-no primary}, t2 $SURVIVOR_STATE (reported/goal) ($(($(date +%s) - t0)) s)" \
     "$DIR/logs/t2.log"
 [ $st -eq 0 ] || events two
 if [ $st -eq 0 ]; then
@@ -358,7 +369,7 @@ st=$?
 [ $st -eq 0 ] && [ -n "$NEWPRIMARY" ]
 st=$?
 [ $st -eq 0 ] || echo "# failed at: $STEP"
-ok_show $st "3-node: standby h2 stopped, primary h1 stayed $PSTATE (synchronous_standby_names '$SSN_DURING'), acknowledged $ACKED checkpoints, was killed; ${NEWPRIMARY:-no node} promoted ($(($(date +%s) - t0)) s)" \
+ok_show $st "3-node: standby h2 crashed, primary h1 stayed $PSTATE (synchronous_standby_names '$SSN_DURING'), acknowledged $ACKED checkpoints, was killed; ${NEWPRIMARY:-no node} promoted ($(($(date +%s) - t0)) s)" \
     "$DIR/logs/h2.log"
 [ $st -eq 0 ] || events three
 if [ $st -eq 0 ]; then
