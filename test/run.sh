@@ -10,7 +10,7 @@ ROOT=$(pwd)
 # Every suite, in the order make test runs them (the default of
 # PG_LEASE_SUITES); `test/run.sh --list` prints them and does nothing else
 # (make check and the docs-coverage suite read the list from here).
-ALL_SUITES="deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale grow coordinator dist deb"
+ALL_SUITES="deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale grow coordinator ha-topology dist deb"
 if [ "${1:-}" = --list ]; then
     echo "$ALL_SUITES"
     exit 0
@@ -315,6 +315,11 @@ for suite in $SUITES; do
         # crash reinitialisation (test/coordinator/restart.sh, its own cluster)
         coordinator) suite_tap "coordinator (restart, crash reinitialisation: the restart grace)" \
             coordinator "" bash test/coordinator/restart.sh ;;
+        # the production HA topology: pg_auto_failover's 3-node settings
+        # pinned, and a 2-node formation losing acknowledged writes that a
+        # 3-node one keeps (test/coordinator/ha_topology.sh, its own cluster)
+        ha-topology) suite_tap "ha-topology (3 nodes per partition keep what 2 lose)" \
+            ha-topology "" bash test/coordinator/ha_topology.sh ;;
         *) tally 0 1 "unknown suite $suite" ;;
     esac
 done
