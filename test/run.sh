@@ -10,7 +10,7 @@ ROOT=$(pwd)
 # Every suite, in the order make test runs them (the default of
 # PG_LEASE_SUITES); `test/run.sh --list` prints them and does nothing else
 # (make check and the docs-coverage suite read the list from here).
-ALL_SUITES="deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale grow coordinator dist deb"
+ALL_SUITES="deps regress isolation pgtap settings docs-coverage docs-examples demo clients clients-router clients-pgbouncer torture explore balance bench peers upgrade dump sql-lint planted alerts metrics router scale soak grow coordinator dist deb"
 if [ "${1:-}" = --list ]; then
     echo "$ALL_SUITES"
     exit 0
@@ -222,6 +222,29 @@ suite_scale() {
     fi
 }
 
+# make soak, short: every coordinator fault once under the fleet, judged
+# per fault (test/scale/soak.sh --once); then the negative control: with
+# lease.restart_grace off a partition stop must reshuffle the fleet.
+suite_soak() {
+    local p=0 f=0
+    if PG_BINDIR="$PG_BINDIR" bash test/scale/soak.sh --once --fleet-seconds 240 >"$ROOT/soak.log" 2>&1; then
+        sed -n '/^ *# fault /,/^totals:/p' "$ROOT/soak.log"
+        p=$((p + 1))
+    else
+        tail -n 60 "$ROOT/soak.log"
+        f=$((f + 1))
+    fi
+    if PG_BINDIR="$PG_BINDIR" bash test/scale/soak.sh --once --fleet-seconds 80 --faults partition-stop \
+        --grace off --expect reshuffle >"$ROOT/soak-control.log" 2>&1; then
+        grep -E '^ *1 partition-stop|^negative control' "$ROOT/soak-control.log"
+        p=$((p + 1))
+    else
+        tail -n 60 "$ROOT/soak-control.log"
+        f=$((f + 1))
+    fi
+    tally "$p" "$f" "soak (every coordinator fault once; the grace-off control reshuffles)"
+}
+
 # Growing online: partitions added and streams moved under the fleet
 # through the router (test/scale/grow.sh, its own cluster).
 suite_grow() {
@@ -284,6 +307,7 @@ for suite in $SUITES; do
         deb) suite_script "deb package" test/packaging/deb_test.sh ;;
         router) suite_script "router (pg_lease_router)" test/router/router_test.sh ;;
         scale) suite_scale ;;
+        soak) suite_soak ;;
         grow) suite_grow ;;
         # the coordinator's own outage: a restart longer than the leases, a
         # crash reinitialisation (test/coordinator/restart.sh, its own cluster)

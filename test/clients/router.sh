@@ -250,7 +250,7 @@ status=$?
 ok $? "check.py --failover rejects a repeat of an acknowledged record, a refused checkpoint, a lost checkpoint, two owners"
 
 PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh wait "$DIR" "$K" 60 >/dev/null
-ok $? "partition $K is a primary and a secondary again"
+ok $? "partition $K is a primary and two secondaries again"
 echo "# $((SECONDS - started)) s in all"
 echo "1..$n"
 [ "$fails" -eq 0 ]

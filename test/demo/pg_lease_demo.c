@@ -3386,8 +3386,8 @@ parse_args(int argc, char **argv)
 		die("--legacy-checkpoints writes the lease table: not with --public-only or --router");
 	if (opt.history != NULL && !opt.public_only)
 		die("--history needs --public-only (or --router)");
-	if (opt.duration < 6 || opt.duration > 500)
-		die("--duration must be between 6 and 500 seconds");
+	if (opt.duration < 6 || opt.duration > 7200)
+		die("--duration must be between 6 and 7200 seconds");
 	if (opt.lease_ms < 300)
 		die("--lease-ms must be at least 300");
 	if (opt.channels < 1 || opt.channels > MAX_CHANNELS)
