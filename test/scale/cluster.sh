@@ -36,6 +36,7 @@
 #                                start-partition DIR K starts them again
 #   cluster.sh status DIR        every node: partition, name, port,
 #                                reported and goal state
+#   cluster.sh events DIR [T]    the monitor's events since Unix time T
 #   cluster.sh wait DIR K [S]    wait up to S seconds (60) until partition K
 #                                is a primary plus two secondaries again
 #   cluster.sh check-sync DIR K [S]  wait up to S seconds (60) until
@@ -392,6 +393,16 @@ cmd_status() {
         awk '{ printf "partition %s %-4s port %-5s %-14s goal %s\n", $1, $2, $3, $4, $5 }'
 }
 
+# The monitor's events since Unix time $1, one a line.
+cmd_events() {
+    psql_at "$MONITOR_PORT" -d pg_auto_failover -F ' ' -c "
+        SELECT to_char(eventtime, 'HH24:MI:SS.MS'), formationid, nodename,
+               reportedstate || ' -> ' || goalstate, left(description, 120)
+          FROM pgautofailover.event
+         WHERE eventtime >= pg_catalog.to_timestamp(${1:-0})
+         ORDER BY eventid"
+}
+
 cmd_switchover() {
     local k=$1
     as_pg "$PG_AUTOCTL" perform switchover --monitor "$(monitor_uri)" --formation "part$k" --wait 60 \
@@ -553,7 +564,7 @@ cmd_down() {
 
 cmd=${1:-}
 DIR=${2:-}
-[ -n "$cmd" ] && [ -n "$DIR" ] || die "usage: cluster.sh up|switchover|kill|kill-standby|pause|resume|pause-monitor|resume-monitor|stop-partition|start-partition|kill-router|start-router|rejoin|status|wait|check-sync|env|down DIR [K]"
+[ -n "$cmd" ] && [ -n "$DIR" ] || die "usage: cluster.sh up|switchover|kill|kill-standby|pause|resume|pause-monitor|resume-monitor|stop-partition|start-partition|kill-router|start-router|rejoin|status|events|wait|check-sync|env|down DIR [K]"
 [ "$(id -u)" -eq 0 ] || die "run as root (servers run as the postgres OS user)"
 case $DIR in /*) ;; *) DIR=$(pwd)/$DIR ;; esac
 case $cmd in
@@ -573,6 +584,7 @@ case $cmd in
             >/dev/null || { tail -n 20 "$DIR/logs/$name.log" >&2; die "$name failed to start"; } ;;
     env) load; cmd_env ;;
     status) load; cmd_status ;;
+    events) load; cmd_events "${3:-0}" ;;
     pause-monitor) load; pause_node monitor monitor ;;
     resume-monitor) load; resume_node monitor ;;
     switchover|kill|kill-standby|pause|resume|stop-partition|start-partition|rejoin|wait|check-sync)

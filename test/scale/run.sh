@@ -174,12 +174,7 @@ bash test/scale/cluster.sh status "$DIR" | sed 's/^/  /'
 # which a failover then loses (docs/scale-out.md, "Does not hold").
 if [ "$failed" -ne 0 ]; then
     echo "the monitor's events since the fleet started:"
-    "$PG_BINDIR/psql" -X -q -At -F ' ' -d "$PG_LEASE_MONITOR_DSN" -c "
-        SELECT to_char(eventtime, 'HH24:MI:SS.MS'), formationid, nodename,
-               reportedstate || ' -> ' || goalstate, left(description, 120)
-          FROM pgautofailover.event
-         WHERE eventtime >= pg_catalog.to_timestamp($fleet0)
-         ORDER BY eventid" | sed 's/^/  /'
+    bash test/scale/cluster.sh events "$DIR" "$fleet0" | sed 's/^/  /'
 fi
 echo "scale: $(t) s in all"
 [ "$failed" -eq 0 ] && echo "scale: ok" || echo "scale: FAILED"

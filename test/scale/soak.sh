@@ -232,12 +232,7 @@ python3 test/scale/soak_check.py --history "$OUT/history" --nemesis "$OUT/nemesi
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "$failed" -ne 0 ]; then
     echo "the monitor's events since the fleet started:"
-    "$PG_BINDIR/psql" -X -q -At -F ' ' -d "$PG_LEASE_MONITOR_DSN" -c "
-        SELECT to_char(eventtime, 'HH24:MI:SS.MS'), formationid, nodename,
-               reportedstate || ' -> ' || goalstate, left(description, 120)
-          FROM pgautofailover.event
-         WHERE eventtime >= pg_catalog.to_timestamp($fleet0)
-         ORDER BY eventid" | tail -n 80 | sed 's/^/  /'
+    bash test/scale/cluster.sh events "$DIR" "$fleet0" | tail -n 80 | sed 's/^/  /'
     [ "$keep" -eq 1 ] || { cp -r "$OUT" "/tmp/pg_lease_soak_failed.$seed" 2>/dev/null && echo "soak: histories kept in /tmp/pg_lease_soak_failed.$seed"; }
 fi
 echo "soak: seed $seed, $(t) s in all"
