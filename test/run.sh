@@ -227,14 +227,14 @@ suite_scale() {
 # lease.restart_grace off a partition stop must reshuffle the fleet.
 suite_soak() {
     local p=0 f=0
-    if PG_BINDIR="$PG_BINDIR" bash test/scale/soak.sh --once --fleet-seconds 240 >"$ROOT/soak.log" 2>&1; then
+    if PG_BINDIR="$PG_BINDIR" bash test/scale/soak.sh --once --fleet-seconds 600 >"$ROOT/soak.log" 2>&1; then
         sed -n '/^ *# fault /,/^totals:/p' "$ROOT/soak.log"
         p=$((p + 1))
     else
         tail -n 60 "$ROOT/soak.log"
         f=$((f + 1))
     fi
-    if PG_BINDIR="$PG_BINDIR" bash test/scale/soak.sh --once --fleet-seconds 80 --faults partition-stop \
+    if PG_BINDIR="$PG_BINDIR" bash test/scale/soak.sh --once --fleet-seconds 300 --faults partition-stop \
         --grace off --expect reshuffle >"$ROOT/soak-control.log" 2>&1; then
         grep -E '^ *1 partition-stop|^negative control' "$ROOT/soak-control.log"
         p=$((p + 1))

@@ -55,7 +55,7 @@ trap cleanup EXIT
 started=$SECONDS
 
 env=$(PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh up "$DIR")
-ok $? "test/scale/cluster.sh up: a router over two partitions of a primary and a standby ($((SECONDS - started)) s)" ||
+ok $? "test/scale/cluster.sh up: a router over two partitions of a primary and two standbys ($((SECONDS - started)) s)" ||
     { echo "1..$n"; exit 1; }
 eval "$env"
 read -r -a PARTITIONS <<<"$PG_LEASE_PARTITION_DSNS"

@@ -107,6 +107,23 @@ load() {
 
 monitor_uri() { echo "postgres://autoctl_node@127.0.0.1:$MONITOR_PORT/pg_auto_failover?sslmode=disable"; }
 
+# The PID of node (or monitor) $1's pg_autoctl, from the file start_autoctl
+# wrote, when that process still runs on $DIR/$1 (a PID whose process died
+# may be another's by now); else nothing.
+autoctl_pid() {
+    local pid
+    pid=$(cat "$DIR/pids/$1" 2>/dev/null)
+    [ -n "$pid" ] && { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "--pgdata $DIR/$1\( \|$\)" &&
+        echo "$pid"
+}
+
+# True when process $1 runs for this cluster: its command line names DIR or
+# it runs in a directory under DIR (a postmaster and its backends).
+ours() {
+    { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | grep -qF -- "$DIR" ||
+        case $(readlink "/proc/$1/cwd" 2>/dev/null) in "$DIR"/*) true ;; *) false ;; esac
+}
+
 # Every PID below $1 (children, grandchildren, ...), then $1.
 tree() {
     local pid=$1 child
@@ -413,8 +430,9 @@ cmd_kill() {
     local k=$1 name pids pid pm
     name=$(primary_of "$k")
     [ -n "$name" ] || die "partition $k has no primary"
-    pid=$(cat "$DIR/pids/$name")
-    pids=$(tree "$pid")
+    pid=$(autoctl_pid "$name")
+    pids=
+    [ -n "$pid" ] && pids=$(tree "$pid")
     # the postmaster too, should it not be below pg_autoctl
     pm=$(head -n 1 "$DIR/$name/postmaster.pid" 2>/dev/null)
     [ -n "$pm" ] && pids="$pids $(tree "$pm")"
@@ -449,8 +467,8 @@ cmd_rejoin() {
 # (should the postmaster not be below pg_autoctl), each once.
 node_pids() {
     local name=$1 pid pm pids=""
-    pid=$(cat "$DIR/pids/$name" 2>/dev/null)
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && pids=$(tree "$pid")
+    pid=$(autoctl_pid "$name")
+    [ -n "$pid" ] && pids=$(tree "$pid")
     pm=$(head -n 1 "$DIR/$name/postmaster.pid" 2>/dev/null)
     [ -n "$pm" ] && [ "$(readlink "/proc/$pm/cwd" 2>/dev/null)" = "$DIR/$name" ] && pids="$pids $(tree "$pm")"
     echo "$pids" | tr ' ' '\n' | grep . | sort -un | tr '\n' ' '
@@ -475,10 +493,14 @@ cmd_kill_standby() {
 # SIGSTOP of every process of node or monitor $2 (a paused machine), the
 # PIDs kept in $DIR/paused.$1 for resume.
 pause_node() {
-    local tag=$1 name=$2 pids
+    local tag=$1 name=$2 pids parent
     [ -f "$DIR/paused.$tag" ] && die "$tag is paused already"
     pids=$(node_pids "$name")
     [ -n "$pids" ] || die "$name is not running"
+    # and the runuser above pg_autoctl: it stops itself when its child
+    # stops, and would stay stopped (its child never reaped) without a SIGCONT
+    parent=$(ps -o ppid= -p "$(autoctl_pid "$name")" 2>/dev/null | tr -d ' ')
+    [ -n "$parent" ] && [ "$(ps -o comm= -p "$parent" 2>/dev/null)" = runuser ] && pids="$pids $parent"
     echo "$pids" >"$DIR/paused.$tag"
     # shellcheck disable=SC2086
     kill -STOP $pids 2>/dev/null
@@ -500,7 +522,7 @@ cmd_stop_partition() {
     [ -f "$DIR/stopped.$k" ] && die "partition $k is stopped already"
     for n in $NODES; do
         pids="$pids $(node_pids "p$k$n")"
-        pid=$(cat "$DIR/pids/p$k$n" 2>/dev/null)
+        pid=$(autoctl_pid "p$k$n")
         [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null
     done
     echo "$NODES" >"$DIR/stopped.$k"
@@ -540,8 +562,8 @@ cmd_down() {
     # pg_autoctl stops its Postgres on SIGTERM; the monitor last.
     for f in "$DIR"/pids/p* "$DIR"/pids/monitor; do
         [ -s "$f" ] || continue
-        pid=$(cat "$f")
-        kill -0 "$pid" 2>/dev/null || continue
+        pid=$(autoctl_pid "$(basename "$f")")
+        [ -n "$pid" ] || continue
         pids="$pids $(tree "$pid")"
         kill -TERM "$pid" 2>/dev/null
     done
@@ -558,7 +580,8 @@ cmd_down() {
         [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(dirname "$f")" ] &&
             pids="$pids $(tree "$pid")"
     done
-    for pid in $pids; do kill -KILL "$pid" 2>/dev/null; done
+    # only what still runs here: a PID that exited meanwhile may be another's
+    for pid in $pids; do ours "$pid" && kill -KILL "$pid" 2>/dev/null; done
     rm -rf "$DIR"
 }
 
@@ -580,6 +603,18 @@ case $cmd in
         load
         [ -n "${3:-}" ] && [ "$3" -ge 0 ] 2>/dev/null && [ "$3" -lt "${ROUTERS:-1}" ] || die "start-router: router R must be 0..$((${ROUTERS:-1} - 1))"
         name=$(router_name "$3")
+        # the killed postmaster must be gone: a process that still exists
+        # (even a zombie not yet reaped) under its PID makes the new one
+        # refuse the lock file; a zombie's lock file is stale
+        pm=$(head -n 1 "$DIR/$name/postmaster.pid" 2>/dev/null)
+        for i in $(seq 1 80); do
+            [ -n "$pm" ] && [ -e "/proc/$pm" ] || break
+            if [ "$(awk '{ print $3 }' "/proc/$pm/stat" 2>/dev/null)" = Z ]; then
+                rm -f "$DIR/$name/postmaster.pid"
+                break
+            fi
+            sleep 0.25
+        done
         as_pg "$PG_BINDIR/pg_ctl" -D "$DIR/$name" -l "$DIR/logs/$name.log" -o "-p $(eval echo "\$ROUTER_PORT_$3")" -w -t 120 start \
             >/dev/null || { tail -n 20 "$DIR/logs/$name.log" >&2; die "$name failed to start"; } ;;
     env) load; cmd_env ;;

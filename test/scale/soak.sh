@@ -36,7 +36,8 @@
 #     --faults        which faults (default all seven)
 #     --grace off     lease.restart_grace = off on every partition node
 #                     (ALTER SYSTEM): the negative control
-#     --once          one round: each fault once, then the fleet runs out
+#     --once          one round: each fault once, then the fleet ends 20 s
+#                     later (the fleet's length is then only its longest)
 #     --expect        quiet (default): nothing more; reshuffle: at least one
 #                     fault must show ownership changes (the control)
 #     --keep          leave the cluster up
@@ -218,7 +219,11 @@ while :; do
         break
     fi
 done
-[ "$once" -eq 1 ] && [ "$n" -lt "${#pool[@]}" ] && { echo "soak: only $n of ${#pool[@]} faults fired before the fleet ran out"; failed=1; }
+if [ "$once" -eq 1 ]; then
+    [ "$n" -lt "${#pool[@]}" ] && { echo "soak: only $n of ${#pool[@]} faults fired before the fleet ran out"; failed=1; }
+    # the round is over: the fleet ends 20 s from now (the demo's SIGUSR1)
+    kill -USR1 "$FLEET_PID" 2>/dev/null
+fi
 echo "soak: [$(t) s] $n faults fired; waiting for the fleet"
 wait "$FLEET_PID"
 fleet_status=$?
