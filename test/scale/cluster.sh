@@ -459,6 +459,7 @@ cmd_rejoin() {
     local k=$1 name
     [ -f "$DIR/killed.$k" ] || die "no killed node in partition $k"
     name=$(cat "$DIR/killed.$k")
+    unstick
     start_autoctl "$name" run --pgdata "$DIR/$name"
     rm -f "$DIR/killed.$k"
 }
@@ -508,11 +509,31 @@ pause_node() {
 }
 
 resume_node() {
-    local tag=$1
+    local tag=$1 i pid
     [ -f "$DIR/paused.$tag" ] || die "nothing paused as $tag"
     # shellcheck disable=SC2046
     kill -CONT $(cat "$DIR/paused.$tag") 2>/dev/null
+    # a runuser may stop itself only after that SIGCONT (it follows its
+    # child's stop when it sees it): continue it again until it runs
+    for i in 1 2 3 4 5 6; do
+        sleep 0.5
+        for pid in $(cat "$DIR/paused.$tag"); do
+            [ "$(ps -o comm= -p "$pid" 2>/dev/null)" = runuser ] &&
+                [ "$(ps -o stat= -p "$pid" 2>/dev/null | cut -c1)" = T ] && kill -CONT "$pid"
+        done
+    done
     rm -f "$DIR/paused.$tag"
+}
+
+# Continues every runuser of this cluster that stopped itself (it follows
+# a stopped child) and so never reaps its child: pg_autoctl refuses to start
+# while its old PID is a zombie.
+unstick() {
+    local pid
+    for pid in $(ps -C runuser -o pid=,stat= 2>/dev/null | awk '$2 ~ /^T/ { print $1 }'); do
+        ours "$pid" && kill -CONT "$pid"
+    done
+    sleep 0.5
 }
 
 # Stops every node of partition $1 at once (SIGTERM to each pg_autoctl,
@@ -540,6 +561,7 @@ cmd_stop_partition() {
 cmd_start_partition() {
     local k=$1 n
     [ -f "$DIR/stopped.$k" ] || die "partition $k is not stopped"
+    unstick
     for n in $NODES; do
         start_autoctl "p$k$n" run --pgdata "$DIR/p$k$n"
     done

@@ -104,7 +104,9 @@ else
 fi
 C() { PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh "$@"; }
 cleanup() {
-    [ -n "${FLEET_PID:-}" ] && kill "$FLEET_PID" 2>/dev/null
+    # the demo and its worker processes (they outlive it otherwise)
+    # shellcheck disable=SC2046
+    [ -n "${FLEET_PID:-}" ] && kill "$FLEET_PID" $(ps -o pid= --ppid "$FLEET_PID" 2>/dev/null) 2>/dev/null
     if [ "$keep" -eq 1 ]; then
         echo "soak: cluster left up in $DIR, output in $OUT"
     else
