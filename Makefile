@@ -10,9 +10,9 @@
 # ARGS='...' passes arguments on): test (everything, from scratch:
 # dependencies, build, install, a throwaway cluster, every suite, a "N passed,
 # N failed" line), check (the fast loop: build, pg_regress, isolation and
-# pgTAP on a throwaway cluster), demo, bench, sanitize, lint, scale, torture,
-# explore, router-sql, deb, dist, deps.  test/README.md and the suites'
-# READMEs describe each.
+# pgTAP on a throwaway cluster), demo, bench, sanitize, lint, scale, soak
+# (MINUTES=N), torture, explore, router-sql, deb, dist, deps.  test/README.md
+# and the suites' READMEs describe each.
 
 # pg_lease_router (pg_lease_router.control) is the second extension: the
 # same lease.* API as PL/Proxy functions on a router in front of pg_lease
@@ -116,10 +116,13 @@ all install installcheck:
 	@exit 1
 endif
 
-ENTRY_POINTS = test demo bench sanitize lint scale torture explore router-sql deb dist deps
+ENTRY_POINTS = test demo bench sanitize lint scale soak torture explore router-sql deb dist deps
 .PHONY: $(ENTRY_POINTS) clients scale-client
 $(ENTRY_POINTS):
 	bash test/make.sh $@ $(ARGS)
+
+# make soak MINUTES=N: the fleet under the coordinator nemesis for N minutes.
+soak: export MINUTES ?= 10
 
 $(DATA_built): $(SQL_PARTS) pg_lease.control
 	{ echo '/* pg_lease--$(EXTVERSION).sql: a fresh install of $(EXTVERSION), generated from $(SQL_PARTS) by the Makefile.  Do not edit. */'; \

@@ -12,6 +12,8 @@
 #   sanitize    test/sanitize.sh: pg_regress + isolation, UBSan and valgrind
 #   lint        cppcheck and clang-tidy (.clang-tidy) over src/
 #   scale       test/scale/run.sh: the fleet through the router, failovers
+#   soak        test/scale/soak.sh: the fleet for MINUTES (10) minutes while
+#               a nemesis hits the coordinator, a checker per fault
 #   torture     test/torture/run.sh --long
 #   explore     test/explorer/run.sh --long
 #   router-sql  test/router/router_test.sh --generate: sql/pg_lease_router--<version>.sql
@@ -73,6 +75,7 @@ case $verb in
     sanitize) exec bash test/sanitize.sh "$@" ;;
     lint) lint ;;
     scale) exec bash test/scale/run.sh "$@" ;;
+    soak) exec bash test/scale/soak.sh "$@" ;;
     torture) exec bash test/torture/run.sh --long "$@" ;;
     explore) exec bash test/explorer/run.sh --long "$@" ;;
     router-sql) exec bash test/router/router_test.sh --generate "$@" ;;
@@ -80,6 +83,6 @@ case $verb in
     dist) exec bash test/packaging/make_dist.sh "$@" ;;
     deps) exec bash test/lib/deps.sh "$@" ;;
     *)
-        echo "usage: test/make.sh {test|check|demo|bench|sanitize|lint|scale|torture|explore|router-sql|deb|dist|deps} [args...]" >&2
+        echo "usage: test/make.sh {test|check|demo|bench|sanitize|lint|scale|soak|torture|explore|router-sql|deb|dist|deps} [args...]" >&2
         exit 2 ;;
 esac

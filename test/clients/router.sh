@@ -55,7 +55,7 @@ trap cleanup EXIT
 started=$SECONDS
 
 env=$(PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh up "$DIR")
-ok $? "test/scale/cluster.sh up: a router over two partitions of a primary and a standby ($((SECONDS - started)) s)" ||
+ok $? "test/scale/cluster.sh up: a router over two partitions of a primary and two standbys ($((SECONDS - started)) s)" ||
     { echo "1..$n"; exit 1; }
 eval "$env"
 read -r -a PARTITIONS <<<"$PG_LEASE_PARTITION_DSNS"
@@ -259,7 +259,7 @@ status=$?
 ok $? "check.py --failover rejects a repeat of an acknowledged record, a refused checkpoint, a lost checkpoint, two owners"
 
 PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh wait "$DIR" "$K" 60 >/dev/null
-ok $? "partition $K is a primary and a secondary again"
+ok $? "partition $K is a primary and two secondaries again"
 echo "# $((SECONDS - started)) s in all"
 echo "1..$n"
 [ "$fails" -eq 0 ]

@@ -110,7 +110,7 @@
 #define MAX_WORKERS		16
 #define MAX_SHARDS		256
 #define MAX_RANGES		(1 << 20)
-#define MAX_SAMPLES		1200
+#define MAX_SAMPLES		14400	/* a sample every 500 ms for --duration's longest */
 #define MAX_CHANNELS	16
 #define APP_NAME		"pg_lease_demo"
 #define STREAM_NAME		"orders"
@@ -2295,7 +2295,22 @@ await_renewal(int w)
 		sleep_ms(2);
 }
 
-/* Samples the fleet every 500 ms for opt.duration seconds: worker-1 is killed at 35 %, one joins at 55 %. */
+/* SIGUSR1 (to the main process): end the fleet soon (make soak's short run, once its faults are over). */
+static volatile sig_atomic_t end_soon = 0;
+
+static void
+on_usr1(int sig)
+{
+	(void) sig;
+	end_soon = 1;
+}
+
+/*
+ * Samples the fleet every 500 ms for opt.duration seconds: worker-1 is
+ * killed at 35 %, one joins at 55 %.  After SIGUSR1 the run ends 20 s
+ * later, worker-1 killed now and the joiner started 3 s later if they
+ * were not yet; opt.duration becomes the run's length.
+ */
 static void
 fleet_drive(PGconn *conn, const char *app, bool legacy, bool channels, FleetResult *fr)
 {
@@ -2309,8 +2324,19 @@ fleet_drive(PGconn *conn, const char *app, bool legacy, bool channels, FleetResu
 	crash_at = start + opt.duration * 350.0;
 	join_at = start + opt.duration * 550.0;
 	end_at = start + opt.duration * 1000.0;
+	signal(SIGUSR1, on_usr1);
 	while (now_ms() < end_at && shm->sample < MAX_SAMPLES - 1)
 	{
+		if (end_soon == 1)
+		{
+			double		now = now_ms();
+
+			end_soon = 2;
+			end_at = now + 20000.0 < end_at ? now + 20000.0 : end_at;
+			crash_at = now < crash_at ? now : crash_at;
+			join_at = now + 3000.0 < join_at ? now + 3000.0 : join_at;
+			printf("  -- told to end (SIGUSR1): the run ends in %.0f s\n", (end_at - now) / 1000.0);
+		}
 		sample_leases(conn, app, shm->sample);
 		if (channels && !opt.public_only)
 			sample_quota(conn);	/* --public-only: no public view per tenant */
@@ -2351,6 +2377,8 @@ fleet_drive(PGconn *conn, const char *app, bool legacy, bool channels, FleetResu
 		sleep_ms(500);
 		shm->sample++;
 	}
+	if (end_soon)
+		opt.duration = (int) ((now_ms() - start) / 1000.0) + 1;
 	fr->samples = shm->sample;
 }
 
@@ -3434,8 +3462,8 @@ parse_args(int argc, char **argv)
 		die("--legacy-checkpoints writes the lease table: not with --public-only or --router");
 	if (opt.history != NULL && !opt.public_only)
 		die("--history needs --public-only (or --router)");
-	if (opt.duration < 6 || opt.duration > 500)
-		die("--duration must be between 6 and 500 seconds");
+	if (opt.duration < 6 || opt.duration > 7200)
+		die("--duration must be between 6 and 7200 seconds");
 	if (opt.lease_ms < 300)
 		die("--lease-ms must be at least 300");
 	if (opt.channels < 1 || opt.channels > MAX_CHANNELS)

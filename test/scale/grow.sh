@@ -62,7 +62,7 @@ env=$(PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh up "$DIR") || { echo "gr
 eval "$env"
 R=$PG_LEASE_ROUTER_DSN
 read -r -a PART <<<"$PG_LEASE_PARTITION_DSNS"
-echo "grow: cluster up (monitor, 2 x (primary + standby), router)"
+echo "grow: cluster up (monitor, 2 x (primary + 2 standbys), router)"
 
 # The transactional workers' stream, its output table on every partition
 # (they write where the stream lives), created through the router.
