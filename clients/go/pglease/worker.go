@@ -9,6 +9,9 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgconn"
+	"github.com/jackc/pgx/v4"
 )
 
 // Checkpoints with a meaning of their own, and why a processor stopped.
@@ -112,6 +115,35 @@ type Config struct {
 	// lists are reported (logged at WARN; nothing is ended).
 	ListShards ShardLister
 	SyncEvery  time.Duration
+
+	// RenewEvery, when set, turns fast failover on (docs/client-rules.md
+	// rule 6): the worker declares it on every heartbeat, renew_leases and
+	// take_leases, renews (and balances) that often, and processes a shard
+	// only while its last acknowledged renewal or round was sent less than
+	// RenewEvery + Margin ago (Margin then defaults to the smaller of
+	// LeaseDuration / 5 and RenewEvery / 2).  The renewer's connection has a
+	// statement timeout of RenewEvery and gives up a call after twice
+	// RenewEvery; the processing connection's calls after a fifth of the
+	// lease duration: the worker reconnects.  lease.liveness_grace must be
+	// at least the margin.
+	RenewEvery time.Duration
+
+	// Transactional turns the transactional (exactly-once) mode on
+	// (docs/exactly-once.md): each batch is one transaction on the
+	// processing connection.  ProcessRecords gets a Checkpointer that is
+	// also a TxCheckpointer: write the batch's output through its Tx(), then
+	// call Checkpoint; when ProcessRecords returns nil the worker runs
+	// lease.hold_lease and the fenced checkpoint in that transaction and
+	// commits, so output and checkpoint commit together or not at all, and
+	// never from a worker that lost the lease.
+	Transactional bool
+}
+
+// TxCheckpointer is the Checkpointer of a batch in transactional mode.
+type TxCheckpointer interface {
+	Checkpointer
+	// Tx is the batch's transaction: the processor's output goes there.
+	Tx() pgx.Tx
 }
 
 // lease is what the worker knows of one lease it holds.
@@ -147,8 +179,21 @@ type Worker struct {
 	forgotten map[string]time.Time // when a shard was dropped here
 	fatal     error                // what stopped the renewer
 
-	running map[string]*running
-	unacked map[string]string // a processed checkpoint whose write failed
+	running   map[string]*running
+	unacked   map[string]string // a processed checkpoint whose write failed
+	committed map[string]string // transactional: the checkpoint the next batch starts from
+	unlisted  map[string]bool   // the shards sync_shards last said the lister no longer lists
+
+	renewEveryArg interface{} // fast failover: RenewEvery as the calls' renew_every; nil otherwise
+	contract      bool        // false (PG_LEASE_IGNORE_RULE_6=1, a test's negative control): rule 6 ignored
+	contactSent   time.Time   // when the last acknowledged renewal or round was sent
+
+	// the last renew_leases list {shard: epoch} and the leases_version of
+	// the heartbeat sent before it; nil: list again at the next tick (rule 5)
+	listed           map[string]int64
+	listedVersion    int64
+	listedVersioned  bool      // false: the heartbeat's version was NULL
+	listedStaleSince time.Time // when a take last took something
 }
 
 // NewWorker checks cfg and returns a worker; Run runs it.
@@ -161,9 +206,15 @@ func NewWorker(cfg Config) (*Worker, error) {
 	}
 	if cfg.Margin <= 0 {
 		cfg.Margin = cfg.LeaseDuration / 5
+		if cfg.RenewEvery > 0 && cfg.RenewEvery/2 < cfg.Margin {
+			cfg.Margin = cfg.RenewEvery / 2
+		}
 	}
 	if cfg.BalanceEvery <= 0 {
 		cfg.BalanceEvery = cfg.LeaseDuration / 3
+		if cfg.RenewEvery > 0 {
+			cfg.BalanceEvery = cfg.RenewEvery
+		}
 	}
 	if cfg.MaxSteal <= 0 {
 		cfg.MaxSteal = 1
@@ -178,17 +229,42 @@ func NewWorker(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{
+	w := &Worker{
 		cfg: cfg, log: cfg.Logger, interval: cfg.LeaseDuration.Truncate(time.Millisecond),
 		db: NewSession(cfg.ConnString, cfg.Owner), renewDB: NewSession(cfg.ConnString, cfg.Owner+" renewer"),
 		journal: j, held: map[string]*lease{}, forgotten: map[string]time.Time{},
-		running: map[string]*running{}, unacked: map[string]string{},
-	}, nil
+		running: map[string]*running{}, unacked: map[string]string{}, committed: map[string]string{},
+		contract: os.Getenv("PG_LEASE_IGNORE_RULE_6") != "1",
+	}
+	if cfg.Transactional {
+		// a renewal waits behind a batch transaction holding one of its
+		// leases for at most a tenth of the lease duration (55P03: repeated)
+		w.renewDB.runtimeParams = map[string]string{"lock_timeout": fmt.Sprint(cfg.LeaseDuration.Milliseconds() / 10)}
+	}
+	if cfg.RenewEvery > 0 {
+		w.renewEveryArg = cfg.RenewEvery.Truncate(time.Millisecond)
+		// a renewal that hangs (a slow server, a half-open connection)
+		// gives up within RenewEvery; rule 6's deadline stops processing meanwhile
+		if w.renewDB.runtimeParams == nil {
+			w.renewDB.runtimeParams = map[string]string{}
+		}
+		w.renewDB.runtimeParams["statement_timeout"] = fmt.Sprint(cfg.RenewEvery.Milliseconds())
+		w.renewDB.connectTimeout = cfg.RenewEvery
+		if w.renewDB.connectTimeout < time.Second {
+			w.renewDB.connectTimeout = time.Second
+		}
+		w.db.connectTimeout = cfg.LeaseDuration / 5
+	}
+	return w, nil
 }
 
 const (
-	sqlTake       = "SELECT shard_id, action, lease_epoch FROM lease.take_leases($1, $2, $3, $4::interval, NULL, $5::integer)"
-	sqlRenew      = "SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases($1, $2, $3, $4::interval)"
+	sqlTake = "SELECT shard_id, action, lease_epoch" +
+		" FROM lease.take_leases($1, $2, $3, $4::interval, NULL, $5::integer, renew_every => $6::interval)"
+	sqlRenew     = "SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases($1, $2, $3, $4::interval, $5::interval)"
+	sqlHeartbeat = "SELECT leases, leases_version, handoffs_pending" +
+		" FROM lease.heartbeat($1, $2, $3, $4::interval, $5::interval)"
+	sqlHold       = "SELECT lease.hold_lease($1, $2, $3, $4, $5::bigint)"
 	sqlMine       = "SELECT shard_id, lease_epoch, checkpoint, handoff_from FROM lease.my_leases($1, $2, $3)"
 	sqlCheckpoint = "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)"
 	sqlRelease    = "SELECT lease.release_lease($1, $2, $3, $4)"
@@ -239,7 +315,29 @@ type fields = map[string]interface{}
 // release) by a lease duration: an answer later than that is of no use, and
 // a call stuck behind a lock must not hold up a stop.
 func (w *Worker) callCtx() (context.Context, context.CancelFunc) {
+	if w.cfg.RenewEvery > 0 {
+		// fast failover: a call that gets no answer (a proxy that lost its
+		// server) is given up, its connection dropped, after a fifth of it
+		return context.WithTimeout(context.Background(), w.cfg.LeaseDuration/5)
+	}
 	return context.WithTimeout(context.Background(), w.cfg.LeaseDuration)
+}
+
+// deadline is a lease's local deadline (rule 3); in fast-failover mode also
+// rule 6's: the last acknowledged renewal or round was sent less than
+// RenewEvery + Margin ago.  Under w.mu.
+func (w *Worker) deadline(l *lease) time.Time {
+	d := l.sent.Add(w.cfg.LeaseDuration - w.cfg.Margin)
+	if w.cfg.RenewEvery > 0 && w.contract {
+		contact := w.contactSent
+		if contact.IsZero() {
+			contact = l.sent
+		}
+		if c := contact.Add(w.cfg.RenewEvery + w.cfg.Margin); c.Before(d) {
+			d = c
+		}
+	}
+	return d
 }
 
 func (w *Worker) key(extra ...interface{}) []interface{} {
@@ -248,51 +346,135 @@ func (w *Worker) key(extra ...interface{}) []interface{} {
 
 // -- the renewer ---------------------------------------------------------------
 
+// renewOnce is one renewal tick (docs/client-rules.md rule 5): a heartbeat;
+// while its leases_version is the one remembered with the last list, no
+// handoff is pending and it counts as many leases as the list has, every
+// lease on that list is renewed at the epoch listed; otherwise renew_leases
+// lists them again.
 func (w *Worker) renewOnce(ctx context.Context) error {
 	sent := time.Now()
-	rows, err := w.renewDB.Call(ctx, sqlRenew, w.key(w.cfg.Owner, w.interval)...)
-	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
-		return nil // the worker is stopping (renewer)
+	rows, err := w.renewDB.Call(ctx, sqlHeartbeat, w.key(w.cfg.Owner, w.interval, w.renewEveryArg)...)
+	if err == nil && len(rows) != 1 {
+		err = fmt.Errorf("heartbeat: %d rows, want 1", len(rows))
 	}
-	if Transient(err) {
-		w.journal.write("renew_failed", fields{"error": err.Error()})
-		w.log.Warnf("renewal failed: %v", err)
-		return nil
-	}
-	if err != nil {
+	if done, err := w.renewFailed(ctx, "heartbeat", err); done {
 		return err
 	}
-	acked := map[string]int64{}
+	count, _ := rows[0][0].(int64)
+	version, versioned := rows[0][1].(int64)
+	pending, _ := rows[0][2].(int64)
 	w.mu.Lock()
+	w.contacted(sent) // the heartbeat recorded the session too
+	if w.listed != nil && versioned && w.listedVersioned && version == w.listedVersion &&
+		pending == 0 && count == int64(len(w.listed)) {
+		renewed := make([]renewal, 0, len(w.listed))
+		for shard, epoch := range w.listed {
+			renewed = append(renewed, renewal{shard: shard, epoch: epoch})
+		}
+		acked := w.renewed(sent, renewed)
+		// under the lock: nothing the processing loop does on this answer precedes its entry
+		w.journal.write("renewed", fields{"sent": Seconds(sent), "leases": acked, "via": "heartbeat"})
+		w.mu.Unlock()
+		return nil
+	}
+	w.listed = nil // stale until a list succeeds (a take sets it stale too)
+	w.mu.Unlock()
+	return w.list(ctx, version, versioned)
+}
+
+// list calls renew_leases: the truth about what the worker holds (rule 5),
+// remembered with the leases_version of the heartbeat sent before it.
+func (w *Worker) list(ctx context.Context, version int64, versioned bool) error {
+	sent := time.Now()
+	rows, err := w.renewDB.Call(ctx, sqlRenew, w.key(w.cfg.Owner, w.interval, w.renewEveryArg)...)
+	if done, err := w.renewFailed(ctx, "renew_leases", err); done {
+		return err
+	}
+	renewed := make([]renewal, 0, len(rows))
+	for _, r := range rows {
+		handoffTo, _ := r[1].(string)
+		renewed = append(renewed, renewal{shard: r[0].(string), handoffTo: handoffTo, epoch: r[2].(int64)})
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.contacted(sent)
+	acked := w.renewed(sent, renewed)
+	if !w.listedStaleSince.After(sent) { // no take answered since this list was sent
+		w.listed = map[string]int64{}
+		for _, r := range renewed {
+			w.listed[r.shard] = r.epoch
+		}
+		w.listedVersion, w.listedVersioned = version, versioned
+	}
+	w.journal.write("renewed", fields{"sent": Seconds(sent), "leases": acked, "via": "list"})
+	return nil
+}
+
+// renewFailed sorts out a renewal call's error: done (with nil) when the
+// worker is stopping or the call was not acknowledged (no deadline moves),
+// done with the error when the rules say to raise it.
+func (w *Worker) renewFailed(ctx context.Context, call string, err error) (bool, error) {
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(ctx.Err(), context.Canceled):
+		return true, nil // the worker is stopping (renewer)
+	case Transient(err) || errors.Is(err, context.DeadlineExceeded):
+		w.journal.write("renew_failed", fields{"error": err.Error()})
+		w.log.Warnf("%s: %s failed: %v", w.cfg.Owner, call, err)
+		return true, nil
+	}
+	return true, err
+}
+
+// renewal is one lease an acknowledged renewal renewed.
+type renewal struct {
+	shard, handoffTo string
+	epoch            int64
+}
+
+// contacted notes an acknowledged call that recorded the worker's session
+// (rule 6's deadline counts from the last one's send time).  Under w.mu.
+func (w *Worker) contacted(sent time.Time) {
+	if sent.After(w.contactSent) {
+		w.contactSent = sent
+	}
+}
+
+// renewed applies an acknowledged renewal sent at sent: the worker holds
+// those leases and no others (but for what it learned since).  Under w.mu;
+// returns {shard: epoch}.
+func (w *Worker) renewed(sent time.Time, rows []renewal) map[string]int64 {
+	acked := map[string]int64{}
 	seen := map[string]bool{}
 	for _, r := range rows {
-		shard, epoch := r[0].(string), r[2].(int64)
-		handoffTo, _ := r[1].(string)
-		seen[shard] = true
-		l := w.held[shard]
-		if f, ok := w.forgotten[shard]; (ok && f.After(sent)) || (l != nil && l.learned.After(sent)) {
+		seen[r.shard] = true
+		l := w.held[r.shard]
+		if f, ok := w.forgotten[r.shard]; (ok && f.After(sent)) || (l != nil && l.learned.After(sent)) {
 			continue // this answer predates what we know now
 		}
-		if l == nil || l.epoch != epoch {
-			l = &lease{epoch: epoch, learned: time.Now()}
-			w.held[shard] = l
+		if l == nil || l.epoch != r.epoch {
+			l = &lease{epoch: r.epoch, learned: time.Now()}
+			w.held[r.shard] = l
 		}
 		l.sent = sent
-		l.handoffTo = handoffTo
-		acked[shard] = epoch
+		l.handoffTo = r.handoffTo
+		acked[r.shard] = r.epoch
 	}
 	for shard, l := range w.held {
 		if !seen[shard] && l.learned.Before(sent) {
 			l.lost = true
 		}
 	}
-	w.mu.Unlock()
-	w.journal.write("renewed", fields{"sent": Seconds(sent), "leases": acked})
-	return nil
+	return acked
 }
 
 func (w *Worker) renewer(ctx context.Context, stop func()) {
-	tick := time.NewTicker(w.cfg.LeaseDuration / 3)
+	period, limit := w.cfg.LeaseDuration/3, w.cfg.LeaseDuration
+	if w.cfg.RenewEvery > 0 {
+		period, limit = w.cfg.RenewEvery, 2*w.cfg.RenewEvery
+	}
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
@@ -308,7 +490,7 @@ func (w *Worker) renewer(ctx context.Context, stop func()) {
 		// that does not answer) at once: the stop releases every lease
 		// anyway, and the stuck renewal would hold up Run by a lease
 		// duration, once for every tick it found ready
-		callCtx, cancel := context.WithTimeout(ctx, w.cfg.LeaseDuration)
+		callCtx, cancel := context.WithTimeout(ctx, limit)
 		err := w.renewOnce(callCtx)
 		cancel()
 		if ctx.Err() != nil {
@@ -330,7 +512,7 @@ func (w *Worker) renewer(ctx context.Context, stop func()) {
 
 func (w *Worker) balance(ctx context.Context) error {
 	sent := time.Now()
-	rows, err := w.db.Call(ctx, sqlTake, w.key(w.cfg.Owner, w.interval, w.cfg.MaxSteal)...)
+	rows, err := w.db.Call(ctx, sqlTake, w.key(w.cfg.Owner, w.interval, w.cfg.MaxSteal, w.renewEveryArg)...)
 	if Transient(err) {
 		w.journal.write("take_failed", fields{"error": err.Error()})
 		w.log.Warnf("take_leases failed: %v", err)
@@ -342,12 +524,16 @@ func (w *Worker) balance(ctx context.Context) error {
 	learned := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.contacted(sent) // the round recorded the session too
 	for _, r := range rows {
 		if r[1].(string) == "taken" {
 			shard, epoch := r[0].(string), r[2].(int64)
+			// the renewer lists again before it trusts a heartbeat (rule 5)
+			w.listed = nil
+			w.listedStaleSince = learned
 			w.held[shard] = &lease{epoch: epoch, sent: sent, learned: learned}
 			w.journal.write("taken", fields{"shard": shard, "epoch": epoch, "sent": Seconds(sent)})
-			w.log.Debugf("took %s at epoch %d", shard, epoch)
+			w.log.Infof("%s: took %s (epoch %d)", w.cfg.Owner, shard, epoch)
 		}
 	}
 	return nil
@@ -372,9 +558,7 @@ func (w *Worker) drop(shard, reason, why string, keepLease bool) {
 		w.mu.Unlock()
 	}
 	w.journal.write("shutdown", fields{"shard": shard, "reason": reason, "why": why})
-	if reason == ReasonLeaseLost {
-		w.log.Infof("%s: lease lost (%s)", shard, why)
-	}
+	w.log.Infof("%s: stopped processing %s: %s (%s)", w.cfg.Owner, shard, reason, why)
 }
 
 // start starts a processor from the checkpoint in my_leases; false when
@@ -402,6 +586,7 @@ func (w *Worker) start(shard string, l *lease, deadline time.Time) (bool, error)
 			return false, fmt.Errorf("processor of %s: Initialize: %w", shard, err)
 		}
 		w.running[shard] = &running{proc: proc, epoch: l.epoch}
+		w.committed[shard] = checkpoint
 		w.journal.write("initialized", fields{"shard": shard, "epoch": l.epoch, "checkpoint": checkpoint})
 		return true, nil
 	}
@@ -476,13 +661,12 @@ func (w *Worker) work(shard string, l *lease) (bool, error) {
 		return false, nil
 	}
 	w.mu.Lock()
-	lost, sent, handoffTo := l.lost, l.sent, l.handoffTo
+	lost, deadline, handoffTo := l.lost, w.deadline(l), l.handoffTo
 	w.mu.Unlock()
 	if lost {
 		w.drop(shard, ReasonLeaseLost, "not renewed", false)
 		return false, nil
 	}
-	deadline := sent.Add(w.cfg.LeaseDuration - w.cfg.Margin)
 	if !time.Now().Before(deadline) {
 		w.drop(shard, ReasonLeaseLost, "local deadline", false)
 		return false, nil
@@ -531,8 +715,18 @@ func (w *Worker) work(shard string, l *lease) (bool, error) {
 		w.drop(shard, ReasonHandedOff, "handoff to "+handoffTo, false)
 		return false, nil
 	}
+	if w.stale(l) {
+		// the deadline passed since the check above (a pause, a slow my_leases): no batch starts
+		w.drop(shard, ReasonLeaseLost, "local deadline", false)
+		return false, nil
+	}
 	var err error
-	if !r.ending {
+	if !r.ending && w.cfg.Transactional {
+		var processed bool
+		if processed, err = w.transaction(ctx, shard, l, r); !errors.Is(err, ErrShardEnd) {
+			return processed, err
+		}
+	} else if !r.ending {
 		err = r.proc.ProcessRecords(ctx, cp)
 	}
 	switch {
@@ -557,6 +751,166 @@ func (w *Worker) work(shard string, l *lease) (bool, error) {
 	return false, callbackError(shard, "ProcessRecords", err)
 }
 
+// stale: the lease may no longer be processed (its deadline passed, or the
+// last renewal said it is not held).
+func (w *Worker) stale(l *lease) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return l.lost || !time.Now().Before(w.deadline(l))
+}
+
+// txCheckpointer is a batch's Checkpointer in transactional mode: it notes
+// the checkpoint, which the worker writes, fenced, in the batch's
+// transaction before the commit.
+type txCheckpointer struct {
+	tx         pgx.Tx
+	checkpoint string
+}
+
+func (c *txCheckpointer) Checkpoint(ctx context.Context, checkpoint string) error {
+	c.checkpoint = checkpoint
+	return nil
+}
+
+func (c *txCheckpointer) Tx() pgx.Tx { return c.tx }
+
+// transaction runs one batch as one transaction: the processor's output,
+// hold_lease, the fenced checkpoint, commit.  true when a batch committed;
+// ErrShardEnd (rolled back) when the shard has no more records.
+func (w *Worker) transaction(ctx context.Context, shard string, l *lease, r *running) (bool, error) {
+	conn, err := w.db.connect(ctx)
+	if err != nil {
+		return false, &UnavailableError{Call: "BEGIN", Last: firstLine(err.Error())}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		w.db.Close()
+		return false, &UnavailableError{Call: "BEGIN", Last: firstLine(err.Error())}
+	}
+	cp := &txCheckpointer{tx: tx}
+	committing, diverged := false, ""
+	err = func() error {
+		if err := r.proc.ProcessRecords(ctx, cp); err != nil {
+			return err
+		}
+		if cp.checkpoint == "" {
+			return ErrNoRecords
+		}
+		var held *string
+		if err := tx.QueryRow(ctx, sqlHold, w.key(shard, w.cfg.Owner, l.epoch)...).Scan(&held); err != nil {
+			return err
+		}
+		if held == nil || *held != w.committed[shard] {
+			// a commit acknowledged to us is not there (lost in a crash with
+			// synchronous_commit off, or a failover): go on from the server's
+			if held != nil {
+				diverged = *held
+			}
+			return errDiverged
+		}
+		var ok bool
+		if err := tx.QueryRow(ctx, sqlCheckpoint, w.key(shard, w.cfg.Owner, cp.checkpoint, l.epoch)...).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			return ErrLeaseLost
+		}
+		committing = true
+		w.db.warning = ""
+		if err := tx.Commit(ctx); err != nil {
+			return err
+		}
+		if w.db.warning != "" {
+			return &AmbiguousError{Err: &noticeError{w.db.warning}} // committed here, perhaps only here
+		}
+		return nil
+	}()
+	if err == nil {
+		w.committed[shard] = cp.checkpoint
+		w.journal.write("checkpoint", fields{"shard": shard, "epoch": l.epoch, "checkpoint": cp.checkpoint,
+			"ok": true, "tx": true})
+		return true, nil
+	}
+	if !committing && !conn.IsClosed() {
+		rbCtx, cancel := w.callCtx()
+		if tx.Rollback(rbCtx) != nil {
+			w.db.Close()
+		}
+		cancel()
+	}
+	code, message := sqlState(err)
+	var pgErr *pgconn.PgError
+	var ambiguous *AmbiguousError
+	isDB := errors.As(err, &pgErr) || conn.IsClosed() || errors.As(err, &ambiguous) ||
+		errors.Is(err, context.DeadlineExceeded)
+	switch {
+	case errors.Is(err, ErrNoRecords), errors.Is(err, ErrShardEnd):
+		return false, err
+	case errors.Is(err, errDiverged):
+		w.journal.write("tx_diverged", fields{"shard": shard, "epoch": l.epoch,
+			"expected": w.committed[shard], "checkpoint": diverged})
+		return false, w.reinitialize(ctx, shard, r, diverged)
+	case errors.Is(err, ErrLeaseLost):
+		w.journal.write("checkpoint", fields{"shard": shard, "epoch": l.epoch, "checkpoint": cp.checkpoint, "ok": false})
+		w.drop(shard, ReasonLeaseLost, "checkpoint refused", false)
+		return false, nil
+	case !isDB && !Transient(err):
+		return false, callbackError(shard, "ProcessRecords", err)
+	case code != "" && Classify(code, message) == ActionDrop:
+		w.journal.write("checkpoint", fields{"shard": shard, "epoch": l.epoch, "checkpoint": cp.checkpoint,
+			"ok": false, "error": firstLine(err.Error())})
+		w.drop(shard, ReasonLeaseLost, "not held", false)
+		return false, nil
+	case code != "" && (Classify(code, message) == ActionRaise || Classify(code, message) == ActionFatal) &&
+		!conn.IsClosed():
+		return false, fmt.Errorf("processor of %s: transaction: %w", shard, err)
+	}
+	w.db.Close()
+	w.journal.write("tx_failed", fields{"shard": shard, "epoch": l.epoch, "checkpoint": cp.checkpoint,
+		"unknown": committing, "error": firstLine(err.Error())})
+	return false, w.resolve(shard, l, r, committing, cp.checkpoint)
+}
+
+var errDiverged = errors.New("pglease: the server's checkpoint is not the one committed here")
+
+// reinitialize restarts a processor from checkpoint (the server's).
+func (w *Worker) reinitialize(ctx context.Context, shard string, r *running, checkpoint string) error {
+	w.committed[shard] = checkpoint
+	if err := r.proc.Initialize(ctx, shard, checkpoint); err != nil {
+		return callbackError(shard, "Initialize", err)
+	}
+	return nil
+}
+
+// resolve restarts the processor from the checkpoint my_leases holds after
+// a batch transaction failed (committing: the COMMIT's outcome is unknown,
+// tried its checkpoint; equal means it committed).
+func (w *Worker) resolve(shard string, l *lease, r *running, committing bool, tried string) error {
+	ctx, cancel := w.callCtx()
+	defer cancel()
+	rows, err := w.db.Call(ctx, sqlMine, w.key(w.cfg.Owner)...)
+	if err != nil {
+		w.drop(shard, ReasonLeaseLost, "unresolved", true) // start reads it again
+		return err
+	}
+	for _, row := range rows {
+		if row[0].(string) != shard || row[1].(int64) != l.epoch {
+			continue
+		}
+		checkpoint, _ := row[2].(string)
+		w.journal.write("tx_resolved", fields{"shard": shard, "epoch": l.epoch, "checkpoint": checkpoint,
+			"committed": committing && checkpoint == tried})
+		if checkpoint == ShardEnd {
+			delete(w.running, shard)
+			w.drop(shard, ReasonShardEnded, "closed", false)
+			return nil
+		}
+		return w.reinitialize(ctx, shard, r, checkpoint)
+	}
+	w.drop(shard, ReasonLeaseLost, "not in my_leases", false)
+	return nil
+}
+
 // end runs ShardEnded and closes the shard.
 func (w *Worker) end(ctx context.Context, shard string, r *running, cp *checkpointer) (bool, error) {
 	if !r.ending {
@@ -578,7 +932,6 @@ func (w *Worker) end(ctx context.Context, shard string, r *running, cp *checkpoi
 	}
 	delete(w.running, shard) // ShardEnded was its last callback
 	w.drop(shard, ReasonShardEnded, "closed", false)
-	w.log.Infof("%s: shard ended", shard)
 	return true, nil
 }
 
@@ -608,12 +961,19 @@ func (w *Worker) sync(ctx context.Context) error {
 		}
 	}
 	w.journal.write("synced", fields{"listed": len(shards), "created": created, "unlisted": unlisted})
-	if len(created) > 0 {
-		w.log.Infof("sync_shards created the leases of %v", created)
+	sort.Strings(created)
+	for _, shard := range created {
+		w.log.Infof("%s: created the lease of %s (shard discovery)", w.cfg.Owner, shard)
 	}
-	if len(unlisted) > 0 {
-		w.log.Warnf("sync_shards: leases %v are not listed by the stream and not ended", unlisted)
+	sort.Strings(unlisted)
+	now := map[string]bool{}
+	for _, shard := range unlisted {
+		now[shard] = true
+		if !w.unlisted[shard] {
+			w.log.Infof("%s: %s is no longer listed (its lease is not ended: a worker ends it at its end)", w.cfg.Owner, shard)
+		}
 	}
+	w.unlisted = now
 	return nil
 }
 
@@ -645,7 +1005,7 @@ func (w *Worker) failed() error {
 // refuses, or a processor's), after releasing what it could.
 func (w *Worker) Run(ctx context.Context) error {
 	w.journal.write("started", fields{"lease_duration": w.cfg.LeaseDuration.Seconds(), "margin": w.cfg.Margin.Seconds()})
-	w.log.Infof("%s: working on %s/%s (lease %v, margin %v)", w.cfg.Owner, w.cfg.App, w.cfg.Stream,
+	w.log.Debugf("%s: working on %s/%s (lease %v, margin %v)", w.cfg.Owner, w.cfg.App, w.cfg.Stream,
 		w.cfg.LeaseDuration, w.cfg.Margin)
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -720,11 +1080,12 @@ func (w *Worker) stopAll() {
 	w.mu.Unlock()
 	sort.Strings(shards)
 	w.journal.write("stopping", fields{"held": shards})
+	w.log.Debugf("%s: stopping, releasing %d leases", w.cfg.Owner, len(shards))
 	for _, shard := range shards {
 		w.mu.Lock()
 		l := w.held[shard]
+		deadline := w.deadline(l)
 		w.mu.Unlock()
-		deadline := l.sent.Add(w.cfg.LeaseDuration - w.cfg.Margin)
 		if r, ok := w.running[shard]; ok && r.epoch == l.epoch && !r.leaving && time.Now().Before(deadline) {
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
 			cp := &checkpointer{w: w, shard: shard, epoch: l.epoch}
@@ -749,5 +1110,6 @@ func (w *Worker) stopAll() {
 			continue
 		}
 		w.journal.write("released", fields{"shard": shard, "ok": ok})
+		w.log.Infof("%s: released %s", w.cfg.Owner, shard)
 	}
 }
