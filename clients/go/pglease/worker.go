@@ -75,6 +75,23 @@ type Processor interface {
 	ShutdownRequested(ctx context.Context, cp Checkpointer) error
 }
 
+// ExtendedCheckpoint is a shard's checkpoint as KCL's checkpointer knows it:
+// the sequence number (opaque text, never parsed), the sub-sequence of a
+// KPL-aggregated record (KCL's ExtendedSequenceNumber; 0 for a plain
+// record) and the pending checkpoint a previous owner prepared and did not
+// complete (KCL's pendingCheckpointSequenceNumber), or nil.
+type ExtendedCheckpoint struct {
+	Sequence    string
+	SubSequence int64
+	Pending     *string
+}
+
+// ExtendedInitializer is a Processor that wants the whole checkpoint: the
+// worker calls InitializeExtended instead of Initialize.
+type ExtendedInitializer interface {
+	InitializeExtended(ctx context.Context, shardID string, checkpoint ExtendedCheckpoint) error
+}
+
 // ProcessorFactory returns a new Processor for a shard.
 type ProcessorFactory func(shardID string) Processor
 
@@ -89,6 +106,24 @@ type Checkpointer interface {
 	// worker writes it again before the lease is handed off or released, or
 	// the next checkpoint covers it.
 	Checkpoint(ctx context.Context, checkpoint string) error
+	// Ready hands the worker the batch's checkpoint, sequence and
+	// subSequence (KCL's ExtendedSequenceNumber: the record's place in a
+	// KPL aggregate, 0 for a plain record), to write without waiting: the
+	// worker gathers the checkpoints of all its shards that become ready
+	// within Config.CheckpointTick into one lease.update_checkpoints call,
+	// each fenced with its shard's epoch.  A refused one ends that shard
+	// only (LeaseLost); one not acknowledged is written again before the
+	// shard is handed off or released, or the next one covers it.  In
+	// transactional mode it is Checkpoint.
+	Ready(sequence string, subSequence int64)
+	// Prepare records sequence as the shard's pending checkpoint
+	// (lease.prepare_checkpoint, fenced by owner), the first phase of a
+	// two-phase checkpoint (KCL's prepareCheckpoint), before the batch acts
+	// on the world; the checkpoint the batch then writes completes it.  A
+	// later owner's processor is given it (ExtendedCheckpoint.Pending).
+	// ErrLeaseLost: the shard is no longer this worker's.  In transactional
+	// mode it runs inside the batch's transaction.
+	Prepare(ctx context.Context, sequence string) error
 }
 
 // ShardLister returns the shards the stream has now (for example from the
@@ -127,6 +162,12 @@ type Config struct {
 	// lease duration: the worker reconnects.  lease.liveness_grace must be
 	// at least the margin.
 	RenewEvery time.Duration
+
+	// CheckpointTick is how long the worker gathers the checkpoints that
+	// processors hand it with Checkpointer.Ready before it writes them in
+	// one lease.update_checkpoints call (it writes them sooner at the end
+	// of a round over its shards); default 5 ms.
+	CheckpointTick time.Duration
 
 	// Transactional turns the transactional (exactly-once) mode on
 	// (docs/exactly-once.md): each batch is one transaction on the
@@ -179,10 +220,13 @@ type Worker struct {
 	forgotten map[string]time.Time // when a shard was dropped here
 	fatal     error                // what stopped the renewer
 
-	running   map[string]*running
-	unacked   map[string]string // a processed checkpoint whose write failed
-	committed map[string]string // transactional: the checkpoint the next batch starts from
-	unlisted  map[string]bool   // the shards sync_shards last said the lister no longer lists
+	running    map[string]*running
+	unacked    map[string]string // a processed checkpoint whose write failed
+	unackedSub map[string]int64  // and its sub-sequence
+	ready      []readyCheckpoint // handed over by Checkpointer.Ready, to write together
+	readySince time.Time         // when the first of them was handed over
+	committed  map[string]string // transactional: the checkpoint the next batch starts from
+	unlisted   map[string]bool   // the shards sync_shards last said the lister no longer lists
 
 	renewEveryArg interface{} // fast failover: RenewEvery as the calls' renew_every; nil otherwise
 	contract      bool        // false (PG_LEASE_IGNORE_RULE_6=1, a test's negative control): rule 6 ignored
@@ -222,6 +266,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 	if cfg.SyncEvery <= 0 {
 		cfg.SyncEvery = time.Minute
 	}
+	if cfg.CheckpointTick <= 0 {
+		cfg.CheckpointTick = 5 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = DefaultLogger()
 	}
@@ -233,7 +280,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		cfg: cfg, log: cfg.Logger, interval: cfg.LeaseDuration.Truncate(time.Millisecond),
 		db: NewSession(cfg.ConnString, cfg.Owner), renewDB: NewSession(cfg.ConnString, cfg.Owner+" renewer"),
 		journal: j, held: map[string]*lease{}, forgotten: map[string]time.Time{},
-		running: map[string]*running{}, unacked: map[string]string{}, committed: map[string]string{},
+		running: map[string]*running{}, unacked: map[string]string{}, unackedSub: map[string]int64{}, committed: map[string]string{},
 		contract: os.Getenv("PG_LEASE_IGNORE_RULE_6") != "1",
 	}
 	if cfg.Transactional {
@@ -264,11 +311,15 @@ const (
 	sqlRenew     = "SELECT shard_id, handoff_to, lease_epoch FROM lease.renew_leases($1, $2, $3, $4::interval, $5::interval)"
 	sqlHeartbeat = "SELECT leases, leases_version, handoffs_pending" +
 		" FROM lease.heartbeat($1, $2, $3, $4::interval, $5::interval)"
-	sqlHold       = "SELECT lease.hold_lease($1, $2, $3, $4, $5::bigint)"
-	sqlMine       = "SELECT shard_id, lease_epoch, checkpoint, handoff_from FROM lease.my_leases($1, $2, $3)"
-	sqlCheckpoint = "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)"
-	sqlRelease    = "SELECT lease.release_lease($1, $2, $3, $4)"
-	sqlClose      = "SELECT lease.close_shard($1, $2, $3, $4)"
+	sqlHold          = "SELECT lease.hold_lease($1, $2, $3, $4, $5::bigint)"
+	sqlMine          = "SELECT shard_id, lease_epoch, checkpoint, handoff_from, checkpoint_sub_sequence, pending_checkpoint FROM lease.my_leases($1, $2, $3)"
+	sqlPrepare       = "SELECT lease.prepare_checkpoint($1, $2, $3, $4, $5)"
+	sqlCheckpoint    = "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, 0, $6::bigint)"
+	sqlCheckpointSub = "SELECT lease.update_checkpoint($1, $2, $3, $4, $5, $6::bigint, $7::bigint)"
+	sqlCheckpoints   = "SELECT shard_id, ok, reason" +
+		" FROM lease.update_checkpoints($1, $2, $3, $4::text[], $5::text[], $6::bigint[], $7::bigint[])"
+	sqlRelease = "SELECT lease.release_lease($1, $2, $3, $4)"
+	sqlClose   = "SELECT lease.close_shard($1, $2, $3, $4)"
 )
 
 // journal appends what the server acknowledged, one JSON line per event
@@ -551,6 +602,8 @@ func (w *Worker) drop(shard, reason, why string, keepLease bool) {
 		}
 	}
 	delete(w.unacked, shard)
+	delete(w.unackedSub, shard)
+	w.dropReady(shard)
 	if !keepLease {
 		w.mu.Lock()
 		delete(w.held, shard)
@@ -580,7 +633,7 @@ func (w *Worker) start(shard string, l *lease, deadline time.Time) (bool, error)
 		}
 		proc := w.cfg.NewProcessor(shard)
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		err := proc.Initialize(ctx, shard, checkpoint)
+		err := initialize(ctx, proc, shard, extended(r))
 		cancel()
 		if err != nil {
 			return false, fmt.Errorf("processor of %s: Initialize: %w", shard, err)
@@ -591,6 +644,40 @@ func (w *Worker) start(shard string, l *lease, deadline time.Time) (bool, error)
 		return true, nil
 	}
 	return false, nil
+}
+
+// extended is the ExtendedCheckpoint of a sqlMine row.
+func extended(row []interface{}) ExtendedCheckpoint {
+	cp := ExtendedCheckpoint{}
+	cp.Sequence, _ = row[2].(string)
+	cp.SubSequence, _ = row[4].(int64)
+	if p, ok := row[5].(string); ok {
+		cp.Pending = &p
+	}
+	return cp
+}
+
+// initialize calls the processor's InitializeExtended, or its Initialize.
+func initialize(ctx context.Context, proc Processor, shard string, cp ExtendedCheckpoint) error {
+	if e, ok := proc.(ExtendedInitializer); ok {
+		return e.InitializeExtended(ctx, shard, cp)
+	}
+	return proc.Initialize(ctx, shard, cp.Sequence)
+}
+
+// Prepare: see Checkpointer.
+func (c *checkpointer) Prepare(ctx context.Context, sequence string) error {
+	w := c.w
+	v, err := w.db.One(ctx, sqlPrepare, w.key(c.shard, w.cfg.Owner, sequence)...)
+	if err != nil {
+		return err
+	}
+	w.journal.write("prepared", fields{"shard": c.shard, "epoch": c.epoch, "pending": sequence, "ok": v})
+	if ok, _ := v.(bool); !ok {
+		c.lost = true
+		return ErrLeaseLost
+	}
+	return nil
 }
 
 // checkpointer is a shard's Checkpointer for one callback.
@@ -618,10 +705,39 @@ func (c *checkpointer) Checkpoint(ctx context.Context, checkpoint string) error 
 		c.closed = true
 		return nil
 	}
-	v, err := w.db.One(ctx, sqlCheckpoint, w.key(c.shard, w.cfg.Owner, checkpoint, c.epoch)...)
+	return c.write(ctx, checkpoint, 0)
+}
+
+// Ready: see Checkpointer.
+func (c *checkpointer) Ready(sequence string, subSequence int64) {
+	c.w.dropReady(c.shard)
+	if len(c.w.ready) == 0 {
+		c.w.readySince = time.Now()
+	}
+	c.w.ready = append(c.w.ready, readyCheckpoint{shard: c.shard, epoch: c.epoch, sequence: sequence, sub: subSequence})
+}
+
+// write writes one fenced checkpoint with its sub-sequence.
+func (c *checkpointer) write(ctx context.Context, checkpoint string, sub int64) error {
+	w := c.w
+	if err := ctx.Err(); err != nil {
+		w.unacked[c.shard], w.unackedSub[c.shard] = checkpoint, sub
+		w.journal.write("checkpoint_skipped", fields{"shard": c.shard, "epoch": c.epoch, "checkpoint": checkpoint, "sub": sub})
+		return &UnavailableError{Call: "SELECT lease.update_checkpoint", Last: "past the local deadline"}
+	}
+	if w.cfg.RenewEvery > 0 {
+		// fast failover: a checkpoint that gets no answer (a proxy that lost
+		// its server) is given up after a fifth of the lease duration, as
+		// the worker's other calls on this connection are
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.cfg.LeaseDuration/5)
+		defer cancel()
+	}
+	sent := time.Now()
+	v, err := w.db.One(ctx, sqlCheckpointSub, w.key(c.shard, w.cfg.Owner, checkpoint, sub, c.epoch)...)
 	if Transient(err) {
 		// it may have committed, but it is not acknowledged: the next one covers it
-		w.unacked[c.shard] = checkpoint
+		w.unacked[c.shard], w.unackedSub[c.shard] = checkpoint, sub
 		w.journal.write("checkpoint_failed", fields{"shard": c.shard, "epoch": c.epoch,
 			"checkpoint": checkpoint, "error": err.Error()})
 		return err
@@ -631,7 +747,9 @@ func (c *checkpointer) Checkpoint(ctx context.Context, checkpoint string) error 
 	}
 	ok := v.(bool)
 	delete(w.unacked, c.shard)
-	w.journal.write("checkpoint", fields{"shard": c.shard, "epoch": c.epoch, "checkpoint": checkpoint, "ok": ok})
+	delete(w.unackedSub, c.shard)
+	w.journal.write("checkpoint", fields{"shard": c.shard, "epoch": c.epoch, "checkpoint": checkpoint, "sub": sub,
+		"ok": ok, "sent": Seconds(sent)})
 	if !ok {
 		c.lost = true
 		return ErrLeaseLost
@@ -642,8 +760,15 @@ func (c *checkpointer) Checkpoint(ctx context.Context, checkpoint string) error 
 // flush writes a processed checkpoint whose write failed, before a handoff
 // or a release; true when nothing is left unacknowledged.
 func (w *Worker) flush(ctx context.Context, cp *checkpointer) bool {
+	w.writeReady() // a checkpoint handed over by Ready and not written yet
+	if cp.lost {
+		return false
+	}
+	if _, ok := w.running[cp.shard]; !ok {
+		return false // the batch refused it: dropped already
+	}
 	if v, ok := w.unacked[cp.shard]; ok {
-		return cp.Checkpoint(ctx, v) == nil
+		return cp.write(ctx, v, w.unackedSub[cp.shard]) == nil
 	}
 	return true
 }
@@ -765,6 +890,7 @@ func (w *Worker) stale(l *lease) bool {
 type txCheckpointer struct {
 	tx         pgx.Tx
 	checkpoint string
+	key        func(extra ...interface{}) []interface{} // app, stream, shard, owner, extra
 }
 
 func (c *txCheckpointer) Checkpoint(ctx context.Context, checkpoint string) error {
@@ -773,6 +899,141 @@ func (c *txCheckpointer) Checkpoint(ctx context.Context, checkpoint string) erro
 }
 
 func (c *txCheckpointer) Tx() pgx.Tx { return c.tx }
+
+// Ready is Checkpoint in transactional mode (the sub-sequence is not kept there).
+func (c *txCheckpointer) Ready(sequence string, subSequence int64) { c.checkpoint = sequence }
+
+// Prepare: lease.prepare_checkpoint in the batch's transaction.
+func (c *txCheckpointer) Prepare(ctx context.Context, sequence string) error {
+	var ok bool
+	if err := c.tx.QueryRow(ctx, sqlPrepare, c.key(sequence)...).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// readyCheckpoint is a checkpoint handed over by Checkpointer.Ready.
+type readyCheckpoint struct {
+	shard, sequence string
+	epoch, sub      int64
+}
+
+// dropReady forgets the shard's checkpoint handed over and not written.
+func (w *Worker) dropReady(shard string) {
+	for i, r := range w.ready {
+		if r.shard == shard {
+			w.ready = append(w.ready[:i], w.ready[i+1:]...)
+			return
+		}
+	}
+}
+
+// writeReady writes the checkpoints handed over by Ready in one
+// lease.update_checkpoints call, each fenced with its epoch (those past
+// their shard's deadline are not sent: they stay unacknowledged).  A
+// refused shard ends only that shard; a call whose outcome is unknown is
+// resolved per shard from lease.my_leases.
+func (w *Worker) writeReady() {
+	batch := w.ready
+	w.ready = nil
+	if len(batch) == 0 {
+		return
+	}
+	var ids, seqs []string
+	var subs, epochs []int64
+	sent := time.Now()
+	deadline := sent.Add(w.cfg.LeaseDuration)
+	for _, r := range batch {
+		w.unacked[r.shard], w.unackedSub[r.shard] = r.sequence, r.sub
+		w.mu.Lock()
+		l := w.held[r.shard]
+		stale := l == nil || l.epoch != r.epoch || l.lost || !sent.Before(w.deadline(l))
+		if !stale && w.deadline(l).Before(deadline) {
+			deadline = w.deadline(l)
+		}
+		w.mu.Unlock()
+		if stale {
+			w.journal.write("checkpoint_skipped", fields{"shard": r.shard, "epoch": r.epoch, "checkpoint": r.sequence, "sub": r.sub})
+			continue
+		}
+		ids, seqs, subs, epochs = append(ids, r.shard), append(seqs, r.sequence), append(subs, r.sub), append(epochs, r.epoch)
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	rows, err := w.db.Call(ctx, sqlCheckpoints, w.key(w.cfg.Owner, ids, seqs, subs, epochs)...)
+	if err != nil {
+		w.journal.write("checkpoints_failed", fields{"shards": ids, "error": err.Error(), "sent": Seconds(sent)})
+		if !Transient(err) && !errors.Is(err, context.DeadlineExceeded) {
+			w.log.Warnf("%s: update_checkpoints: %v", w.cfg.Owner, err)
+		}
+		w.resolveReady(ids, seqs, subs, epochs)
+		return
+	}
+	for _, row := range rows {
+		shard, ok := row[0].(string), row[1].(bool)
+		reason, _ := row[2].(string)
+		i := indexOf(ids, shard)
+		if i < 0 {
+			continue
+		}
+		w.journal.write("checkpoint", fields{"shard": shard, "epoch": epochs[i], "checkpoint": seqs[i], "sub": subs[i],
+			"ok": ok, "sent": Seconds(sent), "batch": len(ids)})
+		if ok {
+			delete(w.unacked, shard)
+			delete(w.unackedSub, shard)
+		} else {
+			w.drop(shard, ReasonLeaseLost, "checkpoint refused: "+reason, false)
+		}
+	}
+}
+
+// resolveReady: after an update_checkpoints call whose outcome is unknown,
+// each shard's checkpoint in lease.my_leases says whether it was written.
+// A shard still held at its epoch whose checkpoint is not there stays
+// unacknowledged (written again); one no longer held ends.
+func (w *Worker) resolveReady(ids, seqs []string, subs, epochs []int64) {
+	ctx, cancel := w.callCtx()
+	defer cancel()
+	rows, err := w.db.Call(ctx, sqlMine, w.key(w.cfg.Owner)...)
+	if err != nil {
+		return // all stay unacknowledged: the next checkpoint, or the flush before a release, covers them
+	}
+	for i, shard := range ids {
+		held := false
+		for _, row := range rows {
+			if row[0].(string) != shard || row[1].(int64) != epochs[i] {
+				continue
+			}
+			held = true
+			checkpoint, _ := row[2].(string)
+			sub, _ := row[4].(int64)
+			if checkpoint == seqs[i] && sub == subs[i] {
+				delete(w.unacked, shard)
+				delete(w.unackedSub, shard)
+				w.journal.write("checkpoint", fields{"shard": shard, "epoch": epochs[i], "checkpoint": seqs[i],
+					"sub": subs[i], "ok": true, "resolved": true})
+			}
+		}
+		if !held {
+			w.drop(shard, ReasonLeaseLost, "not in my_leases", false)
+		}
+	}
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
 
 // transaction runs one batch as one transaction: the processor's output,
 // hold_lease, the fenced checkpoint, commit.  true when a batch committed;
@@ -787,7 +1048,9 @@ func (w *Worker) transaction(ctx context.Context, shard string, l *lease, r *run
 		w.db.Close()
 		return false, &UnavailableError{Call: "BEGIN", Last: firstLine(err.Error())}
 	}
-	cp := &txCheckpointer{tx: tx}
+	cp := &txCheckpointer{tx: tx, key: func(extra ...interface{}) []interface{} {
+		return w.key(append([]interface{}{shard, w.cfg.Owner}, extra...)...)
+	}}
 	committing, diverged := false, ""
 	err = func() error {
 		if err := r.proc.ProcessRecords(ctx, cp); err != nil {
@@ -849,7 +1112,7 @@ func (w *Worker) transaction(ctx context.Context, shard string, l *lease, r *run
 	case errors.Is(err, errDiverged):
 		w.journal.write("tx_diverged", fields{"shard": shard, "epoch": l.epoch,
 			"expected": w.committed[shard], "checkpoint": diverged})
-		return false, w.reinitialize(ctx, shard, r, diverged)
+		return false, w.reinitialize(ctx, shard, r, ExtendedCheckpoint{Sequence: diverged})
 	case errors.Is(err, ErrLeaseLost):
 		w.journal.write("checkpoint", fields{"shard": shard, "epoch": l.epoch, "checkpoint": cp.checkpoint, "ok": false})
 		w.drop(shard, ReasonLeaseLost, "checkpoint refused", false)
@@ -874,9 +1137,9 @@ func (w *Worker) transaction(ctx context.Context, shard string, l *lease, r *run
 var errDiverged = errors.New("pglease: the server's checkpoint is not the one committed here")
 
 // reinitialize restarts a processor from checkpoint (the server's).
-func (w *Worker) reinitialize(ctx context.Context, shard string, r *running, checkpoint string) error {
-	w.committed[shard] = checkpoint
-	if err := r.proc.Initialize(ctx, shard, checkpoint); err != nil {
+func (w *Worker) reinitialize(ctx context.Context, shard string, r *running, checkpoint ExtendedCheckpoint) error {
+	w.committed[shard] = checkpoint.Sequence
+	if err := initialize(ctx, r.proc, shard, checkpoint); err != nil {
 		return callbackError(shard, "Initialize", err)
 	}
 	return nil
@@ -897,15 +1160,15 @@ func (w *Worker) resolve(shard string, l *lease, r *running, committing bool, tr
 		if row[0].(string) != shard || row[1].(int64) != l.epoch {
 			continue
 		}
-		checkpoint, _ := row[2].(string)
-		w.journal.write("tx_resolved", fields{"shard": shard, "epoch": l.epoch, "checkpoint": checkpoint,
-			"committed": committing && checkpoint == tried})
-		if checkpoint == ShardEnd {
+		cp := extended(row)
+		w.journal.write("tx_resolved", fields{"shard": shard, "epoch": l.epoch, "checkpoint": cp.Sequence,
+			"committed": committing && cp.Sequence == tried})
+		if cp.Sequence == ShardEnd {
 			delete(w.running, shard)
 			w.drop(shard, ReasonShardEnded, "closed", false)
 			return nil
 		}
-		return w.reinitialize(ctx, shard, r, checkpoint)
+		return w.reinitialize(ctx, shard, r, cp)
 	}
 	w.drop(shard, ReasonLeaseLost, "not in my_leases", false)
 	return nil
@@ -1046,7 +1309,11 @@ func (w *Worker) Run(ctx context.Context) error {
 				break
 			}
 			busy = busy || b
+			if len(w.ready) > 0 && time.Since(w.readySince) >= w.cfg.CheckpointTick {
+				w.writeReady()
+			}
 		}
+		w.writeReady() // the round's checkpoints handed over by Ready
 		if !busy {
 			select {
 			case <-loopCtx.Done():
@@ -1079,6 +1346,7 @@ func (w *Worker) stopAll() {
 	}
 	w.mu.Unlock()
 	sort.Strings(shards)
+	w.writeReady() // before the releases
 	w.journal.write("stopping", fields{"held": shards})
 	w.log.Debugf("%s: stopping, releasing %d leases", w.cfg.Owner, len(shards))
 	for _, shard := range shards {

@@ -717,3 +717,150 @@ func TestTransactional(t *testing.T) {
 		t.Errorf("x1 was not restarted from the server's checkpoint after its connection died: %v", rec.all())
 	}
 }
+
+// TestBatchedCheckpoints: checkpoints handed over with Ready are written
+// together, one lease.update_checkpoints call for the shards of a round
+// (the journal's "batch"), with their sub-sequences; a stolen shard's
+// checkpoint is refused and ends that shard only (LeaseLost), the others
+// go on; at the stop every shard's last checkpoint is the server's.
+func TestBatchedCheckpoints(t *testing.T) {
+	dsn, conn, rec := begin(t, "go-batch", "b1", "b2", "b3", "b4")
+	user := os.Getenv("PGLEASE_TEST_WORKER_USER")
+	exec(t, conn, "GRANT EXECUTE ON FUNCTION lease.update_checkpoints(text, text, text, text[], text[], bigint[], bigint[], bigint[]) TO "+pgx.Identifier{user}.Sanitize())
+	path := filepath.Join(t.TempDir(), "w.journal")
+	var mu sync.Mutex
+	last := map[string]string{}
+	w := start(t, pglease.Config{ConnString: dsn, Stream: "go-batch", Owner: "go-batch-w", LeaseDuration: 3 * time.Second,
+		JournalPath: path, CheckpointTick: 50 * time.Millisecond,
+		NewProcessor: func(shard string) pglease.Processor {
+			return &proc{rec: rec, shard: shard, hook: func(ctx context.Context, p *proc, cp pglease.Checkpointer) error {
+				p.pos.Add(p.pos, big.NewInt(5))
+				sub := p.pos.Int64() % 3 // a KPL aggregate's sub-sequence
+				cp.Ready(p.pos.String(), sub)
+				mu.Lock()
+				last[shard] = fmt.Sprintf("%s/%d", p.pos, sub)
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+				return pglease.ErrNoRecords // the hook did the batch
+			}}
+		}})
+	checkpoint := func(shard string) string {
+		return scalar(t, conn, "SELECT checkpoint || '/' || checkpoint_sub_sequence FROM lease.shard_leases WHERE app_name = $1 AND stream_name = 'go-batch' AND shard_id = $2", app, shard)
+	}
+	waitFor(t, "every shard checkpointed", 15*time.Second, func() bool {
+		for _, s := range []string{"b1", "b2", "b3", "b4"} {
+			if checkpoint(s) == "TRIM_HORIZON/0" {
+				return false
+			}
+		}
+		return true
+	})
+	exec(t, conn, "SELECT lease.take_lease($1, 'go-batch', 'b2', 'thief', lease_count) FROM lease.shard_leases WHERE app_name = $1 AND stream_name = 'go-batch' AND shard_id = 'b2'", app)
+	waitFor(t, "LeaseLost of b2", 10*time.Second, func() bool { return rec.has("lost b2") })
+	time.Sleep(500 * time.Millisecond)
+	w.stop(t)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range []string{"b1", "b3", "b4"} {
+		// (ShutdownRequested checkpoints the same sequence at sub-sequence 0)
+		if got := checkpoint(s); strings.Split(got, "/")[0] != strings.Split(last[s], "/")[0] {
+			t.Errorf("%s: the server's checkpoint %s, the last one handed over %s", s, got, last[s])
+		}
+	}
+	for _, s := range []string{"b1", "b3", "b4"} {
+		if rec.has("lost " + s) {
+			t.Errorf("%s was lost with b2: %v", s, rec.all())
+		}
+	}
+	batches, refused, subs, largest := 0, 0, 0, 0.0
+	for _, e := range journalEvents(t, path) {
+		if e["ev"] != "checkpoint" {
+			continue
+		}
+		if n, _ := e["batch"].(float64); n > largest {
+			largest = n
+		}
+		if _, ok := e["batch"]; ok {
+			batches++
+			if sub, _ := e["sub"].(float64); sub > 0 && e["ok"] == true {
+				subs++
+			}
+		}
+		if e["ok"] == false {
+			refused++
+			if e["shard"] != "b2" {
+				t.Errorf("refused: %v", e)
+			}
+		}
+	}
+	t.Logf("%d checkpoints written in batches (%d at a sub-sequence), the largest of %v shards; %d refused",
+		batches, subs, largest, refused)
+	if largest < 3 || refused != 1 || subs == 0 {
+		t.Errorf("batches of at most %v shards (want all 4 together), %d refused (want b2's)", largest, refused)
+	}
+}
+
+// extProc records the ExtendedCheckpoint it starts from; its first batch
+// hands over 10/2 (a sub-sequence), its second prepares 15 and stops there.
+type extProc struct {
+	rec     *recorder
+	batches int
+}
+
+func (p *extProc) Initialize(ctx context.Context, shard, checkpoint string) error {
+	return errors.New("InitializeExtended is the one to call")
+}
+
+func (p *extProc) InitializeExtended(ctx context.Context, shard string, cp pglease.ExtendedCheckpoint) error {
+	pending := "<nil>"
+	if cp.Pending != nil {
+		pending = *cp.Pending
+	}
+	p.rec.add("init %s %s/%d pending %s", shard, cp.Sequence, cp.SubSequence, pending)
+	return nil
+}
+
+func (p *extProc) ProcessRecords(ctx context.Context, cp pglease.Checkpointer) error {
+	p.batches++
+	switch p.batches {
+	case 1:
+		cp.Ready("10", 2)
+		return nil
+	case 2:
+		err := cp.Prepare(ctx, "15")
+		p.rec.add("prepared %v", err)
+		return err
+	}
+	return pglease.ErrNoRecords
+}
+
+func (p *extProc) LeaseLost(ctx context.Context) {}
+func (p *extProc) ShardEnded(ctx context.Context, cp pglease.Checkpointer) error {
+	return cp.Checkpoint(ctx, pglease.ShardEnd)
+}
+func (p *extProc) ShutdownRequested(ctx context.Context, cp pglease.Checkpointer) error { return nil }
+
+// TestSubSequenceAndPending: KCL's checkpoint model: a checkpoint with its
+// sub-sequence, and a pending checkpoint prepared (Prepare) and not
+// completed, are what the next processor of the shard is given
+// (InitializeExtended), from lease.my_leases.
+func TestSubSequenceAndPending(t *testing.T) {
+	dsn, conn, rec := begin(t, "go-ext", "e1")
+	user := os.Getenv("PGLEASE_TEST_WORKER_USER")
+	exec(t, conn, "GRANT EXECUTE ON FUNCTION lease.update_checkpoints(text, text, text, text[], text[], bigint[], bigint[], bigint[]) TO "+pgx.Identifier{user}.Sanitize())
+	cfg := pglease.Config{ConnString: dsn, Stream: "go-ext", Owner: "go-ext-w",
+		NewProcessor: func(shard string) pglease.Processor { return &extProc{rec: rec} }}
+	w := start(t, cfg)
+	waitFor(t, "the prepare", 10*time.Second, func() bool { return rec.has("prepared") })
+	w.stop(t)
+	if got := scalar(t, conn, "SELECT checkpoint || '/' || checkpoint_sub_sequence || ' pending ' || coalesce(pending_checkpoint, '<nil>') FROM lease.shard_leases WHERE app_name = $1 AND stream_name = 'go-ext'", app); got != "10/2 pending 15" {
+		t.Errorf("the server's checkpoint: %s", got)
+	}
+	w = start(t, cfg)
+	waitFor(t, "the second start", 10*time.Second, func() bool { return len(rec.all()) >= 3 })
+	w.stop(t)
+	events := rec.all()
+	if events[0] != "init e1 TRIM_HORIZON/0 pending <nil>" || events[1] != "prepared <nil>" || events[2] != "init e1 10/2 pending 15" {
+		t.Errorf("events: %v", events)
+	}
+}
