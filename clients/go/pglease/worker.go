@@ -848,7 +848,11 @@ func (w *Worker) work(shard string, l *lease) (bool, error) {
 	var err error
 	if !r.ending && w.cfg.Transactional {
 		var processed bool
-		if processed, err = w.transaction(ctx, shard, l, r); !errors.Is(err, ErrShardEnd) {
+		processed, err = w.transaction(ctx, shard, l, r)
+		if errors.Is(err, ErrNoRecords) {
+			return false, nil // rolled back: nothing to do
+		}
+		if !errors.Is(err, ErrShardEnd) {
 			return processed, err
 		}
 	} else if !r.ending {
