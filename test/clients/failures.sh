@@ -6,7 +6,7 @@
 #      run() raises / rejects with that exception (the Elixir worker's is an
 #      ExUnit test: test/clients/elixir.sh);
 #   2. INFO logging is the same set of events in every client, the Python
-#      client's: the example workers of Python, Node, Elixir and Java, each alone on
+#      client's: the example workers of Python, Node, Elixir, Java and Go, each alone on
 #      a stream of its own (a shard that ends, two that do not), log at INFO
 #      only lines of the Python client's kinds (took, stopped processing,
 #      released, created the lease of, is no longer listed), and the same kinds.
@@ -16,7 +16,7 @@ FOUT=$OUT/failures && mkdir -p "$FOUT"
 "$PSQL" -X -q -v ON_ERROR_STOP=1 -d $DB >/dev/null <<'SQL'
 SELECT lease.create_lease('clients', 'boom-' || c, 's' || i) FROM unnest(ARRAY['py', 'node']) AS c, generate_series(1, 3) AS i;
 SELECT lease.create_lease('clients', 'info-' || c, s)
-  FROM unnest(ARRAY['py', 'node', 'ex', 'java']) AS c, unnest(ARRAY['a', 'b', 'c-end8']) AS s;
+  FROM unnest(ARRAY['py', 'node', 'ex', 'java', 'go']) AS c, unnest(ARRAY['a', 'b', 'c-end8']) AS s;
 SQL
 
 # 1. The processor raises on the batch starting at record 11 of any shard.
@@ -71,8 +71,8 @@ done
 
 # 2. INFO logging.
 IOUT=$FOUT/info && mkdir -p "$IOUT"
-for w in py-info node-info ex-info; do
-    OUT=$IOUT PG_LEASE_LOG_LEVEL=INFO EX_LOG_LEVEL=info start_worker "$w" "info-${w%-info}"
+for w in py-info node-info ex-info go-info; do
+    OUT=$IOUT PG_LEASE_LOG_LEVEL=INFO EX_LOG_LEVEL=info GO_LOG_LEVEL=info start_worker "$w" "info-${w%-info}"
 done
 # java-*: the Java example worker, its logger org.pglease at INFO
 sed 's/^org.pglease.level = .*/org.pglease.level = INFO/' test/clients/java-logging.properties >"$IOUT/java-logging.properties"
@@ -80,12 +80,12 @@ $JAVA -Djava.util.logging.config.file="$IOUT/java-logging.properties" -cp "$JAVA
     ExampleWorker "$WORKER_DSN" clients info-java java-info "$IOUT" "$LEASE_SECONDS" 2>"$IOUT/java-info.stderr" &
 PIDS[java-info]=$!
 # until each has closed its ended shard (a BEAM is slow to start on a busy machine), then 2 s more
-for w in py-info node-info ex-info java-info; do
+for w in py-info node-info ex-info java-info go-info; do
     for _ in $(seq 1 80); do grep -qs '"closed"' "$IOUT/$w.journal" && break; sleep 0.25; done
 done
 sleep 2
-for w in py-info node-info ex-info java-info; do kill -TERM "${PIDS[$w]}"; done
-for w in py-info node-info ex-info java-info; do wait "${PIDS[$w]}"; done
+for w in py-info node-info ex-info java-info go-info; do kill -TERM "${PIDS[$w]}"; done
+for w in py-info node-info ex-info java-info go-info; do wait "${PIDS[$w]}"; done
 $PY - "$IOUT" <<'EOF'
 import re, sys
 # the Python client's INFO events, the reference set
@@ -93,12 +93,13 @@ KINDS = [r"took SHARD \(epoch N\)", r"stopped processing SHARD: [a-z ]+ \([^)]+\
          r"created the lease of SHARD \(shard discovery\)", r"transactions of \S+ run on .+",
          r"SHARD is no longer listed \(its lease is not ended: a worker ends it at its end\)"]
 seen, bad = {}, []
-for c in ("py", "node", "ex", "java"):
-    lines = [l for l in open("%s/%s-info.stderr" % (sys.argv[1], c))
-             if re.search(r"( INFO |\[info\] )(pg_lease|org\.pglease): ", l)]
+for c in ("py", "node", "ex", "java", "go"):
+    # "... INFO pg_lease: MSG", "[info] pg_lease: MSG", Java's "... INFO org.pglease: MSG"; Go's: "pglease: DATE TIME INFO MSG"
+    info = re.compile(r"(?:(?: INFO |\[info\] )(?:pg_lease|org\.pglease): |^pglease: \S+ \S+ INFO )(.*)")
+    lines = [l for l in open("%s/%s-info.stderr" % (sys.argv[1], c)) if info.search(l)]
     kinds = set()
     for line in lines:
-        msg = re.split(r"(?:pg_lease|org\.pglease): ", line, 1)[1].strip()
+        msg = info.search(line).group(1).strip()
         msg = re.sub(r"\b(a|b|c-end8)\b", "SHARD", msg.replace("%s-info: " % c, "", 1))
         msg = re.sub(r"[0-9]+", "N", msg)
         kind = next((k for k in KINDS if re.fullmatch(k, msg)), None)
@@ -112,7 +113,7 @@ for line in bad:
 # the Java worker's lines after SIGTERM (its "released" at the stop) may be lost: java.util.logging
 # closes its handlers in a shutdown hook of its own (docs/clients/java.md, "Logging and failures")
 java = seen["java"] in (seen["py"], seen["py"] - {"released SHARD"})
-sys.exit(0 if not bad and seen["py"] and seen["py"] == seen["node"] == seen["ex"] and java else 1)
+sys.exit(0 if not bad and seen["py"] and seen["py"] == seen["node"] == seen["ex"] == seen["go"] and java else 1)
 EOF
-ok_show $? "INFO logging: the Python, Node, Elixir and Java example workers log the same INFO events, the Python client's kinds only" \
+ok_show $? "INFO logging: the Python, Node, Elixir, Java and Go example workers log the same INFO events, the Python client's kinds only" \
     "$IOUT/java-info.stderr"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Section 8 of the clients suite (sourced by test/clients/run.sh): the
 # fast-failover mode (docs/client-rules.md, rule 6) on a database of its
-# own, Python, Node, Elixir and Java workers with renew_every 0.5 s and 10 s leases,
+# own, Python, Node, Elixir, Java and Go workers with renew_every 0.5 s and 10 s leases,
 # these faults overlapping in one run of the fleet:
 #   - an immediate stop and restart of the server: no lease is taken early
 #     (the sessions died with the old server incarnation);
@@ -18,10 +18,9 @@
 #     record writes finishes that batch after the pause, which no client
 #     rule can prevent (its checkpoint is then refused by the fencing token,
 #     and only transactional mode fences the output);
-#   - a dropped connection while the worker lives: a Python, a Node, a Java and an
-#     Elixir worker reach the server through test/clients/tcp_relay.py, which
-#     drops their
-#     connections half-open (the server's side closed, the worker's side open
+#   - a dropped connection while the worker lives: a Python, a Node, a Java,
+#     an Elixir and a Go worker reach the server through
+#     test/clients/tcp_relay.py, which drops their connections half-open (the server's side closed, the worker's side open
 #     and silent, so its calls hang) and refuses new ones for 9 s; the server
 #     sees its session end and the others take its leases early
 #     (session_ended), after each worker's last record, which is within
@@ -35,8 +34,8 @@
 #   - pg_terminate_backend of a live worker's connections: it reconnects;
 # (a second Elixir worker, ex-ff-2, has a relay of its own that never drops)
 # then test/clients/check.py over the journals (no two owners at once, among
-# the rest).  The negative control: the cut-off worker and the Python and
-# Elixir workers whose connections dropped, with rule 6 disabled, process on
+# the rest).  The negative control: the cut-off worker and the Python,
+# Elixir and Go workers whose connections dropped, with rule 6 disabled, process on
 # after their leases were taken, and the checker must say so of each.
 # Uses PY, NODE, PSQL, OUT, PGHOST, PGPORT, ok and the fleet harness.
 FF_DB=pg_lease_ff
@@ -116,6 +115,7 @@ ff_start ex-ff-2 "" "$steady_dsn"
 # java-*: a Java worker direct, and one through the relay that drops
 ff_start java-ff-1
 ff_start java-ff-2 "" "$FF_RELAY_DSN"
+ff_start go-ff-1 "" "$FF_RELAY_DSN"    # go-*: dropped with them
 sleep 3
 as_owner=()
 [ "$(id -u)" -eq 0 ] && as_owner=(runuser -u postgres --)
@@ -152,13 +152,13 @@ cont_py=$(date +%s.%N); kill -CONT "${PIDS[py-ff-3]}"
 cont_node=$(date +%s.%N); kill -CONT "${PIDS[node-ff-2]}"
 heal_at=$(date +%s.%N); kill -USR2 "$ff_relay"
 echo "# ff: $((SECONDS - t0)) s: py-ff-3 and node-ff-2 continued (SIGCONT); py-ff-5, node-ff-3 and ex-ff-1 may connect again"
-LIVE="ex-ff-1 ex-ff-2 java-ff-1 java-ff-2 node-ff-1 node-ff-2 node-ff-3 py-ff-3 py-ff-4 py-ff-5"
+LIVE="ex-ff-1 ex-ff-2 go-ff-1 java-ff-1 java-ff-2 node-ff-1 node-ff-2 node-ff-3 py-ff-3 py-ff-4 py-ff-5"
 sleep 2
 settle_and_stop 16 -d "$FF_DB"
 kill -KILL "${PIDS[py-ff-2]}"; wait "${PIDS[py-ff-2]}" 2>/dev/null
 kill "$ff_relay" "$steady_relay"; wait "$ff_relay" "$steady_relay" 2>/dev/null
-[ "$stopped" -eq 10 ]
-ok $? "fast failover: the ten live workers stopped gracefully on SIGTERM"
+[ "$stopped" -eq 11 ]
+ok $? "fast failover: the eleven live workers stopped gracefully on SIGTERM"
 $PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-1,py-ff-2 --joined py-ff-4 --failover
 ok $? "fast failover: fleet invariants (check.py) through a restart, a SIGKILL, SIGSTOP past the lease duration, a dropped connection, a cut-off worker, terminated backends"
 # SIGSTOP: taken at expiry, not as session_ended; after SIGCONT nothing before a fresh acknowledgement
@@ -195,7 +195,7 @@ PYEOF
     ok $? "fast failover: $w stopped 12 s (SIGSTOP): its leases taken at expiry; after SIGCONT no batch or checkpoint before a fresh renewal, then it processes again"
 done
 # the dropped connections: taken early, after each worker stopped by itself
-for w in py-ff-5 node-ff-3 ex-ff-1 java-ff-2; do
+for w in py-ff-5 node-ff-3 ex-ff-1 java-ff-2 go-ff-1; do
     ended=$(ff_sql "SELECT count(*) || ' ' || coalesce(extract(epoch FROM min(occurred_at)), 0)
                       FROM lease.lease_events WHERE event = 'session_ended' AND from_owner = '$w'")
     $PY - "$FF_OUT" "$w" "$drop_at" "$heal_at" $ended <<'PYEOF'
@@ -237,6 +237,7 @@ ff_start py-ff-2 nocontract
 ff_start py-ff-5 nocontract "$FF_RELAY_DSN"
 ff_start ex-ff-3 nocontract "$FF_RELAY_DSN"
 ff_start java-ff-3 nocontract "$FF_RELAY_DSN"
+ff_start go-ff-3 nocontract "$FF_RELAY_DSN"    # go-*
 sleep 4
 for _ in $(seq 1 40); do [ -s "$FF_OUT/ex-ff-3.records" ] && break; sleep 0.25; done   # a BEAM starts slowly
 for _ in $(seq 1 40); do [ -s "$FF_OUT/java-ff-3.records" ] && break; sleep 0.25; done   # and a JVM
@@ -247,9 +248,9 @@ ff_start py-ff-4
 LIVE="node-ff-1 py-ff-1 py-ff-3 py-ff-4"
 sleep 2
 settle_and_stop 16 -d "$FF_DB"
-for w in py-ff-2 py-ff-5 ex-ff-3 java-ff-3; do kill -KILL "${PIDS[$w]}"; wait "${PIDS[$w]}" 2>/dev/null; done
+for w in py-ff-2 py-ff-5 ex-ff-3 java-ff-3 go-ff-3; do kill -KILL "${PIDS[$w]}"; wait "${PIDS[$w]}" 2>/dev/null; done
 kill "$ff_relay"; wait "$ff_relay" 2>/dev/null
-verdict=$($PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-2,py-ff-5,ex-ff-3,java-ff-3 --joined py-ff-4 --failover 2>&1)
+verdict=$($PY test/clients/check.py "$FF_OUT" "$FF_ADMIN" --killed py-ff-2,py-ff-5,ex-ff-3,java-ff-3,go-ff-3 --joined py-ff-4 --failover 2>&1)
 status=$?
 grep -E '^  FAIL' <<<"$verdict" | head -5 | sed 's/^/# negative control: /'
 [ "$status" -eq 1 ] && grep 'FAIL no two owners at once' <<<"$verdict" | grep -q "the earlier owners: .*py-ff-2" &&
@@ -259,4 +260,6 @@ grep 'FAIL no two owners at once' <<<"$verdict" | grep -q "the earlier owners: .
 ok $? "fast failover, negative control: an Elixir worker whose connections dropped, ignoring rule 6, overlaps the next owners, and the checker says so"
 grep 'FAIL no two owners at once' <<<"$verdict" | grep -q "the earlier owners: .*java-ff-3"
 ok $? "fast failover, negative control: a Java worker whose connections dropped, ignoring rule 6, overlaps the next owners, and the checker says so"
+grep 'FAIL no two owners at once' <<<"$verdict" | grep -q "the earlier owners: .*go-ff-3"
+ok $? "fast failover, negative control: a Go worker whose connections dropped, ignoring rule 6, overlaps the next owners, and the checker says so"
 OUT=$OUT_SAVED

@@ -6,7 +6,8 @@
 # fair shares, and stopping the fleet once they are fair.  Uses PY, NODE,
 # JAVA and JAVA_CP (the Java worker's command and classpath, run.sh only),
 # GO_WORKER (the Go example worker's binary, built once by the sourcing
-# script, for go-* workers), WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and
+# script, for go-* workers; GO_TEST_WORKER, test/clients/go_worker's, for
+# the fast-failover ones), WORKER_DSN, OUT, LEASE_SECONDS, PSQL, LIVE and
 # t0 of the sourcing script, and for Elixir workers EX_EBIN (the compiled
 # client) and EX_DSN (a TCP URL); FLEET_STREAM, when set, names the stream
 # that fair_sql judges (default orders).  The fast-failover workers
@@ -47,7 +48,7 @@ start_worker() {   # name [stream]
         ex-*) PG_LEASE_JOURNAL_DIR=$OUT elixir --erl "-logger level ${EX_LOG_LEVEL:-warning}" -pa "$EX_EBIN" \
                   -r test/clients/journaled.exs clients/elixir/example_worker.exs \
                   "$EX_DSN" clients "$stream" "$1" "$OUT" "$LEASE_SECONDS" >"$OUT/$1.stderr" 2>&1 & ;;
-        go-*) PG_LEASE_LOG_LEVEL=warn "$GO_WORKER" "$WORKER_DSN" clients "$stream" "$1" "$OUT" "$LEASE_SECONDS" \
+        go-*) PG_LEASE_LOG_LEVEL=${GO_LOG_LEVEL:-warn} "$GO_WORKER" "$WORKER_DSN" clients "$stream" "$1" "$OUT" "$LEASE_SECONDS" \
                   2>"$OUT/$1.stderr" & ;;
         # the library from its jar; it logs lease changes at INFO, the fleet shows only warnings
         java-*) $JAVA -Djava.util.logging.config.file=test/clients/java-logging.properties -cp "$JAVA_CP" \
@@ -56,7 +57,7 @@ start_worker() {   # name [stream]
     PIDS[$1]=$!
 }
 # ff_start name [nocontract [dsn]]: a fast-failover worker (ff_worker.py /
-# ff_worker.js / ff_worker.exs / the Java SuiteWorker, 10 s leases, renew_every) on $FF_DSN, or on
+# ff_worker.js / ff_worker.exs / the Java SuiteWorker / go_worker ff, 10 s leases, renew_every) on $FF_DSN, or on
 # dsn (a relay; an Elixir worker needs one: a TCP URL).
 ff_start() {
     case $1 in
@@ -72,6 +73,9 @@ ff_start() {
                   elixir --erl "-logger level warning" -pa "$EX_EBIN" -r test/clients/journaled.exs \
                   test/clients/ff_worker.exs "$3" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE $FF_RENEW \
                   >"$FF_OUT/$1.stderr" 2>&1 & ;;
+        go-*) PG_LEASE_LOG_LEVEL=warn PG_LEASE_IGNORE_RULE_6=$([ "${2:-}" = nocontract ] && echo 1 || echo 0) \
+                  "$GO_TEST_WORKER" ff "${3:-$FF_DSN}" clients "${FF_STREAM:-orders}" "$1" "$FF_OUT" $FF_LEASE $FF_RENEW \
+                  2>"$FF_OUT/$1.stderr" & ;;
     esac
     PIDS[$1]=$!
 }

@@ -4,9 +4,9 @@
 # over two pg_auto_failover partitions (test/scale/cluster.sh, its own
 # cluster) while the partition holding their stream fails over:
 #
-#   py-1 py-2 node-1 node-2 ex-1 java-1 start on one stream (3 s leases), and
-#   py-ff-1 py-ff-2 node-ff-1 ex-ff-1 java-ff-1 in the fast-failover mode (ff_worker.py,
-#   ff_worker.js, ff_worker.exs, the Java SuiteWorker: renew_every 0.5 s, 10 s leases) on a second
+#   py-1 py-2 node-1 node-2 ex-1 java-1 go-1 start on one stream (3 s leases), and
+#   py-ff-1 py-ff-2 node-ff-1 ex-ff-1 java-ff-1 go-ff-1 in the fast-failover mode (ff_worker.py,
+#   ff_worker.js, ff_worker.exs, the Java SuiteWorker, go_worker ff: renew_every 0.5 s, 10 s leases) on a second
 #   stream of the same partition (the Elixir workers reach the router through
 #   test/clients/tcp_relay.py: their driver speaks TCP only);
 #   at 4 s the partition's primary is SIGKILLed (its whole process tree):
@@ -112,6 +112,17 @@ ok $? "the Java client builds offline from Debian's packages" || sed 's/^/#   /'
 JAR=clients/java/$(tail -n 1 <<<"$java_build")
 JAVA_CP=$JAR:clients/java/build/examples
 JAVA_TEST_CP=$JAR:clients/java/build/test-classes
+# go-*: the Go example worker and test/clients/go_worker, built offline out
+# of the tree (GOPATH mode over Debian's pgx v4, as test/clients/run.sh)
+GODIR=$OUT/go
+mkdir -p "$GODIR/src/github.com/pg-lease" && ln -s "$(pwd)" "$GODIR/src/github.com/pg-lease/pg_lease"
+GO_WORKER=$GODIR/example_worker
+GO_TEST_WORKER=$GODIR/go_worker
+(cd "$GODIR/src/github.com/pg-lease/pg_lease" &&
+    export GO111MODULE=off GOPATH="$GODIR:/usr/share/gocode" GOCACHE="$GODIR/cache" GOPROXY=off GOFLAGS= &&
+    /usr/bin/go build -o "$GO_WORKER" ./clients/go/cmd/example_worker &&
+    /usr/bin/go build -o "$GO_TEST_WORKER" ./test/clients/go_worker) >"$OUT/go.log" 2>&1
+ok $? "the Go example worker and test/clients/go_worker build offline" || sed 's/^/#   /' "$OUT/go.log"
 
 # The fast-failover workers (test/clients/ff_worker.*: renew_every 0.5 s,
 # 10 s leases) on $FF_STREAM, through the router too.
@@ -119,7 +130,7 @@ FF_DSN=$WORKER_DSN
 FF_OUT=$OUT/ff && mkdir "$FF_OUT" && chmod 755 "$FF_OUT"
 FF_LEASE=10
 FF_RENEW=0.5
-FF_WORKERS="py-ff-1 py-ff-2 node-ff-1 ex-ff-1 java-ff-1"
+FF_WORKERS="py-ff-1 py-ff-2 node-ff-1 ex-ff-1 java-ff-1 go-ff-1"
 FF_N=$(wc -w <<<"$FF_WORKERS")
 # The sessions that the fast-failover workers $1 (an array literal) last
 # recorded on the partition, as worker=pid@incarnation, of the rows whose
@@ -131,11 +142,11 @@ ff_sessions() {
                  AND server_incarnation $2"
 }
 
-echo "# fleet through the router: py-1 py-2 node-1 node-2 ex-1 java-1, and $FF_WORKERS in the fast-failover mode;" \
+echo "# fleet through the router: py-1 py-2 node-1 node-2 ex-1 java-1 go-1, and $FF_WORKERS in the fast-failover mode;" \
      "partition $K's primary killed at 4 s, node-1 at 6 s; once the standby is primary py-ff-1 is killed," \
      "the node rejoins, py-3 and node-3 join, then py-ff-3"
 t0=$SECONDS
-for w in java-1 py-1 py-2 node-1 node-2 ex-1; do start_worker $w; done     # the JVM first: the slowest to start
+for w in java-1 py-1 py-2 node-1 node-2 ex-1 go-1; do start_worker $w; done     # the JVM first: the slowest to start
 for w in $FF_WORKERS; do ff_start "$w" "" "$([ "${w#ex-}" != "$w" ] && echo "$EX_DSN" || echo "$FF_DSN")"; done
 sleep 4
 for _ in $(seq 1 75); do   # and each of them renewed (a worker may take a few seconds to start; a BEAM longer)
@@ -200,7 +211,7 @@ PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh rejoin "$DIR" "$K"
 start_worker py-3
 start_worker node-3
 echo "# $((SECONDS - t0)) s: $killed rejoins; py-3 and node-3 joined"
-LIVE="ex-1 java-1 node-2 node-3 py-1 py-2 py-3"
+LIVE="ex-1 go-1 java-1 node-2 node-3 py-1 py-2 py-3"
 sleep 3
 ff_start py-ff-3
 echo "# $((SECONDS - t0)) s: py-ff-3 joined"
@@ -208,7 +219,7 @@ sleep 5
 settle_and_stop 24 "$PART_DSN"
 [ "$stopped" -eq 7 ]
 ok $? "the seven live workers stopped gracefully on SIGTERM (none raised PL/Proxy's XX000)"
-LIVE="ex-ff-1 java-ff-1 node-ff-1 py-ff-2 py-ff-3"
+LIVE="ex-ff-1 go-ff-1 java-ff-1 node-ff-1 py-ff-2 py-ff-3"
 OUT=$FF_OUT FLEET_STREAM=$FF_STREAM settle_and_stop 16 "$PART_DSN"
 [ "$stopped" -eq 5 ]
 ok $? "the five live fast-failover workers stopped gracefully on SIGTERM"

@@ -252,6 +252,11 @@ GO_WORKER=$GODIR/example_worker
 ok $? "go vet ./... and gofmt -l are clean (clients/go, offline against Debian's pgx v4)${unformatted:+: $unformatted}"
 (cd "$GOSRC" && $GO build -o "$GO_WORKER" ./cmd/example_worker 2>&1 | sed 's/^/# /'; exit "${PIPESTATUS[0]}")
 ok $? "go build clients/go/cmd/example_worker, offline"
+# go-*: the Go fast-failover and transactional fleets' worker, vetted and built out of the tree
+GO_TEST_WORKER=$GODIR/go_worker
+(cd "$GOSRC/../../test/clients/go_worker" && $GO vet . && [ -z "$(/usr/bin/gofmt -l .)" ] &&
+    $GO build -o "$GO_TEST_WORKER" . 2>&1 | sed 's/^/# /'; exit "${PIPESTATUS[0]}")
+ok $? "go vet, gofmt and go build test/clients/go_worker, offline"
 # go test -v, one TAP line per test and subtest; everything else as comments
 # (its own "ok  package" line included)
 while IFS= read -r line; do
@@ -472,6 +477,12 @@ mkdir "$OUT/tampered-java" && cp "$OUT"/*.journal "$OUT"/*.records "$OUT/fairnes
 verdict=$($PY test/clients/check.py "$OUT/tampered-java" "$ADMIN_DSN" --killed py-1,node-1,java-1,go-1,ex-1 --joined py-3,node-3,java-3,go-3,ex-2 2>&1)
 [ $? -eq 1 ] && grep -q "FAIL the workers that renew by heartbeat did: \['java-2'\]" <<<"$verdict"
 ok $? "the checker rejects a Java worker that never renewed by heartbeat (the heartbeat path's negative control)" ||
+# go-*: the same negative control for a Go worker of the main fleet
+mkdir "$OUT/tampered-go" && cp "$OUT"/*.journal "$OUT"/*.records "$OUT/fairness" "$OUT/tampered-go/" &&
+    $PY test/clients/tamper.py --heartbeat go-2 "$OUT/tampered-go"
+verdict=$($PY test/clients/check.py "$OUT/tampered-go" "$ADMIN_DSN" --killed py-1,node-1,java-1,go-1,ex-1 --joined py-3,node-3,java-3,go-3,ex-2 2>&1)
+[ $? -eq 1 ] && grep -q "FAIL the workers that renew by heartbeat did: \['go-2'\]" <<<"$verdict"
+ok $? "the checker rejects a Go worker that never renewed by heartbeat (the heartbeat path's negative control)" ||
     grep 'heartbeat' <<<"$verdict" | sed 's/^/#   /'
 
 # 6. Transactional mode (docs/exactly-once.md): Python, Node and Elixir workers write
@@ -498,6 +509,8 @@ tx_start() {   # name
                   2>"$OUT/tx/$1.stderr" & ;;
         ex-*) PG_LEASE_JOURNAL_DIR=$OUT/tx elixir --erl "-logger level warning" -pa "$EX_EBIN" -r test/clients/journaled.exs \
                   test/clients/tx_worker.exs "$EX_DSN" clients tx-orders "$1" "$LEASE_SECONDS" >"$OUT/tx/$1.stderr" 2>&1 & ;;
+        go-*) PG_LEASE_LOG_LEVEL=warn "$GO_TEST_WORKER" tx "$WORKER_DSN" clients tx-orders "$1" "$OUT/tx" "$LEASE_SECONDS" \
+                  2>"$OUT/tx/$1.stderr" & ;;
     esac
     TXP[$1]=$!
 }
@@ -506,17 +519,17 @@ tx_kill_backends() {   # the processing connections (not the renewers) of the gi
         WHERE application_name = ANY (string_to_array('$*', ' '))"
 }
 t0=$SECONDS
-tx_start java-tx-1; tx_start ex-tx-1; tx_start py-tx-1; tx_start node-tx-1
+tx_start java-tx-1; tx_start ex-tx-1; tx_start py-tx-1; tx_start node-tx-1; tx_start go-tx-1
 sleep 3
 kill -KILL "${TXP[py-tx-1]}"; wait "${TXP[py-tx-1]}" 2>/dev/null
 stolen=$("$PSQL" -X -qAt -d $DB -c "SELECT string_agg(c.shard_id || ' ' || lease.take_lease('clients', 'tx-orders', c.shard_id, 'thief', c.lease_count), ', ')
     FROM (SELECT DISTINCT ON (lease_owner) shard_id, lease_count FROM lease.shard_leases
-           WHERE stream_name = 'tx-orders' AND lease_owner IN ('node-tx-1', 'ex-tx-1') ORDER BY lease_owner, shard_id) AS c")
-killed=$(tx_kill_backends node-tx-1 ex-tx-1 java-tx-1)
-echo "# tx: $((SECONDS - t0)) s: py-tx-1 killed (SIGKILL), $stolen stolen from node-tx-1 and ex-tx-1 by a thief that never renews, $killed backend(s) of theirs terminated"
-tx_start py-tx-2; tx_start node-tx-2; tx_start ex-tx-2
+           WHERE stream_name = 'tx-orders' AND lease_owner IN ('node-tx-1', 'ex-tx-1', 'go-tx-1') ORDER BY lease_owner, shard_id) AS c")
+killed=$(tx_kill_backends node-tx-1 ex-tx-1 java-tx-1 go-tx-1)
+echo "# tx: $((SECONDS - t0)) s: py-tx-1 killed (SIGKILL), $stolen stolen from node-tx-1, ex-tx-1 and go-tx-1 by a thief that never renews, $killed backend(s) of theirs terminated"
+tx_start py-tx-2; tx_start node-tx-2; tx_start ex-tx-2; tx_start go-tx-2
 sleep 3
-killed=$(tx_kill_backends node-tx-1 py-tx-2 node-tx-2 ex-tx-1 ex-tx-2 java-tx-1)
+killed=$(tx_kill_backends node-tx-1 py-tx-2 node-tx-2 ex-tx-1 ex-tx-2 java-tx-1 go-tx-1 go-tx-2)
 echo "# tx: $((SECONDS - t0)) s: py-tx-2, node-tx-2 and ex-tx-2 joined 3 s ago; $killed processing backend(s) terminated"
 sleep 2
 # an immediate stop and restart of the server (test/lib/cluster.sh's cluster:
@@ -530,13 +543,13 @@ if [ -d "$PGHOST/data" ]; then
 fi
 echo "# tx: $((SECONDS - t0)) s: the server stopped (immediate) and restarted: $restarted"
 sleep 4
-TX_LIVE="node-tx-1 py-tx-2 node-tx-2 ex-tx-1 ex-tx-2 java-tx-1"
+TX_LIVE="node-tx-1 py-tx-2 node-tx-2 ex-tx-1 ex-tx-2 java-tx-1 go-tx-1 go-tx-2"
 for w in $TX_LIVE; do kill -TERM "${TXP[$w]}"; done
 tx_stopped=0
 for w in $TX_LIVE; do wait "${TXP[$w]}" && tx_stopped=$((tx_stopped + 1)); done
 for f in "$OUT"/tx/*.stderr; do [ -s "$f" ] && { echo "# $(basename "$f"):"; grep -vE '^(Sock closed|$)' "$f" | sed 's/^/#   /' | head -20; }; done
-[ "$tx_stopped" -eq 6 ]
-ok $? "transactional mode: the six live workers stopped gracefully on SIGTERM"
+[ "$tx_stopped" -eq 8 ]
+ok $? "transactional mode: the eight live workers stopped gracefully on SIGTERM"
 # the verdict over table :tbl (tx_out, or its tampered copy below)
 tx_verdict() {
     "$PSQL" -X -qAt -d $DB -v tbl="$1" <<'SQL'
@@ -561,8 +574,8 @@ failed=$(cat "$OUT"/tx/*.journal | grep -c '"ev": \?"tx_failed"' || true)
 diverged=$(cat "$OUT"/tx/*.journal | grep -c '"ev": \?"tx_diverged"' || true)
 echo "# tx: $not_held batch(es) refused (not held), $failed transaction(s) failed and resolved from my_leases," \
     "$diverged found by hold_lease's checkpoint to start past the server's (commits lost in the restart)"
-grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*ex-.*java-.*node-.*py-' <<<"$verdict"
-ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python, Node, Elixir and Java workers"
+grep -qE '^records written exactly once: ([0-9]+) of \1, 0 duplicates, 0 gaps, 0 past a checkpoint; shards with progress 6 of 6; by .*ex-.*go-.*java-.*node-.*py-' <<<"$verdict"
+ok $? "transactional mode: every record up to each checkpoint written exactly once, by Python, Node, Elixir, Java and Go workers"
 # The verdict can fail (transactional mode's negative control): a copy of the
 # output with one of an Elixir worker's rows written twice and one row past
 # its shard's checkpoint, as a careless transaction would leave them.

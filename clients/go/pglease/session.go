@@ -51,6 +51,8 @@ type Session struct {
 	connString      string
 	applicationName string
 	conn            *pgx.Conn
+	runtimeParams   map[string]string // set on every connection (the worker's statement and lock timeouts)
+	connectTimeout  time.Duration     // 0: the connection string's
 	// the primary message of the first notice of the statement in progress
 	// that makes it ambiguous (AmbiguousNotice), "" when none came
 	warning string
@@ -80,6 +82,12 @@ func (s *Session) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	if s.applicationName != "" {
 		cfg.RuntimeParams["application_name"] = s.applicationName
+	}
+	for k, v := range s.runtimeParams {
+		cfg.RuntimeParams[k] = v
+	}
+	if s.connectTimeout > 0 {
+		cfg.ConnectTimeout = s.connectTimeout
 	}
 	// pgx delivers notices here, on the goroutine reading the statement's answer
 	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
