@@ -185,45 +185,33 @@ bench_renewal() {
 }
 
 # -- 3b: renewal cost by the number of leases held ----------------------------
-# At 10, 100 and 1,000 leases: lease.heartbeat (0.4.0: one row written, the
-# answer read from it), renew_leases of 0.4.0 (the same write, then a row
-# per lease) and of 0.3.0, which wrote every lease.  The 0.3.0 one runs in
-# the same run, from the same module: a database created with CREATE
-# EXTENSION pg_lease VERSION '0.3.0' is served by the plain C symbols with
-# 0.3.0's statements (src/common/version.h).
+# At 10, 100 and 1,000 leases: lease.heartbeat (one row written, the answer
+# read from it) and renew_leases (the same write, then a row per lease).
+# (Up to 0.4.0 this section also ran 0.3.0's renew_leases, which wrote every
+# lease; the module no longer serves a 0.3.0 schema.)
 bench_renewal_flat() {
-    "$PG_BINDIR/psql" -X -q -d postgres -c "CREATE DATABASE bench03"
-    # setup.sql's weighted helpers name 0.4.0's columns: not checked (nor
-    # called) in the 0.3.0 database
-    "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d bench03 -c "CREATE EXTENSION pg_lease VERSION '0.3.0'" \
-        -c "SET check_function_bodies = off" -f test/bench/setup.sql >/dev/null
     {
         echo
         echo "### 3b. One renewal's cost by the number of leases held"
         echo
-        echo "One client. \`lease.heartbeat(...)\` (0.4.0): one heartbeat row written per worker and stream, answered from that row; what a worker calls on every tick while its leases have not changed hands. \`SELECT count(*) FROM lease.renew_leases(...)\`: 0.4.0 makes the same write, then lists a row per lease (the pinned result); 0.3.0 (same module, a database on the 0.3.0 schema) wrote every lease. Ratios against 10 leases of the same call; the goal is 1,000 within 1.5× of 10."
+        echo "One client. \`lease.heartbeat(...)\`: one heartbeat row written per worker and stream, answered from that row; what a worker calls on every tick while its leases have not changed hands. \`SELECT count(*) FROM lease.renew_leases(...)\`: the same write, then a row per lease (the pinned result). Ratios against 10 leases of the same call; the goal is 1,000 within 1.5× of 10."
         echo
-        echo "| leases held | \`heartbeat\` (ms) | vs 10 leases | \`renew_leases\` 0.4.0 (ms) | vs 10 leases | \`renew_leases\` 0.3.0 (ms) | vs 10 leases | 0.3.0 \`renew_leases\` / \`heartbeat\` |"
-        echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        echo "| leases held | \`heartbeat\` (ms) | vs 10 leases | \`renew_leases\` (ms) | vs 10 leases | \`renew_leases\` / \`heartbeat\` |"
+        echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
     } >>"$REPORT"
-    local baseh= base4= base3=
+    local baseh= base4=
     for n in 10 100 1000; do
-        step "renewal cost: $n leases, heartbeat, 0.4.0 and 0.3.0"
+        step "renewal cost: $n leases, heartbeat and renew_leases"
         "${PSQL[@]}" -c "SELECT bench.make_stream('flat-$n', $n, 1)"
-        "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d bench03 -c "SELECT bench.make_stream('flat-$n', $n, 1)"
         echo "SELECT * FROM lease.heartbeat('bench', 'flat-$n', 'bench-owner', '7 days');" >"$WORK/heartbeat.sql"
         run_pgbench "heartbeat-$n" "$WORK/heartbeat.sql" 1
         local lath=$LAT
         echo "SELECT count(*) FROM lease.renew_leases('bench', 'flat-$n', 'bench-owner', '7 days');" >"$WORK/renew_flat.sql"
         run_pgbench "renew-flat-$n" "$WORK/renew_flat.sql" 1
         local lat4=$LAT
-        "$PG_BINDIR/pgbench" -n -M prepared -T "$T" -c 1 -j 1 -f "$WORK/renew_flat.sql" bench03 \
-            >"$WORK/renew-flat03-$n.log" 2>&1 || { cat "$WORK/renew-flat03-$n.log" >&2; return 1; }
-        pgbench_figures "$WORK/renew-flat03-$n.log"
-        local lat3=$LAT
-        [ -n "$base4" ] || { baseh=$lath; base4=$lat4; base3=$lat3; }
-        printf '| %d | %.3f | %s× | %.3f | %s× | %.3f | %s× | %s× |\n' "$n" "$lath" "$(ratio "$lath" "$baseh")" \
-            "$lat4" "$(ratio "$lat4" "$base4")" "$lat3" "$(ratio "$lat3" "$base3")" "$(ratio "$lat3" "$lath")" >>"$REPORT"
+        [ -n "$base4" ] || { baseh=$lath; base4=$lat4; }
+        printf '| %d | %.3f | %s× | %.3f | %s× | %s× |\n' "$n" "$lath" "$(ratio "$lath" "$baseh")" \
+            "$lat4" "$(ratio "$lat4" "$base4")" "$(ratio "$lat4" "$lath")" >>"$REPORT"
     done
 }
 

@@ -54,8 +54,13 @@ cleanup() {
 trap cleanup EXIT
 started=$SECONDS
 
-env=$(PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh up "$DIR")
-ok $? "test/scale/cluster.sh up: a router over two partitions of a primary and two standbys ($((SECONDS - started)) s)" ||
+# Partitions of a primary and ONE standby: the clients give an ambiguous
+# call five tries (clients/rules.json), which outlast a 2-node failover (a
+# few seconds) but not a 3-node one, where the monitor waits for both
+# standbys to report before it promotes one (about 10 s without a primary
+# here); the 3-node partitions run in the scale and soak suites.
+env=$(PG_LEASE_SCALE_STANDBYS=1 PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh up "$DIR")
+ok $? "test/scale/cluster.sh up: a router over two partitions of a primary and a standby ($((SECONDS - started)) s)" ||
     { echo "1..$n"; exit 1; }
 eval "$env"
 read -r -a PARTITIONS <<<"$PG_LEASE_PARTITION_DSNS"
@@ -217,12 +222,12 @@ ff_start py-ff-3
 echo "# $((SECONDS - t0)) s: py-ff-3 joined"
 sleep 5
 settle_and_stop 24 "$PART_DSN"
-[ "$stopped" -eq 7 ]
-ok $? "the seven live workers stopped gracefully on SIGTERM (none raised PL/Proxy's XX000)"
+[ "$stopped" -eq "$(wc -w <<<"$LIVE")" ]
+ok $? "the $(wc -w <<<"$LIVE") live workers stopped gracefully on SIGTERM (none raised PL/Proxy's XX000)"
 LIVE="ex-ff-1 go-ff-1 java-ff-1 node-ff-1 py-ff-2 py-ff-3"
 OUT=$FF_OUT FLEET_STREAM=$FF_STREAM settle_and_stop 16 "$PART_DSN"
-[ "$stopped" -eq 5 ]
-ok $? "the five live fast-failover workers stopped gracefully on SIGTERM"
+[ "$stopped" -eq "$(wc -w <<<"$LIVE")" ]
+ok $? "the $(wc -w <<<"$LIVE") live fast-failover workers stopped gracefully on SIGTERM"
 
 # The workers met the failover as PL/Proxy's XX000 and handled it as an
 # ambiguous call (repeated, then left to the next tick and the local deadline).
@@ -270,7 +275,7 @@ status=$?
 ok $? "check.py --failover rejects a repeat of an acknowledged record, a refused checkpoint, a lost checkpoint, two owners"
 
 PG_BINDIR="$PG_BINDIR" bash test/scale/cluster.sh wait "$DIR" "$K" 60 >/dev/null
-ok $? "partition $K is a primary and two secondaries again"
+ok $? "partition $K is a primary and its secondary again"
 echo "# $((SECONDS - started)) s in all"
 echo "1..$n"
 [ "$fails" -eq 0 ]

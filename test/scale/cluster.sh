@@ -61,7 +61,16 @@ PG_MAJOR=${PG_MAJOR:-15}
 PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
 PG_AUTOCTL=${PG_AUTOCTL:-/usr/bin/pg_autoctl}
 NPART=2
-NODES="a b c"
+# PG_LEASE_SCALE_STANDBYS=1: partitions of a primary and one standby (the
+# 2-node formation, number_sync_standbys 0) for suites whose clients must
+# ride through a failover within their tries (test/clients/router.sh); the
+# default, 2, is the production topology of docs/scale-out.md.
+STANDBYS=${PG_LEASE_SCALE_STANDBYS:-2}
+case $STANDBYS in
+    1) NODES="a b"; HEALTHY="primary secondary" ;;
+    2) NODES="a b c"; HEALTHY="primary secondary secondary" ;;
+    *) echo "cluster.sh: PG_LEASE_SCALE_STANDBYS must be 1 or 2" >&2; exit 2 ;;
+esac
 DB=pg_lease
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
@@ -187,7 +196,7 @@ healthy() {
     [ "$(psql_at "$MONITOR_PORT" -d pg_auto_failover -c "
         SELECT string_agg(reportedstate::text, ' ' ORDER BY reportedstate::text)
           FROM pgautofailover.node
-         WHERE formationid = 'part$1' AND reportedstate = goalstate")" = "primary secondary secondary" ]
+         WHERE formationid = 'part$1' AND reportedstate = goalstate")" = "$HEALTHY" ]
 }
 
 wait_healthy() {
@@ -243,6 +252,7 @@ cmd_up() {
     local k n r
     {
         echo "PG_BINDIR='$PG_BINDIR'"
+        echo "STANDBYS=$STANDBYS NODES='$NODES' HEALTHY='$HEALTHY'"
         echo "MONITOR_PORT=$MONITOR_PORT"
         echo "ROUTER_PORT=$ROUTER_PORT"
         echo "ROUTERS=$ROUTERS"
@@ -317,7 +327,7 @@ CONF
     done
     for k in $(seq 0 $((NPART - 1))); do
         wait_states "$k" "primary secondary" 120 || { cmd_status >&2; die "partition $k: no first standby after 120 s"; }
-        create_node "$k" c
+        [ "$STANDBYS" = 2 ] && create_node "$k" c
     done
 
     # The routers: each the same, with the same partitions in the same order.
@@ -347,10 +357,12 @@ CONF
     # standbys), which the keeper writes into the primary's
     # synchronous_standby_names as ANY 1 (...).
     for k in $(seq 0 $((NPART - 1))); do
+        [ "$STANDBYS" = 2 ] || break
         as_pg "$PG_AUTOCTL" set formation number-sync-standbys 1 --monitor "$(monitor_uri)" \
             --formation "part$k" >>"$DIR/logs/monitor.create.log" 2>&1 || die "partition $k: number-sync-standbys 1 failed"
     done
     for k in $(seq 0 $((NPART - 1))); do
+        [ "$STANDBYS" = 2 ] || break
         check_sync "$k" 60 || die "partition $k: $SYNC_PROBLEM"
     done
     # A primary cut off from the monitor and its standby demotes itself
