@@ -298,7 +298,7 @@ for suite in $SUITES; do
         # own cluster: test/scale/cluster.sh)
         clients) suite_tap "clients (Python, Node, Java, Go and Elixir workers on one stream)" clients "" \
             bash test/clients/run.sh ;;
-        clients-router) suite_tap "clients-router (Python, Node, Elixir and Java workers through the router during a failover)" \
+        clients-router) suite_tap "clients-router (Python, Node, Elixir, Java and Go workers through the router during a failover)" \
             clients-router '^(ok|not ok) |^#   |^  FAIL' bash test/clients/router.sh ;;
         # the same fleet through PgBouncer in transaction pooling mode
         # (test/clients/pgbouncer.sh, on test/run.sh's cluster)
