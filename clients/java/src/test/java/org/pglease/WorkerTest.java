@@ -587,7 +587,7 @@ class WorkerTest {
             long lists = journalEvents(w, "renewed").stream().filter(l -> l.contains("\"via\": \"list\"")).count();
             // a handoff request moves the version: the next tick lists again and hands over
             sql("SELECT count(*) FROM lease.take_leases('clients', 'java-heartbeat', 'java-heartbeat-2', '2 seconds', NULL, 1)");
-            waitFor("the handoff", 6, () -> w.events.stream().anyMatch(e -> e.endsWith(" shutdownRequested")));
+            waitFor("the handoff", 20, () -> w.events.stream().anyMatch(e -> e.endsWith(" shutdownRequested")));
             assertTrue(journalEvents(w, "renewed").stream().filter(l -> l.contains("\"via\": \"list\"")).count() > lists);
         }
     }
